@@ -1,0 +1,3 @@
+from mplp_lsp.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,108 @@
+"""The one error shape used by the CLI, the HTTP API and the LSP side.
+
+It follows the upstream SDKs: ``{ok, errors: [{path, code, message}]}`` with paths in
+dot/bracket form (``steps[0].step_id``). Codes are stable strings; clients branch on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class ErrorCode(StrEnum):
+    # Schema codes, as the upstream SDKs name them.
+    REQUIRED = "required"
+    TYPE = "type"
+    ENUM = "enum"
+    PATTERN = "pattern"
+    FORMAT = "format"
+    MIN_LENGTH = "min_length"
+    MAX_LENGTH = "max_length"
+    MINIMUM = "minimum"
+    MAXIMUM = "maximum"
+    EXTRA_FORBIDDEN = "extra_forbidden"
+    UNKNOWN = "unknown"
+    # Schema keywords the upstream set folds into "unknown"; we name them.
+    MIN_ITEMS = "min_items"
+    MAX_ITEMS = "max_items"
+    CONST = "const"
+    # Invariant rules (schemas/v2/invariants/*.yaml), one code per rule kind.
+    INVARIANT_NON_EMPTY_STRING = "invariant_non_empty_string"
+    INVARIANT_ENUM = "invariant_enum"
+    INVARIANT_UUID_V4 = "invariant_uuid_v4"
+    INVARIANT_ISO_DATETIME = "invariant_iso_datetime"
+    INVARIANT_MIN_LENGTH = "invariant_min_length"
+    INVARIANT_EQ = "invariant_eq"
+    INVARIANT_EXISTS = "invariant_exists"
+    INVARIANT_POSITIVE_INTEGER = "invariant_positive_integer"
+    INVARIANT_OPTIONAL_STRING = "invariant_optional_string"
+    INVARIANT_ONE_OF = "invariant_one_of"
+    # Input that never reached a schema.
+    INVALID_JSON = "invalid_json"
+    UNKNOWN_KIND = "unknown_kind"
+    # Sanitisation of untrusted input (paths, text).
+    PATH_OUTSIDE_WORKSPACE = "path_outside_workspace"
+    PATH_TRAVERSAL = "path_traversal"
+    PATH_SYMLINK_ESCAPE = "path_symlink_escape"
+    PATH_SYMLINK_LOOP = "path_symlink_loop"
+    PATH_CONTROL_CHARACTER = "path_control_character"
+    PATH_NOT_UTF8 = "path_not_utf8"
+    PATH_INVALID = "path_invalid"
+    UNSUPPORTED_URI = "unsupported_uri"
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationIssue:
+    path: str
+    code: str
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "code": self.code, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationResult:
+    ok: bool
+    errors: tuple[ValidationIssue, ...] = field(default=())
+
+    @classmethod
+    def success(cls) -> ValidationResult:
+        return _SUCCESS
+
+    @classmethod
+    def failure(cls, errors: Iterable[ValidationIssue]) -> ValidationResult:
+        collected = tuple(errors)
+        if not collected:
+            raise ValueError("a failed ValidationResult needs at least one error")
+        return cls(ok=False, errors=collected)
+
+    @classmethod
+    def single(cls, path: str, code: ErrorCode | str, message: str) -> ValidationResult:
+        return cls.failure([ValidationIssue(path, str(code), message)])
+
+    @property
+    def codes(self) -> list[str]:
+        return [issue.code for issue in self.errors]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "errors": [issue.to_dict() for issue in self.errors]}
+
+
+_SUCCESS = ValidationResult(ok=True)
+
+
+def format_path(parts: Sequence[str | int]) -> str:
+    """Render a JSON location as ``a.b[0].c`` (the upstream SDK notation)."""
+    out: list[str] = []
+    for part in parts:
+        if isinstance(part, int):
+            out.append(f"[{part}]")
+        elif out:
+            out.append(f".{part}")
+        else:
+            out.append(part)
+    return "".join(out)

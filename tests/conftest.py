@@ -1,0 +1,46 @@
+"""Shared test fixtures: the project's own payload fixtures and the upstream reference data."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+PAYLOAD_FILES = {
+    "tool": "tool.json",
+    "file_update": "file_update.json",
+    "git": "git.json",
+    "ci": "ci.json",
+    "pipeline_stage": "pipeline_stage.json",
+    "graph_update": "graph_update.json",
+    "runtime_execution": "runtime_execution.json",
+}
+
+
+def sample(kind: str) -> dict[str, Any]:
+    """A fresh copy of the project's valid fixture of this kind."""
+    data: dict[str, Any] = json.loads((FIXTURES / "payloads" / PAYLOAD_FILES[kind]).read_text())
+    return copy.deepcopy(data)
+
+
+def reference_dir() -> Path | None:
+    """The upstream MPLP reference data: beside the checkout, or MPLP_REFERENCE_DIR."""
+    configured = os.environ.get("MPLP_REFERENCE_DIR")
+    candidate = Path(configured) if configured else REPO.parent / "shared" / "reference" / "mplp"
+    return candidate if candidate.is_dir() else None
+
+
+@pytest.fixture
+def reference() -> Path:
+    found = reference_dir()
+    if found is None:
+        pytest.skip(
+            "upstream MPLP reference data is not beside this checkout (set MPLP_REFERENCE_DIR)"
+        )
+    return found
