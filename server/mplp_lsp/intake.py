@@ -1,0 +1,275 @@
+"""The one intake: every source hands its events here, and nothing else stores events.
+
+    sanitise → validate → dedup → envelope → durable commit → publish on the bus
+
+Rejected input goes to the integration error log and a counter, never to the event log.
+An event is *accepted* only once its transaction has committed (``synchronous=FULL``), so
+whatever a caller was told is accepted survives a crash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from mplp_lsp.bus import EventBus
+from mplp_lsp.protocol.envelope import FamilyForm, build_envelope
+from mplp_lsp.protocol.kinds import PAYLOAD_KINDS, Kind, kind_for_event_type
+from mplp_lsp.protocol.result import ValidationResult
+from mplp_lsp.protocol.validator import EventValidator, default_validator
+from mplp_lsp.sanitize.paths import PathRejected, relative_path
+from mplp_lsp.sanitize.redact import redact, redact_args, strip_url_credentials
+from mplp_lsp.store.errorlog import IntegrationErrorLog
+from mplp_lsp.store.events import EventLog, NewEvent, StoredEvent
+from mplp_lsp.store.writer import StoreWriter
+
+log = logging.getLogger(__name__)
+
+_EXCERPT_LIMIT = 2048
+_SLICE = 256  # about 5 ms of validation: the longest the intake holds the event loop
+_TEXT_FIELDS: dict[Kind, tuple[str, ...]] = {
+    Kind.TOOL: ("output_summary",),
+    Kind.FILE_UPDATE: ("change_summary",),
+    Kind.GIT: ("commit_message", "author_name"),
+    Kind.CI: (),
+}
+_URL_FIELDS: dict[Kind, tuple[str, ...]] = {Kind.GIT: ("repo_url",), Kind.CI: ("run_url",)}
+_PATH_FIELDS: dict[Kind, tuple[str, ...]] = {
+    Kind.FILE_UPDATE: ("file_path", "previous_path"),
+    Kind.TOOL: ("working_directory",),
+}
+
+
+class Outcome(StrEnum):
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"
+    REJECTED = "rejected"
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """One raw event from a source.
+
+    ``data`` is a payload for the four integration kinds, a whole envelope for
+    ``Kind.ENVELOPE``, or a whole observability event for the L3 families. ``trusted_paths``
+    says the source already resolved its paths against the workspace (the editor adapter
+    does, with symlink checks); anything else has its path fields checked here.
+    """
+
+    kind: Kind
+    data: Any  # untrusted: anything a source received, checked here
+    source_module: str
+    source: str | None = None
+    trusted_paths: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class IntakeResult:
+    outcome: Outcome
+    result: ValidationResult
+    event: StoredEvent | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.outcome is Outcome.ACCEPTED
+
+
+@dataclass
+class IntakeCounters:
+    accepted: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
+
+
+class Intake:
+    def __init__(
+        self,
+        writer: StoreWriter,
+        bus: EventBus,
+        error_log: IntegrationErrorLog,
+        *,
+        root: Path,
+        family: FamilyForm = FamilyForm.SPEC,
+        validator: EventValidator | None = None,
+    ) -> None:
+        self._writer = writer
+        self._bus = bus
+        self._error_log = error_log
+        self._root = root
+        self.family = family
+        self._validator = validator or default_validator()
+        self.counters = IntakeCounters()
+
+    async def submit(self, submission: Submission) -> IntakeResult:
+        [result] = await self.submit_many([submission])
+        return result
+
+    async def submit_many(self, submissions: Sequence[Submission]) -> list[IntakeResult]:
+        """Check, commit and publish; a big batch goes in slices so the event loop stays live."""
+        results: list[IntakeResult] = []
+        for start in range(0, len(submissions), _SLICE):
+            results += await self._submit_slice(submissions[start : start + _SLICE])
+        return results
+
+    async def _submit_slice(self, submissions: Sequence[Submission]) -> list[IntakeResult]:
+        """Check all, commit the good ones in one transaction, then publish them."""
+        results: list[IntakeResult | None] = []
+        pending: list[tuple[int, NewEvent]] = []
+        rejected: list[tuple[Submission, ValidationResult]] = []
+        for submission in submissions:
+            prepared = self._prepare(submission)
+            if isinstance(prepared, ValidationResult):
+                rejected.append((submission, prepared))
+                results.append(IntakeResult(Outcome.REJECTED, prepared))
+            else:
+                pending.append((len(results), prepared))
+                results.append(None)
+        if rejected:
+            await self._record_rejections(rejected)
+        if pending:
+            stored = await self._writer.append([event for _, event in pending])
+            for (index, _), event in zip(pending, stored, strict=True):
+                results[index] = self._count(event)
+            self._bus.publish([event for event in stored if event is not None])
+        return [result for result in results if result is not None]
+
+    async def reject(self, submission: Submission, result: ValidationResult) -> IntakeResult:
+        """Record input a front end refused before it could become an event."""
+        await self._record_rejections([(submission, result)])
+        return IntakeResult(Outcome.REJECTED, result)
+
+    def _count(self, event: StoredEvent | None) -> IntakeResult:
+        if event is None:
+            self.counters.duplicates += 1
+            return IntakeResult(Outcome.DUPLICATE, ValidationResult.success())
+        self.counters.accepted += 1
+        self.counters.by_kind[event.kind] = self.counters.by_kind.get(event.kind, 0) + 1
+        return IntakeResult(Outcome.ACCEPTED, ValidationResult.success(), event)
+
+    def _prepare(self, submission: Submission) -> NewEvent | ValidationResult:
+        kind = submission.kind
+        if not isinstance(submission.data, Mapping):
+            return self._validator.validate(kind, submission.data)
+        data = dict(submission.data)
+        try:
+            if kind in PAYLOAD_KINDS:
+                data = self._sanitise_payload(kind, data, submission.trusted_paths)
+            elif kind is Kind.ENVELOPE and isinstance(data.get("payload"), Mapping):
+                payload_kind = _payload_kind(data)
+                if payload_kind is not None:
+                    data["payload"] = self._sanitise_payload(
+                        payload_kind, dict(data["payload"]), submission.trusted_paths
+                    )
+        except _FieldRejected as rejection:
+            return rejection.result
+        result = self._validator.validate(kind, data)
+        if not result.ok:
+            return result
+        if kind in PAYLOAD_KINDS:
+            envelope = build_envelope(
+                kind,
+                data,
+                source_module=submission.source_module,
+                source=submission.source,
+                family=self.family,
+            )
+            return NewEvent(
+                event_id=envelope["event_id"],
+                kind=kind.value,
+                dedup_key=_dedup_key(kind.value, data),
+                timestamp=envelope["timestamp"],
+                envelope=envelope,
+            )
+        if kind is Kind.ENVELOPE:
+            payload_kind = _payload_kind(data)
+            assert payload_kind is not None  # the schema checked event_type
+            return NewEvent(
+                event_id=data["event_id"],
+                kind=payload_kind.value,
+                dedup_key=_dedup_key(payload_kind.value, data["payload"]),
+                timestamp=data["timestamp"],
+                envelope=data,
+            )
+        # An L3 observability event is its own envelope; its id makes it unique.
+        return NewEvent(
+            event_id=data["event_id"],
+            kind=kind.value,
+            dedup_key=f"id:{data['event_id']}",
+            timestamp=data["timestamp"],
+            envelope=data,
+        )
+
+    def _sanitise_payload(self, kind: Kind, data: dict[str, Any], trusted: bool) -> dict[str, Any]:
+        for name in _TEXT_FIELDS.get(kind, ()):
+            if isinstance(data.get(name), str):
+                data[name] = redact(data[name])
+        for name in _URL_FIELDS.get(kind, ()):
+            if isinstance(data.get(name), str):
+                data[name] = strip_url_credentials(data[name])
+        args = data.get("args")
+        if kind is Kind.TOOL and isinstance(args, list) and all(isinstance(a, str) for a in args):
+            data["args"] = redact_args(args)
+        if not trusted:
+            for name in _PATH_FIELDS.get(kind, ()):
+                if isinstance(data.get(name), str):
+                    data[name] = self._workspace_path(name, data[name])
+        return data
+
+    def _workspace_path(self, name: str, value: str) -> str:
+        if value == ".":
+            return value
+        try:
+            _, relative = relative_path(value, (self._root,))
+        except PathRejected as rejected:
+            raise _FieldRejected(rejected.to_result(name)) from None
+        return relative
+
+    async def _record_rejections(self, rejected: list[tuple[Submission, ValidationResult]]) -> None:
+        self.counters.rejected += len(rejected)
+        for submission, result in rejected:
+            self._error_log.write(
+                {
+                    "source_module": submission.source_module,
+                    "kind": submission.kind.value,
+                    "errors": [issue.to_dict() for issue in result.errors],
+                    "input_excerpt": _excerpt(submission.data),
+                }
+            )
+        try:
+            await self._writer.run(lambda conn: EventLog(conn).bump("rejected", len(rejected)))
+        except Exception:
+            log.exception("could not count %d rejected events in the store", len(rejected))
+
+
+class _FieldRejected(Exception):
+    def __init__(self, result: ValidationResult) -> None:
+        super().__init__(result.errors[0].message)
+        self.result = result
+
+
+def _payload_kind(envelope: Mapping[str, Any]) -> Kind | None:
+    return kind_for_event_type(envelope.get("event_type"))
+
+
+def _dedup_key(kind: str, payload: Mapping[str, Any]) -> str:
+    """Same kind and same payload = the same event (spec §6.4: duplicates handled gracefully)."""
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.blake2b(
+        f"{kind}\0{canonical}".encode(errors="surrogatepass"), digest_size=16
+    ).hexdigest()
+
+
+def _excerpt(data: Any) -> str:
+    """What the error log keeps of rejected input: redacted and bounded."""
+    try:
+        text = json.dumps(data, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        text = repr(data)
+    return redact(text[: _EXCERPT_LIMIT * 2])[:_EXCERPT_LIMIT]

@@ -1,0 +1,220 @@
+"""PSG file nodes: one node per workspace file, kept up to date from file_update events.
+
+For each committed ``file_update`` the node's ``last_modified`` follows the event (spec §6.3),
+and its size, mtime and content hash follow the file on disk, read off the event loop. Each
+change to the graph emits one ``graph_update`` event through the intake, so it is stored and
+forwarded like any other event. A late event (older than what the node already records)
+never moves the node backwards: events arrive out of order (spec §6.4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import sqlite3
+import stat
+from collections.abc import Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from mplp_lsp.intake import Intake, Submission
+from mplp_lsp.protocol.envelope import new_id, utc_timestamp
+from mplp_lsp.protocol.kinds import Kind
+from mplp_lsp.store.events import EventLog, StoredEvent
+from mplp_lsp.store.writer import StoreWriter
+
+log = logging.getLogger(__name__)
+
+HASH_SIZE_CAP = 256 * 2**20  # bigger files are tracked by size and mtime only
+_CHUNK = 2**20
+
+
+@dataclass(frozen=True, slots=True)
+class FileFacts:
+    size: int
+    mtime_ns: int
+    content_hash: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class FileChange:
+    path: str
+    change_type: str
+    timestamp: str
+    previous_path: str | None
+    cause_event_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class GraphChange:
+    update_kind: str
+    node_delta: int
+    path: str
+    previous_path: str | None
+    cause_event_id: str
+
+
+def content_hash(path: Path) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    with path.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return "blake2b-128:" + digest.hexdigest()
+
+
+def file_facts(path: Path) -> FileFacts | None:
+    """Size, mtime and hash of a regular file; None if it is gone or not a regular file."""
+    try:
+        info = path.stat(follow_symlinks=False)
+        if not stat.S_ISREG(info.st_mode):  # a symlink, a directory, a fifo...
+            return None
+        digest = content_hash(path) if info.st_size <= HASH_SIZE_CAP else None
+    except OSError:
+        return None
+    return FileFacts(info.st_size, info.st_mtime_ns, digest)
+
+
+def _instant(timestamp: str) -> datetime:
+    return datetime.fromisoformat(timestamp.replace("z", "Z"))
+
+
+class FileNodes:
+    def __init__(self, root: Path, writer: StoreWriter, intake: Intake, executor: Executor) -> None:
+        self._root = root
+        self._writer = writer
+        self._intake = intake
+        self._executor = executor
+        self._graph_id: str | None = None
+
+    async def handle(self, events: Sequence[StoredEvent]) -> None:
+        changes = [_file_change(event) for event in events if event.kind == Kind.FILE_UPDATE.value]
+        if not changes:
+            return
+        loop = asyncio.get_running_loop()
+        facts = await loop.run_in_executor(self._executor, self._gather, changes)
+        graph_changes = await self._writer.run(lambda conn: _apply(conn, changes, facts))
+        if graph_changes:
+            graph_id = await self._ensure_graph_id()
+            await self._intake.submit_many(
+                [
+                    Submission(Kind.GRAPH_UPDATE, _graph_event(graph_id, change), "psg")
+                    for change in graph_changes
+                ]
+            )
+
+    def _gather(self, changes: Sequence[FileChange]) -> dict[str, FileFacts | None]:
+        return {
+            change.path: file_facts(self._root / change.path)
+            for change in changes
+            if change.change_type != "deleted"
+        }
+
+    async def _ensure_graph_id(self) -> str:
+        if self._graph_id is None:
+
+            def read_or_create(conn: sqlite3.Connection) -> str:
+                events = EventLog(conn)
+                graph_id = events.get_meta("graph_id")
+                if graph_id is None:
+                    graph_id = new_id()
+                    events.set_meta("graph_id", graph_id)
+                return graph_id
+
+            self._graph_id = await self._writer.run(read_or_create)
+        return self._graph_id
+
+
+def _file_change(event: StoredEvent) -> FileChange:
+    payload = event.envelope["payload"]
+    return FileChange(
+        path=payload["file_path"],
+        change_type=payload["change_type"],
+        timestamp=payload["timestamp"],
+        previous_path=payload.get("previous_path"),
+        cause_event_id=event.event_id,
+    )
+
+
+def _apply(
+    conn: sqlite3.Connection, changes: Sequence[FileChange], facts: dict[str, FileFacts | None]
+) -> list[GraphChange]:
+    """Runs on the store's writer thread, inside one transaction."""
+    out: list[GraphChange] = []
+    for change in changes:
+        known = _recorded_at(conn, change.path)
+        if known is not None and _instant(known) > _instant(change.timestamp):
+            continue  # a late event: the node already records something newer
+        if change.change_type == "deleted":
+            if known is not None:
+                conn.execute("DELETE FROM psg_files WHERE path = ?", (change.path,))
+                out.append(GraphChange("node_delete", -1, change.path, None, change.cause_event_id))
+            continue
+        moved_from = None
+        if change.change_type == "renamed" and change.previous_path:
+            removed = conn.execute("DELETE FROM psg_files WHERE path = ?", (change.previous_path,))
+            moved_from = change.previous_path if removed.rowcount else None
+        _upsert(conn, change, facts.get(change.path))
+        if moved_from is not None:
+            delta = 0 if known is None else -1
+            out.append(GraphChange("bulk", delta, change.path, moved_from, change.cause_event_id))
+        elif known is None:
+            out.append(GraphChange("node_add", 1, change.path, None, change.cause_event_id))
+        else:
+            out.append(GraphChange("node_update", 0, change.path, None, change.cause_event_id))
+    return out
+
+
+def _recorded_at(conn: sqlite3.Connection, path: str) -> str | None:
+    row = conn.execute("SELECT last_modified FROM psg_files WHERE path = ?", (path,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _upsert(conn: sqlite3.Connection, change: FileChange, facts: FileFacts | None) -> None:
+    conn.execute(
+        "INSERT INTO psg_files(path, last_modified, size, mtime_ns, content_hash, updated_seq) "
+        "VALUES (?, ?, ?, ?, ?, COALESCE((SELECT MAX(seq) FROM events), 0)) "
+        "ON CONFLICT(path) DO UPDATE SET last_modified = excluded.last_modified, "
+        "size = excluded.size, mtime_ns = excluded.mtime_ns, content_hash = excluded.content_hash, "
+        "updated_seq = excluded.updated_seq",
+        (
+            change.path,
+            change.timestamp,
+            facts.size if facts else None,
+            facts.mtime_ns if facts else None,
+            facts.content_hash if facts else None,
+        ),
+    )
+
+
+_EVENT_TYPES = {
+    "node_add": "file_node_added",
+    "node_update": "file_node_updated",
+    "node_delete": "file_node_removed",
+    "bulk": "file_node_renamed",
+}
+
+
+def _graph_event(graph_id: str, change: GraphChange) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "node_type": "file",
+        "node_id": change.path,
+        "cause_event_id": change.cause_event_id,
+    }
+    if change.previous_path is not None:
+        payload["previous_node_id"] = change.previous_path
+    return {
+        "event_id": new_id(),
+        "event_family": "graph_update",
+        "event_type": _EVENT_TYPES[change.update_kind],
+        "timestamp": utc_timestamp(),
+        "graph_id": graph_id,
+        "update_kind": change.update_kind,
+        "node_delta": change.node_delta,
+        "edge_delta": 0,
+        "source_module": "psg",
+        "payload": payload,
+    }

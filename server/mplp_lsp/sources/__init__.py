@@ -1,0 +1,1 @@
+"""Event sources: adapters that turn editor, watcher, Git and CLI activity into observations."""

@@ -1,0 +1,270 @@
+"""Where a workspace's state lives, and the lock that gives it a single writer.
+
+Each workspace gets its own state dir (the event database, the integration error log and
+the lock file). The default is under the user's state directory, named after the folder
+plus a hash of its real path, so two checkouts with the same folder name never share a
+store and a symlinked path maps to the same store as its target. ``--state-dir`` and
+``MPLP_LSP_STATE_DIR`` override it, in that order.
+
+One process writes a state dir at a time (:class:`StateDirLock`, an ``flock`` on
+``daemon.lock``). The kernel drops the lock when the holder dies, even on ``kill -9``, so
+there is never a stale lock to clean up; the JSON the holder wrote into the file only says
+who it is.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import platformdirs
+
+from mplp_lsp.protocol.envelope import utc_timestamp
+
+__all__ = [
+    "DATABASE_NAME",
+    "ERROR_LOG_NAME",
+    "LOCK_NAME",
+    "STATE_DIR_ENV",
+    "StateDirLock",
+    "StateDirLocked",
+    "StatePaths",
+    "default_state_dir",
+    "resolve_state_dir",
+]
+
+STATE_DIR_ENV: Final = "MPLP_LSP_STATE_DIR"
+DATABASE_NAME: Final = "events.db"
+ERROR_LOG_NAME: Final = "integration-errors.jsonl"
+LOCK_NAME: Final = "daemon.lock"
+
+_SLUG_MAX: Final = 40
+_ACQUIRE_ATTEMPTS: Final = 3
+_ACQUIRE_RETRY_DELAY: Final = 0.005
+_UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True, slots=True)
+class StatePaths:
+    """The files of one state dir."""
+
+    root: Path
+
+    @property
+    def database(self) -> Path:
+        return self.root / DATABASE_NAME
+
+    @property
+    def error_log(self) -> Path:
+        return self.root / ERROR_LOG_NAME
+
+    @property
+    def lock(self) -> Path:
+        return self.root / LOCK_NAME
+
+
+def default_state_dir(workspace: Path) -> Path:
+    """``<user state dir>/mplp-lsp/workspaces/<slug>-<sha256(real path)[:12]>``."""
+    real = os.path.realpath(workspace)
+    digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:12]
+    return platformdirs.user_state_path("mplp-lsp") / "workspaces" / f"{_slug(real)}-{digest}"
+
+
+def _slug(real_path: str) -> str:
+    # Leading dots would make the folder hidden (or look like "." / ".."); the hash keeps
+    # names unique, so the slug only has to be readable.
+    slug = _UNSAFE.sub("-", Path(real_path).name).lstrip(".-")[:_SLUG_MAX]
+    return slug.rstrip(".-") or "workspace"
+
+
+def resolve_state_dir(
+    workspace: Path,
+    override: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] = os.environ,
+) -> Path:
+    """The state dir to use (``override`` > ``$MPLP_LSP_STATE_DIR`` > default), created 0700.
+
+    Directories that already exist keep their permissions; the ones created here (the
+    state dir and any missing parents) are private to the user, since the store holds
+    workspace activity.
+    """
+    if override is not None and os.fspath(override) != "":
+        chosen = Path(override).expanduser()
+    elif env.get(STATE_DIR_ENV):
+        chosen = Path(env[STATE_DIR_ENV]).expanduser()
+    else:
+        chosen = default_state_dir(workspace)
+    chosen = chosen.absolute()
+    _make_private_dirs(chosen)
+    return chosen
+
+
+def _make_private_dirs(path: Path) -> None:
+    missing: list[Path] = []
+    probe = path
+    while not probe.is_dir():
+        missing.append(probe)
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=0o700)
+        except FileExistsError:
+            if not directory.is_dir():
+                raise
+            continue  # created concurrently by someone else: leave its mode alone
+        # mkdir's mode is filtered through the umask; set it exactly.
+        directory.chmod(0o700)
+
+
+class StateDirLocked(RuntimeError):
+    """Raised by ``with StateDirLock(...)`` when another holder owns the state dir."""
+
+    def __init__(self, lock_path: Path, owner: dict[str, Any] | None) -> None:
+        who = f"pid {owner.get('pid')}" if owner else "another process"
+        super().__init__(f"{lock_path} is held by {who}")
+        self.lock_path = lock_path
+        self.owner = owner
+
+
+# flock locks belong to an open file description, so two StateDirLock objects in one
+# process already exclude each other on local file systems. Where flock is emulated with
+# per-process POSIX locks (NFS, some other kernels) they would not; this registry makes
+# the in-process case independent of the file system.
+_held_in_process: set[str] = set()
+_registry_lock = threading.Lock()
+
+
+def _try_flock(fd: int) -> bool:
+    # owner() probes with a momentary shared lock; a few short retries keep such a probe
+    # from making a real acquire fail. A genuine holder keeps it for its whole life.
+    for attempt in range(_ACQUIRE_ATTEMPTS):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if attempt + 1 < _ACQUIRE_ATTEMPTS:
+                time.sleep(_ACQUIRE_RETRY_DELAY)
+    return False
+
+
+class StateDirLock:
+    """An exclusive, non-blocking lock on a state dir: one writer process per store.
+
+    ``path`` is the lock file (``StatePaths.lock``) or the state dir itself.
+    """
+
+    def __init__(self, path: Path, *, workspace: Path | str | None = None) -> None:
+        self.path = path / LOCK_NAME if path.is_dir() else path
+        self.workspace = None if workspace is None else str(workspace)
+        self._fd: int | None = None
+        self._key = os.path.realpath(self.path)
+        self._info: dict[str, Any] | None = None
+
+    @property
+    def held(self) -> bool:
+        """Whether this object holds the lock."""
+        return self._fd is not None
+
+    def acquire(self) -> bool:
+        """Take the lock without waiting; ``False`` if another holder has it."""
+        if self._fd is not None:
+            return True
+        with _registry_lock:
+            if self._key in _held_in_process:
+                return False
+            # O_CLOEXEC: a child we spawn (git, hooks) must not inherit the descriptor, or
+            # the lock would outlive this process for as long as the child runs.
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+            try:
+                locked = _try_flock(fd)
+            except BaseException:
+                os.close(fd)
+                raise
+            if not locked:
+                os.close(fd)
+                return False
+            _held_in_process.add(self._key)
+            self._fd = fd
+        info = {
+            "pid": os.getpid(),
+            "started_at": utc_timestamp(),
+            "argv0": sys.argv[0] if sys.argv else "",
+            "workspace": self.workspace,
+        }
+        try:
+            data = json.dumps(info, ensure_ascii=False).encode("utf-8", "backslashreplace")
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, data, 0)
+        except BaseException:
+            self.release()
+            raise
+        self._info = info
+        return True
+
+    def owner(self) -> dict[str, Any] | None:
+        """What the current holder wrote (``pid``, ``started_at``, ``argv0``, ``workspace``).
+
+        ``None`` when nobody holds the lock (a file left by a dead holder is not an owner)
+        or the holder has not written its details yet.
+        """
+        if self._info is not None:
+            return dict(self._info)
+        if not self._held_elsewhere():
+            return None
+        try:
+            value = json.loads(self.path.read_bytes())
+        except (OSError, ValueError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    def _held_elsewhere(self) -> bool:
+        with _registry_lock:
+            if self._key in _held_in_process:
+                return True
+            try:
+                fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            except FileNotFoundError:
+                return False
+            try:
+                # A shared probe: it fails exactly when someone holds the exclusive lock.
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            finally:
+                os.close(fd)  # closing drops the probe lock too
+            return False
+
+    def release(self) -> None:
+        """Give the lock up (idempotent). The owner details are cleared first."""
+        if self._fd is None:
+            return
+        with _registry_lock:
+            fd, self._fd = self._fd, None
+            self._info = None
+            try:
+                os.ftruncate(fd, 0)
+            except OSError:
+                pass  # harmless: owner() checks the lock, not the file
+            finally:
+                os.close(fd)
+                _held_in_process.discard(self._key)
+
+    def __enter__(self) -> StateDirLock:
+        if not self.acquire():
+            raise StateDirLocked(self.path, self.owner())
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()

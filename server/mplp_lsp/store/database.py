@@ -1,0 +1,209 @@
+"""Opening the workspace database: pragmas, durability level and schema migrations.
+
+Durability contract
+-------------------
+Every connection that writes runs in WAL mode with ``synchronous=FULL``. In WAL mode that
+means SQLite fsyncs the write-ahead log before ``COMMIT`` returns, so a committed event
+survives both a killed process *and* a power loss or kernel crash. With ``NORMAL`` a
+committed transaction survives a killed process but the last transactions before a power
+loss can be rolled back, which would break "accepted means durable". The price is one
+fsync per commit (about 0.3 ms on the reference VM; more on some laptops). The store
+wins it back with group commit: :class:`~mplp_lsp.store.writer.StoreWriter` merges
+concurrent appends into one transaction, so the fsync is paid per group, not per event.
+
+Connections are in autocommit mode (``isolation_level=None``) and every write happens
+inside an explicit ``BEGIN IMMEDIATE`` ... ``COMMIT`` (see :func:`transaction`): the
+Python module never opens or commits a transaction behind our back, and ``IMMEDIATE``
+takes the write lock up front instead of failing half-way with ``SQLITE_BUSY``.
+
+Schema versions live in ``PRAGMA user_version``. :data:`MIGRATIONS` is append-only:
+script *n* (1-based) upgrades version *n-1* to *n*, and each script runs in one
+transaction together with the version bump, so a failed migration leaves the previous
+version intact. Read-only connections never migrate.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Final
+
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "StoreVersionError",
+    "connect",
+    "schema_version",
+    "split_script",
+    "transaction",
+]
+
+BUSY_TIMEOUT_MS: Final = 5000
+
+_V1: Final = """
+-- seq is the rowid: dense, in commit order, and the cursor consumers resume from
+-- (after_seq). Not AUTOINCREMENT: that would burn a number on every rejected duplicate.
+-- The log is append-only; a future retention policy must never delete the newest row,
+-- or its seq would be handed out again.
+CREATE TABLE events (
+    seq         INTEGER PRIMARY KEY,
+    event_id    TEXT NOT NULL UNIQUE,
+    kind        TEXT NOT NULL,
+    dedup_key   TEXT NOT NULL UNIQUE,
+    timestamp   TEXT NOT NULL,
+    received_at TEXT NOT NULL,
+    body        TEXT NOT NULL
+);
+CREATE INDEX events_kind_seq ON events (kind, seq);
+CREATE INDEX events_timestamp ON events (timestamp);
+
+CREATE TABLE counters (
+    name  TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+);
+
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
+CREATE TABLE psg_files (
+    path          TEXT PRIMARY KEY,
+    last_modified TEXT NOT NULL,
+    size          INTEGER,
+    mtime_ns      INTEGER,
+    content_hash  TEXT,
+    updated_seq   INTEGER NOT NULL
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1,)
+"""Schema scripts; index ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append only."""
+
+SCHEMA_VERSION: Final = len(MIGRATIONS)
+
+
+class StoreVersionError(RuntimeError):
+    """The database was written by a newer mplp-lsp whose schema this one does not know."""
+
+
+def connect(path: Path, *, read_only: bool = False) -> sqlite3.Connection:
+    """Open the store at ``path``, creating and migrating it unless ``read_only``.
+
+    The connection is bound to the calling thread (SQLite objects stay on one thread;
+    :class:`~mplp_lsp.store.writer.StoreWriter` opens its connection on its own thread).
+    """
+    if read_only:
+        return _connect_read_only(path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if _is_empty(conn):
+            # Only effective before the first table exists; later it would need a VACUUM.
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise sqlite3.OperationalError(f"could not switch {path} to WAL (got {mode!r})")
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        _migrate(conn, path)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    # mode=ro would also fail on a missing file, but with SQLite's vague "unable to open".
+    if not path.is_file():
+        raise FileNotFoundError(f"no store at {path}")
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA query_only = ON")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _is_empty(conn: sqlite3.Connection) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is None
+
+
+def _migrate(conn: sqlite3.Connection, path: Path) -> None:
+    target = len(MIGRATIONS)
+    current = schema_version(conn)
+    if current > target:
+        raise StoreVersionError(
+            f"{path} has schema version {current}; this mplp-lsp knows up to {target}"
+        )
+    while current < target:
+        with transaction(conn):
+            # Re-read under the write lock: another process may have migrated meanwhile.
+            current = schema_version(conn)
+            if current >= target:
+                break
+            for statement in split_script(MIGRATIONS[current]):
+                conn.execute(statement)
+            current += 1
+            conn.execute(f"PRAGMA user_version = {current}")
+
+
+def split_script(script: str) -> list[str]:
+    """Split an SQL script into statements.
+
+    ``executescript`` cannot be used inside our own transaction (it commits any open
+    transaction first), so each statement is executed on its own. ``complete_statement``
+    is SQLite's own tokenizer check, so ``;`` inside strings, comments and trigger bodies
+    does not split a statement.
+    """
+    statements: list[str] = []
+    start = 0
+    for index, char in enumerate(script):
+        if char == ";" and sqlite3.complete_statement(script[start : index + 1]):
+            statement = script[start : index + 1].strip()
+            if _has_code(statement):
+                statements.append(statement)
+            start = index + 1
+    if _has_code(script[start:]):
+        raise ValueError(f"incomplete SQL statement at the end of a script: {script[start:]!r}")
+    return statements
+
+
+def _has_code(text: str) -> bool:
+    lines = (line.split("--", 1)[0].strip() for line in text.splitlines())
+    return any(line and line != ";" for line in lines)
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``, or join the transaction already open.
+
+    On an exception the transaction is rolled back (only if this block opened it; a joined
+    block leaves that to its owner) and the exception propagates. If ``COMMIT`` itself fails
+    (disk full, I/O error), the transaction is rolled back as well, so nothing is left
+    half-committed and the connection is usable again.
+    """
+    joined = conn.in_transaction
+    if joined:
+        yield conn
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            # A failing ROLLBACK must not hide the error that caused it.
+            with suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        raise

@@ -1,0 +1,71 @@
+"""The in-process bus: ordered delivery, isolation of failing consumers, batching."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mplp_lsp.bus import EventBus
+from mplp_lsp.store.events import StoredEvent
+
+
+def event(seq: int, kind: str = "file_update") -> StoredEvent:
+    return StoredEvent(
+        seq=seq, event_id=f"id{seq}", kind=kind, timestamp="t", received_at="t", envelope={}
+    )
+
+
+async def test_delivers_in_order_and_merges_queued_batches() -> None:
+    bus = EventBus()
+    calls: list[list[int]] = []
+
+    async def handler(events: Sequence[StoredEvent]) -> None:
+        calls.append([e.seq for e in events])
+
+    bus.subscribe("a", handler)
+    for seq in range(5):
+        bus.publish([event(seq)])
+    await bus.drain()
+    assert [s for call in calls for s in call] == [0, 1, 2, 3, 4]
+    assert len(calls) < 5  # batches queued together arrive together
+    await bus.close()
+
+
+async def test_a_failing_consumer_does_not_affect_others_or_itself_later() -> None:
+    bus = EventBus()
+    seen: list[int] = []
+    attempts = 0
+
+    async def broken(events: Sequence[StoredEvent]) -> None:
+        nonlocal attempts
+        attempts += 1
+        if attempts == 1:
+            raise RuntimeError("boom")
+
+    async def fine(events: Sequence[StoredEvent]) -> None:
+        seen.extend(e.seq for e in events)
+
+    bus.subscribe("broken", broken)
+    bus.subscribe("fine", fine)
+    bus.publish([event(1)])
+    await bus.drain()
+    bus.publish([event(2)])
+    await bus.drain()
+    assert seen == [1, 2]
+    assert attempts == 2
+    assert bus.failures() == {"broken": 1, "fine": 0}
+    await bus.close()
+
+
+async def test_kind_filter() -> None:
+    bus = EventBus()
+    seen: list[str] = []
+
+    async def handler(events: Sequence[StoredEvent]) -> None:
+        seen.extend(e.kind for e in events)
+
+    bus.subscribe("files", handler, kinds={"file_update"})
+    bus.publish([event(1, "git"), event(2, "file_update"), event(3, "graph_update")])
+    await bus.drain()
+    assert seen == ["file_update"]
+    await bus.close()
+    bus.publish([event(4)])  # after close: dropped, no error
