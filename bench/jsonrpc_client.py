@@ -1,0 +1,103 @@
+"""A bare JSON-RPC-over-stdio client for benchmarks: no LSP library between us and the server."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from typing import Any
+
+
+class RawClient:
+    def __init__(self) -> None:
+        self.process: asyncio.subprocess.Process | None = None
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self.notifications: list[tuple[str, Any]] = []
+
+    async def start(self, *cmd: str, env: dict[str, str] | None = None) -> None:
+        self.process = await asyncio.create_subprocess_exec(
+            *cmd,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            env=env,
+            limit=2**26,
+        )
+        self._reader = asyncio.create_task(self._read())
+
+    def _write(self, message: dict[str, Any]) -> None:
+        assert self.process is not None and self.process.stdin is not None
+        body = json.dumps(message).encode()
+        self.process.stdin.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+
+    def notify(self, method: str, params: Any) -> None:
+        self._write({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def request(self, method: str, params: Any = None) -> Any:
+        ident = next(self._ids)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[ident] = future
+        self._write({"jsonrpc": "2.0", "id": ident, "method": method, "params": params})
+        assert self.process is not None and self.process.stdin is not None
+        await self.process.stdin.drain()
+        return await future
+
+    async def _read(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        stdout = self.process.stdout
+        while True:
+            header = await stdout.readuntil(b"\r\n\r\n")
+            length = int(header.split(b"Content-Length: ")[1].split(b"\r\n")[0])
+            message = json.loads(await stdout.readexactly(length))
+            if "method" in message and "id" in message:  # a request from the server
+                reply = (
+                    [{}] * len(message["params"]["items"])
+                    if message["method"] == "workspace/configuration"
+                    else None
+                )
+                self._write({"jsonrpc": "2.0", "id": message["id"], "result": reply})
+            elif "method" in message:
+                self.notifications.append((message["method"], message.get("params")))
+            else:
+                future = self._pending.pop(message["id"], None)
+                if future is not None and not future.done():
+                    future.set_result(message.get("result"))
+
+    async def initialize(
+        self, root_uri: str | None, options: Any = None, capabilities: Any = None
+    ) -> Any:
+        result = await self.request(
+            "initialize",
+            {
+                "processId": None,
+                "rootUri": root_uri,
+                "capabilities": capabilities or {},
+                "initializationOptions": options,
+                "workspaceFolders": [{"uri": root_uri, "name": "bench"}] if root_uri else None,
+            },
+        )
+        self.notify("initialized", {})
+        return result
+
+    async def stop(self) -> None:
+        if self.process is None:
+            return
+        try:
+            await asyncio.wait_for(self.request("shutdown"), 10)
+            self.notify("exit", None)
+            await asyncio.wait_for(self.process.wait(), 10)
+        except (TimeoutError, ConnectionError):
+            self.process.kill()
+            await self.process.wait()
+        if self._reader is not None:
+            self._reader.cancel()
+
+    def rss_mib(self) -> float:
+        assert self.process is not None
+        with open(f"/proc/{self.process.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        return float("nan")

@@ -1,0 +1,53 @@
+"""Options and set-up shared by the subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+LOG_LEVELS = ("error", "warning", "info", "debug")
+
+
+def add_state_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="where the store lives (default: MPLP_LSP_STATE_DIR, else a per-workspace folder "
+        "under the user state dir)",
+    )
+
+
+def add_workspace_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workspace",
+        metavar="PATH",
+        default=".",
+        help="the workspace whose store to read (default: the current directory)",
+    )
+
+
+def add_log_options(parser: argparse.ArgumentParser, default: str = "warning") -> None:
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default=default)
+    parser.add_argument("--log-file", metavar="FILE", help="log here instead of stderr")
+
+
+def configure_logging(level: str, log_file: str | None) -> None:
+    handler: logging.Handler = (
+        logging.FileHandler(log_file, encoding="utf-8")
+        if log_file
+        else logging.StreamHandler(sys.stderr)
+    )
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+    # pygls logs every message at INFO; keep it quiet unless debugging.
+    if level != "debug":
+        logging.getLogger("pygls").setLevel(logging.WARNING)
+
+
+def workspace_path(raw: str) -> Path:
+    path = Path(raw).expanduser()
+    if not path.is_dir():
+        raise SystemExit(f"mplp-lsp: {raw} is not a directory")
+    return path.resolve()

@@ -1,0 +1,118 @@
+"""``mplp-lsp events``: print stored events."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from mplp_lsp.cli.common import add_state_options, add_workspace_option, workspace_path
+from mplp_lsp.cli.store_access import open_read_only, state_paths
+from mplp_lsp.protocol.envelope import utc_timestamp
+from mplp_lsp.store.events import EventLog, StoredEvent
+
+_RELATIVE = re.compile(r"(\d+)([smhd])")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+FOLLOW_POLL_SECONDS = 0.25
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser(
+        "events",
+        help="print stored events",
+        description="Print the events stored for a workspace, oldest first.",
+    )
+    parser.add_argument("--json", action="store_true", help="one stored envelope per line")
+    parser.add_argument(
+        "--kind",
+        action="append",
+        metavar="KIND",
+        help="only this kind (file_update, git, tool, ci, graph_update, pipeline_stage, "
+        "runtime_execution); repeat for several",
+    )
+    parser.add_argument(
+        "--since",
+        type=_since,
+        metavar="TIME",
+        help="an RFC 3339 time, or an age like 30s, 10m, 2h, 1d",
+    )
+    parser.add_argument("--limit", type=int, metavar="N", help="at most N events")
+    parser.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
+    add_workspace_option(parser)
+    add_state_options(parser)
+    parser.set_defaults(handler=run)
+
+
+def _since(text: str) -> str:
+    if match := _RELATIVE.fullmatch(text):
+        delta = timedelta(**{_UNITS[match[2]]: int(match[1])})
+        return utc_timestamp(datetime.now(UTC) - delta)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a time or an age: {text!r}") from None
+    return utc_timestamp(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+
+
+def run(args: argparse.Namespace) -> int:
+    paths = state_paths(workspace_path(args.workspace), args.state_dir)
+    conn = open_read_only(paths)
+    while conn is None and args.follow:
+        time.sleep(FOLLOW_POLL_SECONDS)
+        conn = open_read_only(paths)
+    if conn is None:
+        print(f"no events recorded yet (store: {paths.database})", file=sys.stderr)
+        return 0
+    events = EventLog(conn)
+    after: int | None = None
+    remaining = args.limit
+    try:
+        while True:
+            batch = events.query(
+                kinds=args.kind, since=args.since, after_seq=after, limit=remaining
+            )
+            for event in batch:
+                print(_render(event, as_json=args.json), flush=True)
+                after = event.seq
+            if remaining is not None:
+                remaining -= len(batch)
+                if remaining <= 0:
+                    break
+            if not args.follow:
+                break
+            time.sleep(FOLLOW_POLL_SECONDS)
+    except (KeyboardInterrupt, BrokenPipeError):
+        pass
+    finally:
+        conn.close()
+    return 0
+
+
+def _render(event: StoredEvent, *, as_json: bool) -> str:
+    if as_json:
+        return json.dumps(event.envelope, ensure_ascii=False, separators=(",", ":"))
+    return f"{event.seq:>7}  {event.timestamp}  {event.kind:<14} {summary(event.envelope)}"
+
+
+def summary(envelope: dict[str, Any]) -> str:
+    """One human line about an event."""
+    payload = envelope.get("payload") or {}
+    if "file_path" in payload:
+        moved = f" (from {payload['previous_path']})" if payload.get("previous_path") else ""
+        return f"{payload['change_type']:<9} {payload['file_path']}{moved}"
+    if "event_kind" in payload:
+        commit = str(payload.get("commit_id", ""))[:12]
+        return f"{payload['event_kind']:<9} {payload.get('ref_name', '')} {commit}"
+    if "tool_id" in payload:
+        return f"{payload['status']:<9} {payload['tool_id']} ({payload['tool_kind']})"
+    if "ci_provider" in payload:
+        run = f"{payload['pipeline_id']} #{payload['run_id']}"
+        return f"{payload['status']:<9} {payload['ci_provider']} {run}"
+    if envelope.get("event_family") == "graph_update":
+        node = payload.get("node_id", "")
+        return f"{envelope.get('update_kind', ''):<11} {node}"
+    return str(envelope.get("event_type", ""))

@@ -1,0 +1,52 @@
+"""``mplp-lsp serve``: run the language server for an editor."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+from typing import Any
+
+from mplp_lsp.cli.common import add_log_options, add_state_options, configure_logging
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser(
+        "serve",
+        help="run the language server (editors start this)",
+        description=(
+            "Run the mplp-lsp language server. It speaks LSP on stdin/stdout (or on a loopback "
+            "TCP port), turns file activity in the editor's workspace folders into MPLP "
+            "file_update events and stores them durably. Logs go to stderr."
+        ),
+    )
+    parser.add_argument(
+        "--tcp",
+        metavar="HOST:PORT",
+        type=_host_port,
+        help="listen on a loopback TCP port instead of stdio",
+    )
+    add_state_options(parser)
+    add_log_options(parser)
+    parser.set_defaults(handler=run)
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        number = int(port)
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}") from None
+    if not loopback:
+        raise argparse.ArgumentTypeError("mplp-lsp listens on loopback addresses only")
+    if not 0 < number < 65536:
+        raise argparse.ArgumentTypeError(f"port out of range: {number}")
+    return host, number
+
+
+def run(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level, args.log_file)
+    from mplp_lsp.lsp.server import serve
+
+    return serve(state_dir=args.state_dir, tcp=args.tcp)

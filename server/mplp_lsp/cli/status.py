@@ -1,0 +1,57 @@
+"""``mplp-lsp status``: what the store holds and whether a daemon is recording."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from mplp_lsp.cli.common import add_state_options, add_workspace_option, workspace_path
+from mplp_lsp.cli.store_access import open_read_only, state_paths
+from mplp_lsp.statedir import StateDirLock
+from mplp_lsp.workspace_status import WorkspaceStatus, read_status
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser(
+        "status",
+        help="show what is stored and whether a daemon is recording",
+        description=(
+            "Counts by kind, rejected input, store size, last event time, and the daemon "
+            "process that owns the store."
+        ),
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_workspace_option(parser)
+    add_state_options(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    workspace = workspace_path(args.workspace)
+    paths = state_paths(workspace, args.state_dir)
+    conn = open_read_only(paths)
+    try:
+        status = (
+            read_status(conn, paths)
+            if conn is not None
+            else WorkspaceStatus(state_dir=str(paths.root))
+        )
+    finally:
+        if conn is not None:
+            conn.close()
+    owner = StateDirLock(paths.lock, workspace=workspace).owner()
+    report: dict[str, Any] = {"workspace": str(workspace), **status.to_json(), "daemon": owner}
+    if args.json:
+        print(json.dumps(report, ensure_ascii=False))
+        return 0
+    print(f"workspace     {workspace}")
+    print(f"state dir     {status.state_dir}")
+    print(f"daemon        {'pid ' + str(owner['pid']) if owner else 'not running'}")
+    print(f"events        {status.events_total} ({status.events_today} today)")
+    for kind, count in sorted(status.events_by_kind.items()):
+        print(f"  {kind:<18}{count}")
+    print(f"rejected      {status.rejected}")
+    print(f"last event    {status.last_event_time or '-'}")
+    print(f"store size    {status.store_bytes:,} bytes")
+    return 0

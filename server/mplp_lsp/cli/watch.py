@@ -1,0 +1,91 @@
+"""``mplp-lsp watch``: record a folder's file activity without an editor, printing events live."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from mplp_lsp.cli.common import (
+    add_log_options,
+    add_state_options,
+    configure_logging,
+    workspace_path,
+)
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser(
+        "watch",
+        help="record a folder's file activity without an editor",
+        description=(
+            "Watch PATH (default: the current directory) for file changes and record them as "
+            "MPLP events, exactly as the editor integration does, printing each stored event. "
+            "Ctrl-C stops after committing what is pending."
+        ),
+    )
+    parser.add_argument("path", nargs="?", default=".", help="the folder to watch")
+    parser.add_argument("--json", action="store_true", help="print each stored envelope as JSON")
+    add_state_options(parser)
+    add_log_options(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level, args.log_file)
+    root = workspace_path(args.path)
+    try:
+        return asyncio.run(_watch(root, args))
+    except KeyboardInterrupt:
+        return 130
+
+
+async def _watch(root: Path, args: argparse.Namespace) -> int:
+    from mplp_lsp.cli.events import summary
+    from mplp_lsp.settings import parse_settings
+    from mplp_lsp.sources.debounce import Change
+    from mplp_lsp.sources.fswatch import watch_files
+    from mplp_lsp.workspace import StateDirBusy
+    from mplp_lsp.workspaces import Workspaces
+
+    settings, _ = parse_settings(None)
+    workspaces = Workspaces(state_dir=args.state_dir)
+    try:
+        workspace = await workspaces.add(root, settings)
+    except StateDirBusy as busy:
+        print(f"mplp-lsp watch: {busy}", file=sys.stderr)
+        return 1
+
+    async def show(events: Any) -> None:
+        for event in events:
+            line = (
+                json.dumps(event.envelope, ensure_ascii=False)
+                if args.json
+                else f"{event.kind:<14} {summary(event.envelope)}"
+            )
+            print(line, flush=True)
+
+    workspace.bus.subscribe("print", show)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    print(
+        f"watching {root} (store: {workspace.paths.database}); Ctrl-C to stop",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        await watch_files(
+            root,
+            lambda change, path: workspaces.observe(Change(change), path, origin="watcher"),
+            stop,
+            skip=(workspace.paths.root,),
+        )
+    finally:
+        await workspaces.close()
+    return 0

@@ -1,0 +1,401 @@
+"""``mplp-lsp serve``: the language server.
+
+Handlers only translate LSP notifications into calls on the workspace engine; everything
+else lives in the core. Start-up stays as cheap as pygls itself: the store, the schema
+validators and the rest of the engine are imported and opened only after ``initialized``,
+and nothing is sent to the client before it. Activity reported before the engine is ready
+is queued and replayed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+
+from mplp_lsp import __version__
+from mplp_lsp.lsp.stdio import serve_stdio, watch_parent
+
+if TYPE_CHECKING:
+    from mplp_lsp.workspaces import Workspaces
+
+log = logging.getLogger(__name__)
+
+STATUS_NOTIFICATION = "mplp/status"
+STATUS_REQUEST = "mplp/status"
+_STATUS_INTERVAL = 0.5
+_CONFIG_TIMEOUT = 5.0
+_EARLY_LIMIT = 100_000
+_YIELD_EVERY = 200
+_EVERY_FILE = types.FileOperationRegistrationOptions(
+    filters=[types.FileOperationFilter(pattern=types.FileOperationPattern(glob="**/*"))]
+)
+_WATCHED_CHANGE = {
+    types.FileChangeType.Created: "created",
+    types.FileChangeType.Changed: "modified",
+    types.FileChangeType.Deleted: "deleted",
+}
+
+
+class MplpLanguageServer(LanguageServer):
+    def __init__(self, *, state_dir: str | None = None) -> None:
+        super().__init__(
+            "mplp-lsp", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental
+        )
+        self.state_dir = state_dir
+        self.initialization_options: Any = None
+        self.workspaces: Workspaces | None = None
+        self.ready = asyncio.Event()
+        self.failed_to_start: str | None = None
+        self._early: list[Callable[[], None]] = []
+        self._status_due = False
+        self._last_status = 0.0
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._stopped = False
+        self.parent_pid: int | None = None
+        # How to stop reading input when the editor is gone; stdio replaces it.
+        self.stop_reading: Callable[[], None] = self.shutdown
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        # pygls would pop an error dialog per background exception; a daemon logs instead.
+        log.error(
+            "internal error (%s): %s", getattr(source, "__name__", source), error, exc_info=error
+        )
+
+    def spawn(self, coroutine: Any, name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task %s failed", task.get_name(), exc_info=task.exception())
+
+    # --- routing activity -----------------------------------------------------------------
+
+    def activity(
+        self,
+        change: str,
+        uri: str,
+        *,
+        previous: str | None = None,
+        origin: str = "editor",
+        language: str | None = None,
+    ) -> None:
+        if self.workspaces is None:
+            if len(self._early) < _EARLY_LIMIT:
+                self._early.append(
+                    lambda: self.activity(
+                        change, uri, previous=previous, origin=origin, language=language
+                    )
+                )
+            return
+        from mplp_lsp.sources.debounce import Change
+
+        self.workspaces.observe(
+            Change(change), uri, previous=previous, origin=origin, language=language
+        )
+
+    def document(self, uri: str, action: Callable[[Any, str], None]) -> None:
+        """Run ``action(workspace, relative_path)`` for a document inside a workspace."""
+        if self.workspaces is None:
+            if len(self._early) < _EARLY_LIMIT:
+                self._early.append(lambda: self.document(uri, action))
+            return
+        from mplp_lsp.sanitize.paths import PathRejected
+
+        try:
+            workspace, path = self.workspaces.locate(uri)
+        except PathRejected:
+            return  # refused and counted when the document's activity is observed
+        action(workspace, path)
+
+    # --- engine life cycle ------------------------------------------------------------------
+
+    async def start_engine(self) -> None:
+        loop = asyncio.get_running_loop()
+        # The heavy imports and the validator compile run off the loop: requests keep flowing.
+        await loop.run_in_executor(None, _warm_up)
+        from mplp_lsp.workspace import StateDirBusy
+        from mplp_lsp.workspaces import Workspaces
+
+        workspaces = Workspaces(state_dir=self.state_dir)
+        for root, folder_uri in self._folders():
+            settings = await self._settings_for(folder_uri)
+            try:
+                workspace = await workspaces.add(root, settings)
+            except StateDirBusy as busy:
+                self._warn(f"mplp-lsp is not recording {root}: {busy}")
+                continue
+            except Exception as exc:
+                log.exception("cannot open workspace %s", root)
+                self._warn(f"mplp-lsp is not recording {root}: {exc}")
+                continue
+            workspace.on_commit(lambda _count: self.status_changed())
+        self.workspaces = workspaces
+        early, self._early = self._early, []
+        for replay in early:
+            replay()
+        self.ready.set()
+        self.status_changed()
+
+    def _folders(self) -> list[tuple[Path, str | None]]:
+        folders = []
+        for folder in self.workspace.folders.values():
+            path = to_fs_path(folder.uri)
+            if path:
+                folders.append((Path(path), folder.uri))
+        if not folders and self.workspace.root_path:
+            folders.append((Path(self.workspace.root_path), self.workspace.root_uri))
+        return folders
+
+    async def _settings_for(self, folder_uri: str | None) -> Any:
+        from mplp_lsp.settings import parse_settings
+
+        raw: Any = self.initialization_options
+        if _supports(self.client_capabilities, "workspace", "configuration"):
+            request = self.workspace_configuration_async(
+                types.ConfigurationParams(
+                    items=[types.ConfigurationItem(scope_uri=folder_uri, section="mplp")]
+                )
+            )
+            try:
+                # shield: a late answer must find its future alive (pygls issue #621)
+                [pulled] = await asyncio.wait_for(asyncio.shield(request), _CONFIG_TIMEOUT)
+                if pulled:
+                    raw = [raw, pulled] if raw else pulled
+            except (TimeoutError, ValueError):
+                log.warning("the editor did not send settings in time; using initializationOptions")
+            except Exception:
+                log.exception("workspace/configuration failed; using initializationOptions")
+        settings, warnings = parse_settings(raw, folder_uri=folder_uri)
+        for warning in warnings:
+            log.warning("settings: %s", warning)
+        return settings
+
+    async def reload_settings(self) -> None:
+        if self.workspaces is None:
+            return
+        for workspace in self.workspaces:
+            workspace.apply_settings(await self._settings_for(workspace.root.as_uri()))
+
+    def _warn(self, message: str) -> None:
+        log.warning("%s", message)
+        self.window_show_message(
+            types.ShowMessageParams(type=types.MessageType.Warning, message=message)
+        )
+
+    async def stop_engine(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        if self.workspaces is not None:
+            await self.workspaces.close()
+        for task in list(self._tasks):
+            task.cancel()
+
+    # --- status ----------------------------------------------------------------------------
+
+    def status_changed(self) -> None:
+        """Send ``mplp/status`` soon, at most twice a second."""
+        if self._status_due:
+            return
+        self._status_due = True
+        delay = max(0.0, self._last_status + _STATUS_INTERVAL - time.monotonic())
+        asyncio.get_running_loop().call_later(
+            delay, lambda: self.spawn(self._send_status(), "status")
+        )
+
+    async def _send_status(self) -> None:
+        self._status_due = False
+        self._last_status = time.monotonic()
+        if not self._stopped:
+            self.protocol.notify(STATUS_NOTIFICATION, await self.status())
+
+    async def status(self) -> dict[str, Any]:
+        folders = []
+        if self.workspaces is not None:
+            for workspace in self.workspaces:
+                folders.append(
+                    {"root": str(workspace.root), **(await workspace.status()).to_json()}
+                )
+        return {
+            "version": __version__,
+            "ready": self.ready.is_set(),
+            "refused": self.workspaces.refused if self.workspaces is not None else 0,
+            "workspaces": folders,
+        }
+
+
+def _warm_up() -> None:
+    from mplp_lsp.protocol.validator import default_validator
+    from mplp_lsp.workspaces import Workspaces  # noqa: F401  (imports the whole engine)
+
+    default_validator()
+
+
+def _supports(capabilities: Any, *path: str) -> bool:
+    node = capabilities
+    for name in path:
+        node = getattr(node, name, None)
+        if node is None:
+            return False
+    return bool(node)
+
+
+def create_server(*, state_dir: str | None = None) -> MplpLanguageServer:
+    server = MplpLanguageServer(state_dir=state_dir)
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: MplpLanguageServer, params: types.InitializeParams) -> None:
+        ls.initialization_options = params.initialization_options
+        if params.process_id and params.process_id != os.getpid():
+            ls.parent_pid = params.process_id
+
+    @server.feature(types.INITIALIZED)
+    def initialized(ls: MplpLanguageServer, _params: types.InitializedParams) -> None:
+        if ls.parent_pid:
+            ls.spawn(watch_parent(ls.parent_pid, ls.stop_reading), "watch-editor")
+        watched = (
+            ls.client_capabilities.workspace
+            and ls.client_capabilities.workspace.did_change_watched_files
+        )
+        if watched and watched.dynamic_registration:
+            registration = types.Registration(
+                id="mplp-watched-files",
+                method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                register_options=types.DidChangeWatchedFilesRegistrationOptions(
+                    watchers=[types.FileSystemWatcher(glob_pattern="**/*")]
+                ),
+            )
+            ls.client_register_capability(
+                types.RegistrationParams(registrations=[registration]), callback=lambda _r: None
+            )
+        ls.spawn(ls.start_engine(), "start-engine")
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: MplpLanguageServer, params: types.DidOpenTextDocumentParams) -> None:
+        item = params.text_document
+        ls.document(
+            item.uri, lambda ws, path: ws.documents.opened(path, item.language_id, item.text)
+        )
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: MplpLanguageServer, params: types.DidCloseTextDocumentParams) -> None:
+        ls.document(params.text_document.uri, lambda ws, path: ws.documents.closed(path))
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
+    def did_save(ls: MplpLanguageServer, params: types.DidSaveTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        document = ls.workspace.text_documents.get(uri)
+        text = params.text if params.text is not None else (document.source if document else None)
+        ls.document(uri, lambda ws, path: ws.documents.saved(path, text))
+        ls.activity("modified", uri, language=document.language_id if document else None)
+
+    @server.feature(types.WORKSPACE_DID_CREATE_FILES, _EVERY_FILE)
+    def did_create(ls: MplpLanguageServer, params: types.CreateFilesParams) -> None:
+        for created in params.files:
+            ls.activity("created", created.uri)
+
+    @server.feature(types.WORKSPACE_DID_DELETE_FILES, _EVERY_FILE)
+    def did_delete(ls: MplpLanguageServer, params: types.DeleteFilesParams) -> None:
+        for deleted in params.files:
+            ls.activity("deleted", deleted.uri)
+
+    @server.feature(types.WORKSPACE_DID_RENAME_FILES, _EVERY_FILE)
+    def did_rename(ls: MplpLanguageServer, params: types.RenameFilesParams) -> None:
+        for renamed in params.files:
+            for old_uri, new_uri in _expand_directory_rename(renamed.old_uri, renamed.new_uri):
+                ls.activity("renamed", new_uri, previous=old_uri)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    async def did_change_watched(
+        ls: MplpLanguageServer, params: types.DidChangeWatchedFilesParams
+    ) -> None:
+        for index, event in enumerate(params.changes, 1):
+            change = _WATCHED_CHANGE.get(event.type)
+            if change is not None:
+                ls.activity(change, event.uri, origin="watcher")
+            if index % _YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # a 20,000-file burst must not stall requests
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    async def did_change_folders(
+        ls: MplpLanguageServer, params: types.DidChangeWorkspaceFoldersParams
+    ) -> None:
+        await ls.ready.wait()
+        assert ls.workspaces is not None
+        for removed in params.event.removed:
+            if path := to_fs_path(removed.uri):
+                await ls.workspaces.remove(Path(path))
+        for added in params.event.added:
+            if path := to_fs_path(added.uri):
+                workspace = await ls.workspaces.add(Path(path), await ls._settings_for(added.uri))
+                workspace.on_commit(lambda _count: ls.status_changed())
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def did_change_configuration(
+        ls: MplpLanguageServer, params: types.DidChangeConfigurationParams
+    ) -> None:
+        if params.settings and not _supports(ls.client_capabilities, "workspace", "configuration"):
+            ls.initialization_options = params.settings
+        await ls.reload_settings()
+
+    @server.feature(STATUS_REQUEST)
+    async def status(ls: MplpLanguageServer, _params: Any) -> dict[str, Any]:
+        return await ls.status()
+
+    @server.feature(types.SHUTDOWN)
+    async def shutdown(ls: MplpLanguageServer, _params: Any) -> None:
+        # Commit pending activity before the editor goes away.
+        await ls.stop_engine()
+
+    return server
+
+
+def _expand_directory_rename(old_uri: str, new_uri: str) -> list[tuple[str, str]]:
+    """A renamed directory renames every file in it; the editor sends only the directory."""
+    new_path = to_fs_path(new_uri)
+    if not new_path or not Path(new_path).is_dir():
+        return [(old_uri, new_uri)]
+    pairs = []
+    for folder, _dirs, files in os.walk(new_path):
+        for name in files:
+            relative = Path(folder, name).relative_to(new_path).as_posix()
+            pairs.append((f"{old_uri.rstrip('/')}/{relative}", Path(folder, name).as_uri()))
+    return pairs
+
+
+def serve(*, state_dir: str | None = None, tcp: tuple[str, int] | None = None) -> int:
+    server = create_server(state_dir=state_dir)
+    if tcp is not None:
+        server.start_tcp(*tcp)
+        return 0
+    with contextlib.suppress(KeyboardInterrupt, SystemExit):
+        asyncio.run(_serve_stdio(server))
+    return 0
+
+
+async def _serve_stdio(server: MplpLanguageServer) -> None:
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    assert main is not None
+
+    def stop_reading() -> None:
+        loop.call_soon_threadsafe(main.cancel)
+
+    server.stop_reading = stop_reading
+    try:
+        await serve_stdio(server, server.stop_engine)
+    except asyncio.CancelledError:
+        await server.stop_engine()

@@ -1,0 +1,52 @@
+"""What ``mplp-lsp status`` and the editor's status item show, read from the store."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from mplp_lsp.statedir import StatePaths
+from mplp_lsp.store.events import EventLog
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceStatus:
+    state_dir: str
+    events_by_kind: dict[str, int] = field(default_factory=dict)
+    events_total: int = 0
+    events_today: int = 0
+    rejected: int = 0
+    last_event_time: str | None = None
+    store_bytes: int = 0
+    pending: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def read_status(
+    conn: sqlite3.Connection, paths: StatePaths, *, pending: int = 0
+) -> WorkspaceStatus:
+    events = EventLog(conn)
+    by_kind = events.counts_by_kind()
+    last = events.last_event()
+    today = datetime.now(UTC).strftime("%Y-%m-%d")
+    (events_today,) = conn.execute(
+        "SELECT COUNT(*) FROM events WHERE received_at >= ?", (today,)
+    ).fetchone()
+    return WorkspaceStatus(
+        state_dir=str(paths.root),
+        events_by_kind=by_kind,
+        events_total=sum(by_kind.values()),
+        events_today=int(events_today),
+        rejected=events.counters().get("rejected", 0),
+        last_event_time=last.timestamp if last else None,
+        store_bytes=sum(
+            p.stat().st_size
+            for p in (paths.database, paths.database.with_name(paths.database.name + "-wal"))
+            if p.exists()
+        ),
+        pending=pending,
+    )

@@ -1,0 +1,104 @@
+"""All open workspaces of one daemon, and routing of raw paths and URIs to them.
+
+Each workspace folder has its own store (one database per workspace). Input is routed to
+the deepest folder that contains it, after the sanitiser has resolved symlinks; anything
+else is refused with a stable code and counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+from mplp_lsp.protocol.kinds import Kind
+from mplp_lsp.protocol.result import ValidationResult
+from mplp_lsp.sanitize.paths import PathRejected, relative_path
+from mplp_lsp.settings import Settings
+from mplp_lsp.sources.debounce import Change
+from mplp_lsp.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+
+class Workspaces:
+    def __init__(self, *, state_dir: str | Path | None = None) -> None:
+        self._by_root: dict[Path, Workspace] = {}
+        self._state_dir = state_dir
+        self._background: set[asyncio.Task[object]] = set()
+        self.refused = 0
+
+    def __iter__(self) -> Iterator[Workspace]:
+        return iter(list(self._by_root.values()))
+
+    def __len__(self) -> int:
+        return len(self._by_root)
+
+    @property
+    def roots(self) -> tuple[Path, ...]:
+        return tuple(self._by_root)
+
+    async def add(self, root: Path, settings: Settings) -> Workspace:
+        root = root.resolve()
+        if root in self._by_root:
+            return self._by_root[root]
+        # An explicit --state-dir can serve one folder only: one store per workspace.
+        state_dir = self._state_dir if not self._by_root else None
+        workspace = await Workspace.open(root, settings, state_dir=state_dir)
+        self._by_root[root] = workspace
+        return workspace
+
+    async def remove(self, root: Path) -> None:
+        workspace = self._by_root.pop(root.resolve(), None)
+        if workspace is not None:
+            await workspace.close()
+
+    def locate(self, raw: str | Path) -> tuple[Workspace, str]:
+        """The workspace that owns a path or ``file:`` URI, and the path relative to it."""
+        root, relative = relative_path(str(raw), self.roots)
+        return self._by_root[root], relative
+
+    def observe(
+        self,
+        change: Change,
+        raw: str | Path,
+        *,
+        previous: str | Path | None = None,
+        origin: str = "editor",
+        language: str | None = None,
+    ) -> bool:
+        """Route one raw change; a refused path is counted and logged as an integration error."""
+        try:
+            workspace, path = self.locate(raw)
+            previous_path = None
+            if previous is not None:
+                previous_workspace, previous_path = self.locate(previous)
+                if previous_workspace is not workspace:
+                    # moved between folders: gone from one, new in the other
+                    previous_workspace.observe(Change.DELETED, previous_path, origin=origin)
+                    change, previous_path = Change.CREATED, None
+        except PathRejected as rejected:
+            self._refuse(raw, rejected)
+            return False
+        return workspace.observe(
+            change, path, previous_path=previous_path, origin=origin, language=language
+        )
+
+    def _refuse(self, raw: str | Path, rejected: PathRejected) -> None:
+        """Counted here, and logged in the first workspace's integration error log."""
+        self.refused += 1
+        log.warning("refused path %r: %s", str(raw)[:200], rejected.message)
+        result: ValidationResult = rejected.to_result("file_path")
+        first = next(iter(self._by_root.values()), None)
+        if first is not None:
+            record = first.reject("ide", Kind.FILE_UPDATE, result, {"file_path": str(raw)})
+            task = asyncio.get_running_loop().create_task(record)
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def close(self) -> None:
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        for root in list(self._by_root):
+            await self.remove(root)

@@ -1,0 +1,225 @@
+"""End to end: a real ``mplp-lsp serve`` driven by pytest-lsp as VS Code and as Neovim."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+from lsprotocol import types
+
+from mplp_lsp.protocol.kinds import Kind
+from mplp_lsp.protocol.validator import validate
+from tests.e2e.harness import lsp_session, read_events
+
+CLIENTS = ["visual-studio-code", "neovim"]
+
+
+def assert_all_valid(state_dir: Path) -> None:
+    events = read_events(state_dir)
+    assert events, "no events stored"
+    for event in events:
+        kind = (
+            Kind.ENVELOPE
+            if event.get("event_family") in {"ExternalIntegrationEvent", "external_integration"}
+            else Kind(event["event_family"])
+        )
+        result = validate(kind, event)
+        assert result.ok, (event, result.to_dict())
+
+
+@pytest.mark.parametrize("client_name", CLIENTS)
+async def test_a_thousand_saves_of_one_file_become_one_event(
+    workspace: Path, state_dir: Path, client_name: str
+) -> None:
+    async with lsp_session(workspace, state_dir, client_name=client_name) as session:
+        session.open("src/app.py", "print(1)\n")
+        (workspace / "src/app.py").write_text("print(1)\nprint(2)\n")
+        for _ in range(1000):
+            session.save("src/app.py")
+        events = await session.wait_for_events(1, settle=1.0)
+    [event] = events
+    assert event["payload"]["file_path"] == "src/app.py"
+    assert event["payload"]["change_type"] == "modified"
+    assert event["payload"]["language"] == "python"
+    assert event["source_module"] == "ide"
+    assert_all_valid(state_dir)
+
+
+async def test_five_hundred_files_become_five_hundred_events(
+    workspace: Path, state_dir: Path
+) -> None:
+    async with lsp_session(workspace, state_dir, client_name="neovim") as session:
+        for i in range(500):
+            session.save(f"src/m{i}.py", f"x = {i}\n")
+        events = await session.wait_for_events(500, settle=1.0)
+        nodes = await session.wait_for_events(500, kind="graph_update", settle=0.5)
+    assert sorted(e["payload"]["file_path"] for e in events) == sorted(
+        f"src/m{i}.py" for i in range(500)
+    )
+    assert len(nodes) == 500  # one PSG file node per file
+    assert {n["update_kind"] for n in nodes} == {"node_add"}
+    assert_all_valid(state_dir)
+
+
+async def test_line_counts_compare_with_the_last_emitted_text(
+    workspace: Path, state_dir: Path
+) -> None:
+    (workspace / "src/a.py").write_text("a\nb\nc\n")
+    async with lsp_session(workspace, state_dir) as session:
+        session.open("src/a.py", "a\nb\nc\n")
+        session.edit("src/a.py", "a\nB\nc\nd\n")
+        session.save("src/a.py", "a\nB\nc\nd\n")
+        [event] = await session.wait_for_events(1)
+    assert (event["payload"]["lines_added"], event["payload"]["lines_removed"]) == (2, 1)
+
+
+async def test_rename_create_delete_and_delete_of_unopened_file(
+    workspace: Path, state_dir: Path
+) -> None:
+    (workspace / "src/old.py").write_text("x\n")
+    (workspace / "src/gone.py").write_text("y\n")
+    async with lsp_session(workspace, state_dir) as session:
+        # create then delete inside the quiet window: nothing at all
+        session.client.workspace_did_create_files(
+            types.CreateFilesParams(files=[types.FileCreate(uri=session.uri("src/tmp.py"))])
+        )
+        session.client.workspace_did_delete_files(
+            types.DeleteFilesParams(files=[types.FileDelete(uri=session.uri("src/tmp.py"))])
+        )
+        # a rename the editor performed
+        (workspace / "src/old.py").rename(workspace / "src/new.py")
+        session.client.workspace_did_rename_files(
+            types.RenameFilesParams(
+                files=[
+                    types.FileRename(
+                        old_uri=session.uri("src/old.py"), new_uri=session.uri("src/new.py")
+                    )
+                ]
+            )
+        )
+        # a file deleted without ever being opened
+        (workspace / "src/gone.py").unlink()
+        session.client.workspace_did_delete_files(
+            types.DeleteFilesParams(files=[types.FileDelete(uri=session.uri("src/gone.py"))])
+        )
+        events = await session.wait_for_events(2, settle=1.0)
+    by_path = {e["payload"]["file_path"]: e["payload"] for e in events}
+    assert set(by_path) == {"src/new.py", "src/gone.py"}
+    assert by_path["src/new.py"]["change_type"] == "renamed"
+    assert by_path["src/new.py"]["previous_path"] == "src/old.py"
+    assert by_path["src/gone.py"]["change_type"] == "deleted"
+    assert_all_valid(state_dir)
+
+
+async def test_watched_files_are_registered_and_a_delete_create_pair_is_a_rename(
+    workspace: Path, state_dir: Path
+) -> None:
+    (workspace / "src/b.py").write_text("same\n")
+    async with lsp_session(workspace, state_dir) as session:
+        await asyncio.sleep(0.3)
+        assert [r.method for r in session.registrations] == ["workspace/didChangeWatchedFiles"]
+        (workspace / "src/b.py").rename(workspace / "src/c.py")
+        session.client.workspace_did_change_watched_files(
+            types.DidChangeWatchedFilesParams(
+                changes=[
+                    types.FileEvent(uri=session.uri("src/b.py"), type=types.FileChangeType.Deleted),
+                    types.FileEvent(uri=session.uri("src/c.py"), type=types.FileChangeType.Created),
+                ]
+            )
+        )
+        [event] = await session.wait_for_events(1, settle=1.0)
+    assert (
+        event["payload"]["change_type"],
+        event["payload"]["file_path"],
+        event["payload"]["previous_path"],
+    ) == (
+        "renamed",
+        "src/c.py",
+        "src/b.py",
+    )
+
+
+async def test_neovim_gets_no_watched_file_registration(workspace: Path, state_dir: Path) -> None:
+    async with lsp_session(workspace, state_dir, client_name="neovim") as session:
+        await asyncio.sleep(0.3)
+        assert session.registrations == []
+
+
+async def test_paths_outside_the_workspace_are_refused_and_counted(
+    workspace: Path, state_dir: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "secret.txt"
+    outside.write_text("s3cret\n")
+    (workspace / "src/link.txt").symlink_to(outside)
+    async with lsp_session(workspace, state_dir) as session:
+        session.save("../secret.txt")
+        session.client.text_document_did_save(
+            types.DidSaveTextDocumentParams(
+                text_document=types.TextDocumentIdentifier(
+                    uri=session.uri("src") + "/%2e%2e/%2e%2e/secret.txt"
+                )
+            )
+        )
+        session.save("src/link.txt")
+        session.save("src/fine.py", "ok\n")
+        events = await session.wait_for_events(1, settle=1.0)
+        status = await session.status()
+    assert [e["payload"]["file_path"] for e in events] == ["src/fine.py"]
+    assert status["refused"] == 3
+    [folder] = status["workspaces"]
+    assert folder["rejected"] == 3
+    log_lines = (state_dir / "integration-errors.jsonl").read_text().splitlines()
+    assert len(log_lines) == 3
+    assert "s3cret" not in (state_dir / "integration-errors.jsonl").read_text()
+
+
+async def test_ignored_paths_make_no_events(workspace: Path, state_dir: Path) -> None:
+    (workspace / ".gitignore").write_text("build/\n*.log\n")
+    async with lsp_session(workspace, state_dir, settings={"exclude": ["vendor/**"]}) as session:
+        for relative in (
+            ".git/config",
+            "build/out.js",
+            "debug.log",
+            "vendor/lib.py",
+            "src/kept.py",
+        ):
+            session.save(relative, "x\n")
+        events = await session.wait_for_events(1, settle=1.0)
+    assert [e["payload"]["file_path"] for e in events] == ["src/kept.py"]
+
+
+async def test_status_notification_follows_commits(workspace: Path, state_dir: Path) -> None:
+    async with lsp_session(workspace, state_dir) as session:
+        session.save("src/s.py", "x\n")
+        await session.wait_for_events(1, settle=1.0)
+    assert session.statuses, "no mplp/status notification"
+
+
+async def test_a_second_server_on_the_same_state_dir_refuses_clearly(
+    workspace: Path, state_dir: Path
+) -> None:
+    async with lsp_session(workspace, state_dir), lsp_session(workspace, state_dir) as second:
+        status = await second.status()
+        messages = [m.message for m in second.client.messages]
+    assert status["workspaces"] == []
+    assert any("in use by process" in m for m in messages), messages
+
+
+async def test_kill_minus_9_loses_nothing_committed(workspace: Path, state_dir: Path) -> None:
+    async with lsp_session(workspace, state_dir) as session:
+        session.save("src/k.py", "x\n")
+        await session.wait_for_events(1, settle=0.0)
+        pid = session.client._server.pid  # type: ignore[union-attr]
+        os.kill(pid, 9)
+        await session.client._server.wait()  # type: ignore[union-attr]
+        session.client.capabilities = None  # the server is gone: no shutdown handshake
+    conn = sqlite3.connect(state_dir / "events.db")
+    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    conn.close()
+    async with lsp_session(workspace, state_dir) as session:
+        session.save("src/after.py", "y\n")
+        events = await session.wait_for_events(2)
+    assert [e["payload"]["file_path"] for e in events] == ["src/k.py", "src/after.py"]
