@@ -9,6 +9,7 @@ whatever a caller was told is accepted survives a crash.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -113,13 +114,15 @@ class Intake:
 
     async def submit_many(self, submissions: Sequence[Submission]) -> list[IntakeResult]:
         """Check, commit and publish; a big batch goes in slices so the event loop stays live."""
-        results: list[IntakeResult] = []
+        # Slice k+1 is checked while slice k commits; group commit merges what queues up.
+        stores = []
         for start in range(0, len(submissions), _SLICE):
-            results += await self._submit_slice(submissions[start : start + _SLICE])
-        return results
+            checked = self._check_slice(submissions[start : start + _SLICE])
+            stores.append(asyncio.ensure_future(self._store_slice(*checked)))
+            await asyncio.sleep(0)
+        return [result for store in stores for result in await store]
 
-    async def _submit_slice(self, submissions: Sequence[Submission]) -> list[IntakeResult]:
-        """Check all, commit the good ones in one transaction, then publish them."""
+    def _check_slice(self, submissions: Sequence[Submission]) -> _Checked:
         results: list[IntakeResult | None] = []
         pending: list[tuple[int, NewEvent]] = []
         rejected: list[tuple[Submission, ValidationResult]] = []
@@ -131,13 +134,23 @@ class Intake:
             else:
                 pending.append((len(results), prepared))
                 results.append(None)
-        if rejected:
-            await self._record_rejections(rejected)
+        return results, pending, rejected
+
+    async def _store_slice(
+        self,
+        results: list[IntakeResult | None],
+        pending: list[tuple[int, NewEvent]],
+        rejected: list[tuple[Submission, ValidationResult]],
+    ) -> list[IntakeResult]:
+        """Commit a checked slice in one transaction, then publish what was stored."""
+        # Append first: slices must reach the store in order; the error log can wait.
         if pending:
             stored = await self._writer.append([event for _, event in pending])
             for (index, _), event in zip(pending, stored, strict=True):
                 results[index] = self._count(event)
             self._bus.publish([event for event in stored if event is not None])
+        if rejected:
+            await self._record_rejections(rejected)
         return [result for result in results if result is not None]
 
     async def reject(self, submission: Submission, result: ValidationResult) -> IntakeResult:
@@ -246,6 +259,13 @@ class Intake:
             await self._writer.run(lambda conn: EventLog(conn).bump("rejected", len(rejected)))
         except Exception:
             log.exception("could not count %d rejected events in the store", len(rejected))
+
+
+_Checked = tuple[
+    list["IntakeResult | None"],
+    list[tuple[int, NewEvent]],
+    list[tuple[Submission, ValidationResult]],
+]
 
 
 class _FieldRejected(Exception):

@@ -79,13 +79,13 @@ class Workspaces:
                     previous_workspace.observe(Change.DELETED, previous_path, origin=origin)
                     change, previous_path = Change.CREATED, None
         except PathRejected as rejected:
-            self._refuse(raw, rejected)
+            self.refuse(raw, rejected)
             return False
         return workspace.observe(
             change, path, previous_path=previous_path, origin=origin, language=language
         )
 
-    def _refuse(self, raw: str | Path, rejected: PathRejected) -> None:
+    def refuse(self, raw: str | Path, rejected: PathRejected) -> None:
         """Counted here, and logged in the first workspace's integration error log."""
         self.refused += 1
         log.warning("refused path %r: %s", str(raw)[:200], rejected.message)

@@ -126,8 +126,9 @@ async def lsp_session(
     settings: dict[str, Any] | None = None,
     folders: list[Path] | None = None,
     on_client: Callable[[LanguageClient], None] | None = None,
+    client_factory: Callable[[], LanguageClient] = make_test_lsp_client,
 ) -> AsyncIterator[Session]:
-    client = make_test_lsp_client()
+    client = client_factory()
     session = Session(client, workspace, state_dir)
 
     @client.feature(types.CLIENT_REGISTER_CAPABILITY)

@@ -8,12 +8,13 @@ import re
 import sys
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mplp_lsp.cli.common import add_state_options, add_workspace_option, workspace_path
-from mplp_lsp.cli.store_access import open_read_only, state_paths
 from mplp_lsp.protocol.envelope import utc_timestamp
-from mplp_lsp.store.events import EventLog, StoredEvent
+
+if TYPE_CHECKING:
+    from mplp_lsp.store.events import StoredEvent
 
 _RELATIVE = re.compile(r"(\d+)([smhd])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -59,6 +60,9 @@ def _since(text: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mplp_lsp.cli.store_access import open_read_only, state_paths
+    from mplp_lsp.store.events import EventLog
+
     paths = state_paths(workspace_path(args.workspace), args.state_dir)
     conn = open_read_only(paths)
     while conn is None and args.follow:

@@ -7,9 +7,6 @@ import json
 from typing import Any
 
 from mplp_lsp.cli.common import add_state_options, add_workspace_option, workspace_path
-from mplp_lsp.cli.store_access import open_read_only, state_paths
-from mplp_lsp.statedir import StateDirLock
-from mplp_lsp.workspace_status import WorkspaceStatus, read_status
 
 
 def register(commands: Any) -> None:
@@ -28,6 +25,10 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mplp_lsp.cli.store_access import open_read_only, state_paths
+    from mplp_lsp.statedir import StateDirLock
+    from mplp_lsp.workspace_status import WorkspaceStatus, read_status
+
     workspace = workspace_path(args.workspace)
     paths = state_paths(workspace, args.state_dir)
     conn = open_read_only(paths)

@@ -12,7 +12,6 @@ from typing import Any
 
 from mplp_lsp.protocol.kinds import Kind, detect_kind
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
-from mplp_lsp.protocol.validator import validate
 
 AUTO = "auto"
 
@@ -102,6 +101,8 @@ def check_value(name: str, value: Any, kind: str = AUTO) -> Checked:
             "tool, file_update, git or ci payload (use --kind to say)"
         )
         return Checked(name, None, ValidationResult.single("", ErrorCode.UNKNOWN_KIND, message))
+    from mplp_lsp.protocol.validator import validate  # jsonschema: only when validating
+
     return Checked(name, chosen.value, validate(chosen, value))
 
 

@@ -102,9 +102,10 @@ class MplpLanguageServer(LanguageServer):
             return
         from mplp_lsp.sources.debounce import Change
 
-        self.workspaces.observe(
-            Change(change), uri, previous=previous, origin=origin, language=language
-        )
+        if _is_file_uri(uri, previous, self.workspaces):
+            self.workspaces.observe(
+                Change(change), uri, previous=previous, origin=origin, language=language
+            )
 
     def document(self, uri: str, action: Callable[[Any, str], None]) -> None:
         """Run ``action(workspace, relative_path)`` for a document inside a workspace."""
@@ -235,6 +236,18 @@ class MplpLanguageServer(LanguageServer):
             "refused": self.workspaces.refused if self.workspaces is not None else 0,
             "workspaces": folders,
         }
+
+
+def _is_file_uri(uri: str, previous: str | None, workspaces: Workspaces) -> bool:
+    """Editors name files by ``file:`` URIs; anything else is refused, never read as a path."""
+    for candidate in (uri, previous):
+        if candidate is not None and not candidate.startswith("file:"):
+            from mplp_lsp.protocol.result import ErrorCode
+            from mplp_lsp.sanitize.paths import PathRejected
+
+            workspaces.refuse(candidate, PathRejected(ErrorCode.UNSUPPORTED_URI, "not a file: URI"))
+            return False
+    return True
 
 
 def _warm_up() -> None:

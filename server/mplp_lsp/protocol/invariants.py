@@ -289,6 +289,15 @@ class Invariant:
     when_present: bool = False
     when: Mapping[str, str] = field(default_factory=dict)
     parts: tuple[PathPart, ...] = ()
+    _plain: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_plain", self.plain_path)
+
+    @property
+    def plain_path(self) -> bool:
+        """A dotted path with no ``[*]`` or index: looked up without the generic walker."""
+        return not any(part == _STAR or isinstance(part, int) for part in self.parts)
 
     def applies_to(self, obj: Any) -> bool:
         if not self.when:
@@ -308,9 +317,8 @@ class Invariant:
         return issues
 
     def _locate(self, obj: Any) -> Iterable[Located]:
-        if _STAR in self.parts or any(isinstance(part, int) for part in self.parts):
+        if not self._plain:
             return locate(obj, self.parts)
-        # Plain dotted path, the common case: plain lookups, no generator.
         value = obj
         for depth, part in enumerate(self.parts, 1):
             if not isinstance(value, dict) or part not in value:
@@ -376,6 +384,7 @@ class InvariantSet:
         self._needs_env = {
             scope for scope, items in by_scope.items() if any(i.rule.needs_env for i in items)
         }
+        self._plans = {scope: _Plan.of(items) for scope, items in self._by_scope.items()}
         ids = [inv.id for inv in self.invariants]
         if len(ids) != len(set(ids)):
             duplicates = sorted({i for i in ids if ids.count(i) > 1})
@@ -412,8 +421,43 @@ class InvariantSet:
         prefix: Sequence[PathPart] = (),
     ) -> list[ValidationIssue]:
         environment: Environment = {**(env or {}), "$self": obj} if scope in self._needs_env else {}
+        plan = self._plans.get(scope)
+        if plan is None:
+            return []
         issues: list[ValidationIssue] = []
-        for invariant in self._by_scope.get(scope, ()):
-            if invariant.applies_to(obj):
-                issues.extend(invariant.check(obj, environment, prefix))
+        for invariant in plan.applicable(obj):
+            issues.extend(invariant.check(obj, environment, prefix))
         return issues
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """A scope's invariants, arranged so each object's conditions are tested once."""
+
+    always: tuple[Invariant, ...]
+    field: str | None
+    by_value: Mapping[Any, tuple[Invariant, ...]]
+    other: tuple[Invariant, ...]  # conditions of any other shape, tested one by one
+
+    @classmethod
+    def of(cls, invariants: Sequence[Invariant]) -> _Plan:
+        always = tuple(i for i in invariants if not i.when)
+        single = [i for i in invariants if len(i.when) == 1]
+        fields = {next(iter(i.when)) for i in single}
+        key = fields.pop() if len(fields) == 1 else None
+        grouped: dict[Any, list[Invariant]] = {}
+        for invariant in single if key is not None else ():
+            grouped.setdefault(invariant.when[key], []).append(invariant)
+        other = tuple(i for i in invariants if i.when and (key is None or len(i.when) != 1))
+        return cls(always, key, {v: tuple(items) for v, items in grouped.items()}, other)
+
+    def applicable(self, obj: Any) -> Iterator[Invariant]:
+        yield from self.always
+        if self.field is not None and isinstance(obj, dict):
+            try:
+                yield from self.by_value.get(obj.get(self.field), ())
+            except TypeError:  # an unhashable value matches no condition
+                pass
+        for invariant in self.other:
+            if invariant.applies_to(obj):
+                yield invariant
