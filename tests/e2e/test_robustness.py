@@ -11,11 +11,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.jsonrpc_client import RawClient
 from lsprotocol import types
 from pygls.protocol import default_converter
 from pytest_lsp import LanguageClient
 
-from bench.jsonrpc_client import RawClient
 from tests.e2e.harness import lsp_session, read_events, server_env
 
 
@@ -74,7 +74,7 @@ async def test_stdin_eof_commits_pending_activity_and_exits(
 
 
 async def test_the_server_stops_when_the_editor_dies(workspace: Path, state_dir: Path) -> None:
-    editor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    editor = await asyncio.create_subprocess_exec(sys.executable, "-c", "import time; time.sleep(60)")
     client = RawClient()
     await client.start(*serve_cmd(state_dir), env=server_env())
     await client.request(
@@ -84,7 +84,7 @@ async def test_the_server_stops_when_the_editor_dies(workspace: Path, state_dir:
     while not (await client.request("mplp/status"))["ready"]:
         await asyncio.sleep(0.05)
     editor.kill()
-    editor.wait()
+    await editor.wait()
     assert client.process is not None
     assert await wait_exit(client.process, timeout=20) == 0
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -446,18 +446,18 @@ class _Plan:
         fields = {next(iter(i.when)) for i in single}
         key = fields.pop() if len(fields) == 1 else None
         grouped: dict[Any, list[Invariant]] = {}
-        for invariant in single if key is not None else ():
-            grouped.setdefault(invariant.when[key], []).append(invariant)
+        if key is not None:
+            for invariant in single:
+                grouped.setdefault(invariant.when[key], []).append(invariant)
         other = tuple(i for i in invariants if i.when and (key is None or len(i.when) != 1))
         return cls(always, key, {v: tuple(items) for v, items in grouped.items()}, other)
 
     def applicable(self, obj: Any) -> Iterator[Invariant]:
         yield from self.always
         if self.field is not None and isinstance(obj, dict):
-            try:
-                yield from self.by_value.get(obj.get(self.field), ())
-            except TypeError:  # an unhashable value matches no condition
-                pass
+            value = obj.get(self.field)
+            if isinstance(value, Hashable):  # an unhashable value matches no condition
+                yield from self.by_value.get(value, ())
         for invariant in self.other:
             if invariant.applies_to(obj):
                 yield invariant
