@@ -1,0 +1,188 @@
+"""User settings: a frozen, typed :class:`Settings` and a loader that never fails.
+
+``schemas/settings.schema.json`` is the description users, docs and the VS Code extension see;
+this model mirrors it (names, defaults, enums, bounds), and a test keeps the two equal.
+
+:func:`parse_settings` accepts what editors actually send:
+
+* ``None`` (no settings: defaults);
+* an object of settings, or one holding them under ``"mplp"`` (other tools' sections beside it
+  are not ours to judge). Keys may be the wire names (``debounceMs``), the attribute names
+  (``debounce_ms``) or the VS Code form (``mplp.debounceMs``, as users copy it from
+  ``settings.json`` into a Neovim config);
+* a list of such objects, one per workspace folder, each optionally naming its folder URI in
+  ``"scopeUri"`` or ``"folder"``. An entry applies if it names no folder or a folder containing
+  ``folder_uri`` (compared per path segment after percent-decoding). Applicable entries merge
+  key by key, the more specific (longer folder) over the less; between equally specific
+  entries the later wins, so ``[initializationOptions, pulled configuration]`` works. With
+  ``folder_uri=None`` only entries without a folder apply.
+
+A bad value costs only its own key: it falls back to that key's default with a warning naming
+the key and the reason. Unknown keys are reported, not silently dropped. The strictness is JSON
+Schema's: ``true`` is not an integer, ``1.0`` is, ``"500"`` is not.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+from urllib.parse import unquote
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationError
+
+from mplp_lsp.protocol.schemas import load_json
+
+__all__ = ["EventFamily", "LogLevel", "Settings", "parse_settings", "settings_schema"]
+
+EventFamily = Literal["spec", "upstream"]
+LogLevel = Literal["error", "warning", "info", "debug"]
+
+_SECTION = "mplp"
+_FOLDER_KEYS = ("scopeUri", "folder")
+_SHOWN_CHARS = 60
+
+
+def _integral(value: Any) -> Any:
+    # JSON Schema counts 1.0 as an integer; settings that validate against the schema must load.
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+_Int = Annotated[int, Strict(), BeforeValidator(_integral)]
+_Str = Annotated[str, Strict()]
+
+
+class Settings(BaseModel):
+    """The daemon's settings; attribute names are snake_case, wire names camelCase."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    debounce_ms: _Int = Field(default=500, alias="debounceMs", ge=0, le=60_000)
+    max_wait_ms: _Int = Field(default=2000, alias="maxWaitMs", ge=0, le=600_000)
+    exclude: tuple[_Str, ...] = Field(default=(), alias="exclude")
+    send_workspace_root: Annotated[bool, Strict()] = Field(default=False, alias="sendWorkspaceRoot")
+    event_family: EventFamily = Field(default="spec", alias="eventFamily")
+    log_level: LogLevel = Field(default="warning", alias="logLevel")
+    state_dir: Annotated[_Str, Field(min_length=1)] | None = Field(default=None, alias="stateDir")
+    api_port: _Int = Field(default=0, alias="apiPort", ge=0, le=65_535)
+
+
+_ALIASES: dict[str, str] = {
+    name: field.alias or name for name, field in Settings.model_fields.items()
+}
+_NAMES: dict[str, str] = {alias: name for name, alias in _ALIASES.items()} | {
+    name: name for name in _ALIASES
+}
+
+
+def settings_schema() -> dict[str, Any]:
+    """``schemas/settings.schema.json`` (a fresh copy; callers may change it)."""
+    return load_json("settings.schema.json")
+
+
+def parse_settings(raw: Any, *, folder_uri: str | None = None) -> tuple[Settings, list[str]]:
+    """The settings for the folder ``folder_uri`` from what the editor sent, and warnings."""
+    warnings: list[str] = []
+    values: dict[str, Any] = {}
+    for key, value in _select(raw, folder_uri, warnings).items():
+        name = _NAMES.get(key) if isinstance(key, str) else None
+        if name is None:
+            warnings.append(f"unknown setting {_shown(key)} ignored")
+        else:
+            values[name] = value
+    while True:
+        try:
+            return Settings.model_validate(values), warnings
+        except ValidationError as error:
+            failed: dict[str, list[str]] = {}
+            for problem in error.errors(include_url=False):
+                name = str(problem["loc"][0]) if problem["loc"] else ""
+                item = "".join(f"item {part}: " for part in problem["loc"][1:])
+                failed.setdefault(name, []).append(item + _lower_first(problem["msg"]))
+            if not failed.keys() & values.keys():
+                warnings.append("settings could not be read; using the defaults")
+                return Settings(), warnings
+            for name, reasons in failed.items():
+                if name in values:
+                    default = json.dumps(Settings.model_fields[name].default, default=list)
+                    warnings.append(
+                        f"{_ALIASES[name]}: {'; '.join(reasons)} (got {_shown(values.pop(name))});"
+                        f" using the default {default}"
+                    )
+
+
+def _select(raw: Any, folder_uri: str | None, warnings: list[str]) -> dict[Any, Any]:
+    """The raw key/value pairs that apply to ``folder_uri``, merged."""
+    if raw is None:
+        return {}
+    if isinstance(raw, dict):
+        return _unwrap(raw)
+    if not isinstance(raw, list | tuple):
+        warnings.append(f"settings must be an object or a list of objects, not {_kind(raw)}")
+        return {}
+    target = None if folder_uri is None else _folder_key(folder_uri)
+    ranked: list[tuple[int, dict[Any, Any]]] = []
+    for index, entry in enumerate(raw):
+        if entry is None:
+            continue
+        if not isinstance(entry, dict):
+            warnings.append(f"settings entry {index} is {_kind(entry)}, not an object; ignored")
+            continue
+        folder = next((entry[k] for k in _FOLDER_KEYS if entry.get(k) is not None), None)
+        body = _unwrap({k: v for k, v in entry.items() if k not in _FOLDER_KEYS})
+        if folder is None:
+            ranked.append((-1, body))
+        elif not isinstance(folder, str):
+            warnings.append(f"settings entry {index}: the folder is {_kind(folder)}; ignored")
+        elif target is not None and _contains(key := _folder_key(folder), target):
+            ranked.append((len(key), body))
+    merged: dict[Any, Any] = {}
+    for _rank, body in sorted(ranked, key=lambda item: item[0]):
+        merged.update(body)
+    return merged
+
+
+def _unwrap(section: dict[Any, Any]) -> dict[Any, Any]:
+    inner = section.get(_SECTION)
+    if isinstance(inner, dict):
+        section = inner
+    prefix = _SECTION + "."
+    return {
+        key.removeprefix(prefix) if isinstance(key, str) else key: value
+        for key, value in section.items()
+    }
+
+
+def _folder_key(uri: str) -> str:
+    return unquote(uri).rstrip("/")
+
+
+def _contains(folder: str, target: str) -> bool:
+    return target == folder or target.startswith(folder + "/")
+
+
+_JSON_KINDS: dict[type, str] = {
+    bool: "a boolean",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    list: "a list",
+    tuple: "a list",
+    dict: "an object",
+    type(None): "null",
+}
+
+
+def _kind(value: Any) -> str:
+    return _JSON_KINDS.get(type(value), f"a {type(value).__name__}")
+
+
+def _shown(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = f"a {type(value).__name__}"
+    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 1] + "…"
+
+
+def _lower_first(message: str) -> str:
+    return message[:1].lower() + message[1:]
