@@ -74,7 +74,9 @@ async def test_stdin_eof_commits_pending_activity_and_exits(
 
 
 async def test_the_server_stops_when_the_editor_dies(workspace: Path, state_dir: Path) -> None:
-    editor = await asyncio.create_subprocess_exec(sys.executable, "-c", "import time; time.sleep(60)")
+    editor = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "import time; time.sleep(60)"
+    )
     client = RawClient()
     await client.start(*serve_cmd(state_dir), env=server_env())
     await client.request(
