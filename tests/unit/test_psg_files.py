@@ -114,3 +114,27 @@ async def test_deleting_an_unknown_file_changes_nothing(rig: Rig) -> None:
 async def test_a_file_gone_before_hashing_is_recorded_without_facts(rig: Rig) -> None:
     await rig.change("vanished.txt", "created", "2026-01-01T00:00:01.000Z")
     assert (await rig.nodes())["vanished.txt"] == ("2026-01-01T00:00:01.000Z", None, None)
+
+
+async def test_a_big_transaction_is_one_bulk_graph_update(rig: Rig) -> None:
+    from mplp_lsp.runtime.psg_files import BULK_THRESHOLD
+
+    count = BULK_THRESHOLD + 10
+    submissions = []
+    for i in range(count):
+        (rig.root / f"n{i}.txt").write_text(str(i))
+        payload = {
+            "file_path": f"n{i}.txt",
+            "change_type": "created",
+            "timestamp": "2026-01-01T00:00:01.000Z",
+        }
+        submissions.append(Submission(Kind.FILE_UPDATE, payload, "ide", trusted_paths=True))
+    await rig.intake.submit_many(submissions)
+    await rig.bus.drain()
+    await rig.bus.drain()
+    [bulk] = await rig.graph_updates()
+    assert (bulk["update_kind"], bulk["node_delta"], bulk["edge_delta"]) == ("bulk", count, 0)
+    assert bulk["payload"]["changes"] == {"node_add": count}
+    assert bulk["payload"]["node_ids_complete"] is True
+    assert len(await rig.nodes()) == count
+    assert validate(Kind.GRAPH_UPDATE, bulk).ok

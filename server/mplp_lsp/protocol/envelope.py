@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any
 
 from mplp_lsp import __version__
@@ -22,8 +24,18 @@ class FamilyForm(StrEnum):
 
 def utc_timestamp(moment: datetime | None = None) -> str:
     """ISO 8601 UTC with milliseconds and ``Z``: ``2025-11-30T10:15:30.123Z``."""
-    moment = (moment or datetime.now(UTC)).astimezone(UTC)
+    if moment is None:
+        now = time.time()
+        second = int(now)
+        return f"{_second_prefix(second)}{int((now - second) * 1000):03d}Z"
+    moment = moment.astimezone(UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+@lru_cache(maxsize=4)
+def _second_prefix(second: int) -> str:
+    # strftime is most of a timestamp's cost; a burst stamps many events in the same second
+    return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
 
 
 class _RandomPool:

@@ -30,6 +30,10 @@ from mplp_lsp.store.writer import StoreWriter
 log = logging.getLogger(__name__)
 
 HASH_SIZE_CAP = 256 * 2**20  # bigger files are tracked by size and mtime only
+# A transaction changing more nodes than this is reported as one `bulk` graph_update with
+# its deltas (a checkout, a formatter run over the tree), not one event per node.
+BULK_THRESHOLD = 64
+_BULK_SAMPLE = 100
 _CHUNK = 2**20
 
 
@@ -97,14 +101,14 @@ class FileNodes:
         loop = asyncio.get_running_loop()
         facts = await loop.run_in_executor(self._executor, self._gather, changes)
         graph_changes = await self._writer.run(lambda conn: _apply(conn, changes, facts))
-        if graph_changes:
-            graph_id = await self._ensure_graph_id()
-            await self._intake.submit_many(
-                [
-                    Submission(Kind.GRAPH_UPDATE, _graph_event(graph_id, change), "psg")
-                    for change in graph_changes
-                ]
-            )
+        if not graph_changes:
+            return
+        graph_id = await self._ensure_graph_id()
+        if len(graph_changes) > BULK_THRESHOLD:
+            updates = [_bulk_event(graph_id, graph_changes)]
+        else:
+            updates = [_graph_event(graph_id, change) for change in graph_changes]
+        await self._intake.submit_many([Submission(Kind.GRAPH_UPDATE, u, "psg") for u in updates])
 
     def _gather(self, changes: Sequence[FileChange]) -> dict[str, FileFacts | None]:
         return {
@@ -217,4 +221,27 @@ def _graph_event(graph_id: str, change: GraphChange) -> dict[str, Any]:
         "edge_delta": 0,
         "source_module": "psg",
         "payload": payload,
+    }
+
+
+def _bulk_event(graph_id: str, changes: Sequence[GraphChange]) -> dict[str, Any]:
+    counts: dict[str, int] = {}
+    for change in changes:
+        counts[change.update_kind] = counts.get(change.update_kind, 0) + 1
+    return {
+        "event_id": new_id(),
+        "event_family": "graph_update",
+        "event_type": "file_nodes_changed",
+        "timestamp": utc_timestamp(),
+        "graph_id": graph_id,
+        "update_kind": "bulk",
+        "node_delta": sum(change.node_delta for change in changes),
+        "edge_delta": 0,
+        "source_module": "psg",
+        "payload": {
+            "node_type": "file",
+            "changes": counts,
+            "node_ids": [change.path for change in changes[:_BULK_SAMPLE]],
+            "node_ids_complete": len(changes) <= _BULK_SAMPLE,
+        },
     }
