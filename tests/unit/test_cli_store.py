@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import queue
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -39,13 +43,22 @@ def store_events(state: Path, *items: tuple[Kind, str]) -> None:
                 payload["file_path"] = f"f{index}.py"
             envelope = build_envelope(kind, payload, source_module="test", timestamp=timestamp)
             events.append(
-                NewEvent(envelope["event_id"], kind.value, f"k{index}", timestamp, envelope)
+                NewEvent(
+                    envelope["event_id"], kind.value, envelope["event_id"], timestamp, envelope
+                )
             )
         await writer.append(events)
         await writer.run(lambda conn: EventLog(conn).bump("rejected", 2))
         await writer.close()
 
     asyncio.run(write())
+
+
+def line_reader(stream: IO[str]) -> Callable[[], str]:
+    """Lines from a child's stdout, each awaited at most 30 s, so a silent child fails fast."""
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in stream], daemon=True).start()
+    return lambda: lines.get(timeout=30)
 
 
 @pytest.fixture
@@ -121,9 +134,10 @@ def test_events_follow_prints_new_events(state: Path, tmp_path: Path) -> None:
     )
     try:
         assert follower.stdout is not None
-        seen = [json.loads(follower.stdout.readline()) for _ in range(3)]
+        next_line = line_reader(follower.stdout)
+        seen = [json.loads(next_line()) for _ in range(3)]
         store_events(state, (Kind.CI, "2026-01-02T00:00:00.000Z"))
-        later = json.loads(follower.stdout.readline())
+        later = json.loads(next_line())
     finally:
         follower.terminate()
         follower.wait(timeout=10)

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from mplp_lsp.intake import Intake, Submission
-from mplp_lsp.protocol.envelope import new_id, utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
-from mplp_lsp.store.events import EventLog, StoredEvent
+from mplp_lsp.runtime.graph_events import UpdateKind, graph_id, graph_update
+from mplp_lsp.store.events import StoredEvent
 from mplp_lsp.store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ class FileChange:
 
 @dataclass(frozen=True, slots=True)
 class GraphChange:
-    update_kind: str
+    update_kind: UpdateKind
     node_delta: int
     path: str
     previous_path: str | None
@@ -119,16 +119,7 @@ class FileNodes:
 
     async def _ensure_graph_id(self) -> str:
         if self._graph_id is None:
-
-            def read_or_create(conn: sqlite3.Connection) -> str:
-                events = EventLog(conn)
-                graph_id = events.get_meta("graph_id")
-                if graph_id is None:
-                    graph_id = new_id()
-                    events.set_meta("graph_id", graph_id)
-                return graph_id
-
-            self._graph_id = await self._writer.run(read_or_create)
+            self._graph_id = await self._writer.run(graph_id)
         return self._graph_id
 
 
@@ -202,7 +193,7 @@ _EVENT_TYPES = {
 }
 
 
-def _graph_event(graph_id: str, change: GraphChange) -> dict[str, Any]:
+def _graph_event(graph: str, change: GraphChange) -> dict[str, Any]:
     payload: dict[str, Any] = {
         "node_type": "file",
         "node_id": change.path,
@@ -210,38 +201,29 @@ def _graph_event(graph_id: str, change: GraphChange) -> dict[str, Any]:
     }
     if change.previous_path is not None:
         payload["previous_node_id"] = change.previous_path
-    return {
-        "event_id": new_id(),
-        "event_family": "graph_update",
-        "event_type": _EVENT_TYPES[change.update_kind],
-        "timestamp": utc_timestamp(),
-        "graph_id": graph_id,
-        "update_kind": change.update_kind,
-        "node_delta": change.node_delta,
-        "edge_delta": 0,
-        "source_module": "psg",
-        "payload": payload,
-    }
+    return graph_update(
+        graph,
+        change.update_kind,
+        _EVENT_TYPES[change.update_kind],
+        payload,
+        node_delta=change.node_delta,
+    )
 
 
-def _bulk_event(graph_id: str, changes: Sequence[GraphChange]) -> dict[str, Any]:
+def _bulk_event(graph: str, changes: Sequence[GraphChange]) -> dict[str, Any]:
     counts: dict[str, int] = {}
     for change in changes:
         counts[change.update_kind] = counts.get(change.update_kind, 0) + 1
-    return {
-        "event_id": new_id(),
-        "event_family": "graph_update",
-        "event_type": "file_nodes_changed",
-        "timestamp": utc_timestamp(),
-        "graph_id": graph_id,
-        "update_kind": "bulk",
-        "node_delta": sum(change.node_delta for change in changes),
-        "edge_delta": 0,
-        "source_module": "psg",
-        "payload": {
-            "node_type": "file",
-            "changes": counts,
-            "node_ids": [change.path for change in changes[:_BULK_SAMPLE]],
-            "node_ids_complete": len(changes) <= _BULK_SAMPLE,
-        },
+    payload = {
+        "node_type": "file",
+        "changes": counts,
+        "node_ids": [change.path for change in changes[:_BULK_SAMPLE]],
+        "node_ids_complete": len(changes) <= _BULK_SAMPLE,
     }
+    return graph_update(
+        graph,
+        "bulk",
+        "file_nodes_changed",
+        payload,
+        node_delta=sum(change.node_delta for change in changes),
+    )
