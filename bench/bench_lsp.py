@@ -155,6 +155,7 @@ async def bench_latency(tmp: Path, samples: int) -> None:
 
 
 async def bench_burst(tmp: Path, files: int) -> None:
+    tmp.mkdir(parents=True, exist_ok=True)
     workspace = tmp / "burst"
     (workspace / "src").mkdir(parents=True)
     changes = []
@@ -199,13 +200,25 @@ async def main() -> None:
     parser.add_argument("--files", type=int, default=20_000)
     parser.add_argument("--saves", type=int, default=20_000)
     parser.add_argument("--samples", type=int, default=100)
+    parser.add_argument(
+        "--only",
+        choices=["start", "saves", "latency", "burst"],
+        action="append",
+        help="run only these benchmarks (repeatable); all by default",
+    )
     args = parser.parse_args()
+    chosen = set(args.only or ["start", "saves", "latency", "burst"])
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
-        await bench_start_and_rss(args.runs, tmp)
-        await bench_save_rate(tmp, args.saves)
-        await bench_latency(tmp, args.samples)
-        await bench_burst(tmp, args.files)
+        if "start" in chosen:
+            await bench_start_and_rss(args.runs, tmp)
+        if "saves" in chosen:
+            await bench_save_rate(tmp, args.saves)
+        if "latency" in chosen:
+            await bench_latency(tmp, args.samples)
+        if "burst" in chosen:
+            for run in range(args.runs):
+                await bench_burst(tmp / f"burst-{run}", args.files)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ValidationResult
-from mplp_lsp.sanitize.paths import PathRejected, relative_path
+from mplp_lsp.sanitize.paths import DirectoryCache, PathRejected, relative_path
 from mplp_lsp.settings import Settings
 from mplp_lsp.sources.debounce import Change
 from mplp_lsp.workspace import Workspace
@@ -54,9 +54,11 @@ class Workspaces:
         if workspace is not None:
             await workspace.close()
 
-    def locate(self, raw: str | Path) -> tuple[Workspace, str]:
+    def locate(
+        self, raw: str | Path, *, directories: DirectoryCache | None = None
+    ) -> tuple[Workspace, str]:
         """The workspace that owns a path or ``file:`` URI, and the path relative to it."""
-        root, relative = relative_path(str(raw), self.roots)
+        root, relative = relative_path(str(raw), self.roots, directories=directories)
         return self._by_root[root], relative
 
     def observe(
@@ -67,13 +69,18 @@ class Workspaces:
         previous: str | Path | None = None,
         origin: str = "editor",
         language: str | None = None,
+        directories: DirectoryCache | None = None,
     ) -> bool:
-        """Route one raw change; a refused path is counted and logged as an integration error."""
+        """Route one raw change; a refused path is counted and logged as an integration error.
+
+        ``directories`` is shared by the changes of one synchronous batch (see
+        :func:`relative_path`).
+        """
         try:
-            workspace, path = self.locate(raw)
+            workspace, path = self.locate(raw, directories=directories)
             previous_path = None
             if previous is not None:
-                previous_workspace, previous_path = self.locate(previous)
+                previous_workspace, previous_path = self.locate(previous, directories=directories)
                 if previous_workspace is not workspace:
                     # moved between folders: gone from one, new in the other
                     previous_workspace.observe(Change.DELETED, previous_path, origin=origin)

@@ -487,3 +487,52 @@ def test_composed_paths_are_inside_or_rejected(
 ) -> None:
     prefix = {"": "", "/": "/", "root": f"{prop_roots[0]}/", "uri": f"file://{prop_roots[0]}/"}
     _assert_sane(prefix[start] + "/".join(pieces), prop_roots)
+
+
+# -- a directory cache shared by a batch ----------------------------------------------------
+
+BATCH_INPUTS = [
+    "src/app.py",
+    "src/pkg/mod.py",
+    "srclink/app.py",
+    "srclink/pkg/mod.py",
+    "rootlink/src/app.py",
+    "leakdir/secret.txt",
+    "leak.txt",
+    "alias.py",
+    "loop_a/x.py",
+    "self/x",
+    "src/new/deeper/file.py",
+    "src/../docs/x.md",
+    "docs/my notes é.md",
+]
+
+
+def _outcome(raw: str, roots: tuple[Path, ...], cache: paths.DirectoryCache | None) -> object:
+    try:
+        return relative_path(raw, roots, directories=cache)
+    except PathRejected as rejected:
+        return rejected.code
+
+
+@given(st.lists(st.sampled_from(BATCH_INPUTS), min_size=1, max_size=30))
+def test_a_shared_directory_cache_changes_no_outcome(
+    tmp_path_factory: pytest.TempPathFactory, batch: list[str]
+) -> None:
+    ws, _ = _build(tmp_path_factory.mktemp("cache"))
+    roots = resolve_roots([ws])
+    cache: paths.DirectoryCache = {}
+    assert [_outcome(raw, roots, cache) for raw in batch] == [
+        _outcome(raw, roots, None) for raw in batch
+    ]
+
+
+def test_a_new_batch_sees_a_directory_replaced_by_a_link(ws: Path, roots: tuple[Path, ...]) -> None:
+    first: paths.DirectoryCache = {}
+    assert relative_path("src/pkg/mod.py", roots, directories=first)[1] == "src/pkg/mod.py"
+    (ws / "src" / "pkg" / "mod.py").unlink()
+    (ws / "src" / "pkg").rmdir()
+    (ws / "src" / "pkg").symlink_to(ws.parent / "outside", target_is_directory=True)
+    with pytest.raises(PathRejected) as caught:
+        relative_path("src/pkg/secret.txt", roots, directories={})
+    assert caught.value.code is ErrorCode.PATH_SYMLINK_ESCAPE

@@ -91,6 +91,7 @@ class MplpLanguageServer(LanguageServer):
         previous: str | None = None,
         origin: str = "editor",
         language: str | None = None,
+        directories: dict[str, Any] | None = None,
     ) -> None:
         if self.workspaces is None:
             if len(self._early) < _EARLY_LIMIT:
@@ -104,7 +105,12 @@ class MplpLanguageServer(LanguageServer):
 
         if _is_file_uri(uri, previous, self.workspaces):
             self.workspaces.observe(
-                Change(change), uri, previous=previous, origin=origin, language=language
+                Change(change),
+                uri,
+                previous=previous,
+                origin=origin,
+                language=language,
+                directories=directories,
             )
 
     def document(self, uri: str, action: Callable[[Any, str], None]) -> None:
@@ -335,11 +341,15 @@ def create_server(*, state_dir: str | None = None) -> MplpLanguageServer:
     async def did_change_watched(
         ls: MplpLanguageServer, params: types.DidChangeWatchedFilesParams
     ) -> None:
+        # Parent directories are inspected once per slice; a slice runs without yielding, so
+        # what the cache holds is never older than the slice.
+        directories: dict[str, Any] = {}
         for index, event in enumerate(params.changes, 1):
             change = _WATCHED_CHANGE.get(event.type)
             if change is not None:
-                ls.activity(change, event.uri, origin="watcher")
+                ls.activity(change, event.uri, origin="watcher", directories=directories)
             if index % _YIELD_EVERY == 0:
+                directories = {}
                 await asyncio.sleep(0)  # a 20,000-file burst must not stall requests
 
     @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)

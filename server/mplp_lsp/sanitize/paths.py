@@ -102,6 +102,10 @@ def resolve_roots(paths: Iterable[str | os.PathLike[str]]) -> tuple[Path, ...]:
     return tuple(resolved)
 
 
+DirectoryCache = dict[str, tuple[bool, str | None]]
+"""What :func:`_inspect` found for each directory on the way, for one batch of paths."""
+
+
 def is_inside(path: Path, root: Path) -> bool:
     """Lexical containment (``path`` equal to or below ``root``); both must be normalised."""
     return _contains(str(root), str(path))
@@ -112,11 +116,14 @@ def relative_path(
     roots: Sequence[Path],
     *,
     must_exist: bool = False,
+    directories: DirectoryCache | None = None,
 ) -> tuple[Path, str]:
     """Map ``raw`` to ``(root, relpath)`` or raise :class:`PathRejected`.
 
     ``roots`` must be absolute and already resolved (see :func:`resolve_roots`); relative input
-    is taken relative to ``roots[0]``. See the module docstring for every rule.
+    is taken relative to ``roots[0]``. See the module docstring for every rule. A
+    ``directories`` cache shared by the calls for one batch of paths inspects each parent
+    directory once for the whole batch; the leaf is always inspected.
     """
     if not roots:
         raise PathRejected(ErrorCode.PATH_OUTSIDE_WORKSPACE, "no workspace root is configured")
@@ -125,10 +132,10 @@ def relative_path(
     parts, absolute, had_dotdot = _lexical_parts(_posix_form(text))
     base = _deepest(root_strs, "/" + "/".join(parts)) if absolute else 0
     if base is None:
-        real, exists = _resolve("/", parts)
+        real, exists = _resolve("/", parts, directories)
     else:
         start = len(_split(root_strs[base])) if absolute else 0
-        real, exists = _resolve(root_strs[base], parts[start:])
+        real, exists = _resolve(root_strs[base], parts[start:], directories)
     found = _deepest(root_strs, real)
     if found is None:
         raise _why_outside(parts, had_dotdot, lexically_inside=base is not None, roots=root_strs)
@@ -253,7 +260,9 @@ def _deepest(roots: Sequence[str], path: str) -> int | None:
     return best
 
 
-def _resolve(base: str, parts: Sequence[str]) -> tuple[str, bool]:
+def _resolve(
+    base: str, parts: Sequence[str], directories: DirectoryCache | None = None
+) -> tuple[str, bool]:
     """Follow ``parts`` from the real directory ``base``: (real path, whether it exists).
 
     Below the first missing component nothing can be a link, so the rest is kept as written,
@@ -274,7 +283,13 @@ def _resolve(base: str, parts: Sequence[str]) -> tuple[str, bool]:
         if not exists:
             path = candidate
             continue
-        exists, target = _inspect(candidate)
+        if directories is None or not pending:
+            exists, target = _inspect(candidate)
+        else:
+            found = directories.get(candidate)
+            if found is None:
+                found = directories[candidate] = _inspect(candidate)
+            exists, target = found
         if target is None:
             path = candidate
             continue
