@@ -21,6 +21,7 @@ from mplp_lsp.protocol.envelope import FamilyForm, utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ValidationResult
 from mplp_lsp.runtime.psg_files import FileNodes
+from mplp_lsp.runtime.tool_invocations import ToolInvocations
 from mplp_lsp.settings import Settings
 from mplp_lsp.sources.debounce import Change, Debouncer, Observation, Settled
 from mplp_lsp.sources.files import LANGUAGE, TIMESTAMP, EditorDocuments, payload_for
@@ -70,6 +71,8 @@ class Workspace:
         self._files_executor = ThreadPoolExecutor(1, thread_name_prefix="mplp-files")
         self.file_nodes = FileNodes(root, writer, self.intake, self._files_executor)
         self.bus.subscribe("psg-files", self.file_nodes.handle, kinds={Kind.FILE_UPDATE.value})
+        self.tool_invocations = ToolInvocations(writer)
+        self.bus.subscribe("tools", self.tool_invocations.handle, kinds={Kind.TOOL.value})
         self.ignore = IgnoreRules(root, excludes=settings.exclude, internal_dirs=[paths.root])
         self.documents = EditorDocuments()
         self.debouncer = self._new_debouncer(settings)

@@ -80,7 +80,22 @@ CREATE TABLE psg_files (
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1,)
+_V2_TOOL_INVOCATIONS: Final = """
+-- The merged state of each tool invocation (runtime/tool_invocations.py).
+CREATE TABLE tool_invocations (
+    invocation_id  TEXT PRIMARY KEY,
+    tool_id        TEXT NOT NULL,
+    tool_kind      TEXT NOT NULL,
+    status         TEXT NOT NULL,
+    started_at     TEXT,
+    completed_at   TEXT,
+    exit_code      INTEGER,
+    output_summary TEXT,
+    reported_at    TEXT NOT NULL
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2_TOOL_INVOCATIONS)
 """Schema scripts; index ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append only."""
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)
