@@ -21,9 +21,12 @@ from mplp_lsp.protocol.envelope import FamilyForm, utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ValidationResult
 from mplp_lsp.runtime.psg_files import FileNodes
+from mplp_lsp.runtime.psg_git import CommitGraph
 from mplp_lsp.settings import Settings
 from mplp_lsp.sources.debounce import Change, Debouncer, Observation, Settled
 from mplp_lsp.sources.files import LANGUAGE, TIMESTAMP, EditorDocuments, payload_for
+from mplp_lsp.sources.git import GitSource
+from mplp_lsp.sources.inbox import InboxSource
 from mplp_lsp.statedir import StateDirLock, StatePaths, resolve_state_dir
 from mplp_lsp.store.errorlog import IntegrationErrorLog
 from mplp_lsp.store.writer import StoreWriter
@@ -70,6 +73,16 @@ class Workspace:
         self._files_executor = ThreadPoolExecutor(1, thread_name_prefix="mplp-files")
         self.file_nodes = FileNodes(root, writer, self.intake, self._files_executor)
         self.bus.subscribe("psg-files", self.file_nodes.handle, kinds={Kind.FILE_UPDATE.value})
+        self.commit_graph = CommitGraph(writer, self.intake)
+        self.bus.subscribe("psg-git", self.commit_graph.handle, kinds={Kind.GIT.value})
+        self.git = GitSource(
+            root,
+            writer,
+            self.intake,
+            poll_interval=settings.git_poll_ms / 1000,
+            email_policy=settings.git_author_email,
+        )
+        self.inbox = InboxSource(paths.inbox, self.intake)
         self.ignore = IgnoreRules(root, excludes=settings.exclude, internal_dirs=[paths.root])
         self.documents = EditorDocuments()
         self.debouncer = self._new_debouncer(settings)
@@ -91,7 +104,14 @@ class Workspace:
         except BaseException:
             lock.release()
             raise
-        return cls(root, settings, paths, lock, writer)
+        workspace = cls(root, settings, paths, lock, writer)
+        try:
+            await workspace.inbox.start()
+            await workspace.git.start()
+        except BaseException:
+            await workspace.close()
+            raise
+        return workspace
 
     def _new_debouncer(self, settings: Settings) -> Debouncer:
         quiet = settings.debounce_ms / 1000
@@ -117,6 +137,8 @@ class Workspace:
         language: str | None = None,
     ) -> bool:
         """Report one raw change to a workspace-relative path; False if it is ignored."""
+        if path == ".git" or path.startswith(".git/"):
+            self.git.notify()
         if path.rsplit("/", 1)[-1] == ".gitignore":
             self.ignore.invalidate(path)
         if self.ignore.is_ignored(path):
@@ -174,6 +196,8 @@ class Workspace:
             _background.add(task)
             task.add_done_callback(_background.discard)
         self.intake.family = _family(settings)
+        self.git.poll_interval = settings.git_poll_ms / 1000
+        self.git.email_policy = settings.git_author_email
         self.settings = settings
 
     async def settle(self) -> None:
@@ -189,6 +213,8 @@ class Workspace:
     async def close(self) -> None:
         """Commit pending activity, stop consumers, close the store, release the state dir."""
         try:
+            await self.git.close()
+            await self.inbox.close()
             await self.debouncer.flush()
             await self.debouncer.aclose()
             await self.bus.close()

@@ -1,0 +1,145 @@
+"""How a CLI process (a hook, ``mplp-lsp emit``) gets events into a workspace's store.
+
+:func:`deliver` checks the submissions first, so bad input is reported at once. Then:
+
+* the state dir is free: take its lock, open the store, submit through the one intake (with
+  the PSG consumers attached), close, release — the events are committed on return;
+* a daemon (or another CLI process) owns it: write the submissions to one spool file in the
+  state dir's inbox (temporary name, fsync, atomic rename) and report them ``queued``; the
+  owner drains the inbox (:mod:`mplp_lsp.sources.inbox`).
+
+Whoever holds the lock drains the inbox before letting go and looks again after, and a
+process that spooled tries the lock once more, so a file is never left behind by a race
+between the two. A faster path to a running daemon (its loopback HTTP API) would go in
+:func:`_hand_to_owner` before the spool file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from mplp_lsp.bus import EventBus
+from mplp_lsp.intake import Intake, Submission
+from mplp_lsp.protocol.kinds import Kind
+from mplp_lsp.protocol.result import ValidationResult
+from mplp_lsp.protocol.validator import default_validator
+from mplp_lsp.runtime.psg_git import CommitGraph
+from mplp_lsp.sources import inbox
+from mplp_lsp.statedir import StateDirLock, StatePaths, resolve_state_dir
+from mplp_lsp.store.errorlog import IntegrationErrorLog
+from mplp_lsp.store.writer import StoreWriter
+
+Status = Literal["accepted", "duplicate", "rejected", "queued"]
+_RELOCK_ATTEMPTS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    status: Status
+    result: ValidationResult
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "rejected"
+
+
+def deliver(
+    workspace_root: Path, state_dir_override: str | Path | None, submissions: Sequence[Submission]
+) -> list[Delivery]:
+    """Store ``submissions`` for the workspace, or queue them for the process that owns it."""
+    paths = StatePaths(resolve_state_dir(workspace_root, state_dir_override))
+    checked = [_check(submission) for submission in submissions]
+    _log_rejections(paths, submissions, checked)
+    valid = [s for s, result in zip(submissions, checked, strict=True) if result.ok]
+    stored = iter(_store(workspace_root, paths, valid) if valid else [])
+    return [next(stored) if result.ok else Delivery("rejected", result) for result in checked]
+
+
+def _store(root: Path, paths: StatePaths, submissions: list[Submission]) -> list[Delivery]:
+    lock = StateDirLock(paths.lock, workspace=root)
+    if lock.acquire():
+        return asyncio.run(_own(root, paths, lock, submissions))
+    _hand_to_owner(paths, submissions)
+    for _ in range(_RELOCK_ATTEMPTS):
+        if not lock.acquire():
+            break  # the owner drains it
+        asyncio.run(_own(root, paths, lock, []))
+        if not inbox.pending(paths.inbox):
+            break
+    return [Delivery("queued", ValidationResult.success()) for _ in submissions]
+
+
+def _log_rejections(
+    paths: StatePaths, submissions: Sequence[Submission], checked: list[ValidationResult]
+) -> None:
+    rejected = [(s, r) for s, r in zip(submissions, checked, strict=True) if not r.ok]
+    if not rejected:
+        return
+    with IntegrationErrorLog(paths.error_log) as errors:
+        for submission, result in rejected:
+            errors.write(
+                {
+                    "source_module": submission.source_module,
+                    "kind": submission.kind.value,
+                    "errors": [issue.to_dict() for issue in result.errors],
+                }
+            )
+
+
+def _check(submission: Submission) -> ValidationResult:
+    return default_validator().validate(submission.kind, submission.data)
+
+
+def _hand_to_owner(paths: StatePaths, submissions: list[Submission]) -> None:
+    """Spool for the lock holder. (The daemon's HTTP fast path would be tried first here.)"""
+    paths.inbox.mkdir(mode=0o700, exist_ok=True)
+    name = f"{os.getpid()}-{os.urandom(6).hex()}"
+    stamp = f"{_monotonic_name()}-{name}"
+    temporary = paths.inbox / f".{stamp}.tmp"
+    final = paths.inbox / f"{stamp}{inbox.SPOOL_SUFFIX}"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, inbox.encode(submissions))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.rename(temporary, final)
+    directory = os.open(paths.inbox, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def _monotonic_name() -> str:
+    # Wall-clock nanoseconds, zero-padded: file names sort in arrival order.
+    return f"{time.time_ns():020d}"
+
+
+async def _own(
+    root: Path, paths: StatePaths, lock: StateDirLock, submissions: list[Submission]
+) -> list[Delivery]:
+    writer = StoreWriter(paths.database)
+    try:
+        await writer.start()
+        bus = EventBus()
+        with IntegrationErrorLog(paths.error_log) as errors:
+            intake = Intake(writer, bus, errors, root=root)
+            graph = CommitGraph(writer, intake)
+            bus.subscribe("psg-git", graph.handle, kinds={Kind.GIT.value})
+            await inbox.drain(paths.inbox, intake)
+            results = await intake.submit_many(submissions)
+            await inbox.drain(paths.inbox, intake)
+            await bus.drain()
+            await bus.drain()  # the graph_update events the PSG submitted in turn
+            await bus.close()
+        return [Delivery(r.outcome.value, r.result) for r in results]
+    finally:
+        await writer.close()
+        lock.release()
