@@ -109,7 +109,7 @@ def _hand_to_owner(paths: StatePaths, submissions: list[Submission]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.rename(temporary, final)
+    temporary.rename(final)
     directory = os.open(paths.inbox, os.O_RDONLY)
     try:
         os.fsync(directory)

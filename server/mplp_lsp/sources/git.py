@@ -17,6 +17,7 @@ thread, never on the event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
@@ -85,7 +86,8 @@ def _order(repo: GitRepo, update: RefUpdate) -> tuple[float, int, str]:
         return (_LAST, 3, update.ref)
     entry = None
     if update.new != ZERO:
-        entry = reflog_entry(reflog_path(repo.info.git_dir, repo.info.common_dir, update.ref), update.new)
+        path = reflog_path(repo.info.git_dir, repo.info.common_dir, update.ref)
+        entry = reflog_entry(path, update.new)
     when = float(entry.timestamp) if entry is not None else -1.0
     if update.ref.startswith("refs/remotes/"):
         pushed = entry is not None and entry.message.startswith("update by push")
@@ -138,9 +140,7 @@ class GitSource:
         info = self._repo.info
         self._signature = Signature(info.git_dir, info.common_dir)
         policy = self.email_policy
-        self._recorded = await self._writer.run(
-            lambda conn: _remember_policy(conn, policy) or load_refs(conn)
-        )
+        self._recorded = await self._writer.run(lambda conn: _start_state(conn, policy))
         await self.poll()
         if self.poll_interval > 0:
             self._task = loop.create_task(self._run())
@@ -191,10 +191,8 @@ class GitSource:
 
     async def _run(self) -> None:
         while True:
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.poll_interval)
-            except TimeoutError:
-                pass
             self._wake.clear()
             try:
                 await self.poll()
@@ -214,5 +212,6 @@ class GitSource:
         self._executor.shutdown(wait=True)
 
 
-def _remember_policy(conn: sqlite3.Connection, policy: EmailPolicy) -> None:
+def _start_state(conn: sqlite3.Connection, policy: EmailPolicy) -> dict[str, str] | None:
     EventLog(conn).set_meta(EMAIL_POLICY_KEY, policy)
+    return load_refs(conn)

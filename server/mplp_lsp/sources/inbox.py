@@ -48,7 +48,7 @@ def decode(raw: bytes) -> list[Submission]:
 
 def pending(inbox: Path) -> list[Path]:
     try:
-        names = sorted(entry.name for entry in os.scandir(inbox) if entry.name.endswith(SPOOL_SUFFIX))
+        names = sorted(e.name for e in os.scandir(inbox) if e.name.endswith(SPOOL_SUFFIX))
     except FileNotFoundError:
         return []
     return [inbox / name for name in names]
@@ -66,7 +66,8 @@ async def drain(inbox: Path, intake: Intake) -> int:
             submissions = decode(raw)
         except (ValueError, KeyError, TypeError) as error:
             result = ValidationResult.single("", ErrorCode.INVALID_JSON, f"bad spool file: {error}")
-            await intake.reject(Submission(Kind.ENVELOPE, raw[:2048].decode(errors="replace"), "inbox"), result)
+            excerpt = raw[:2048].decode(errors="replace")
+            await intake.reject(Submission(Kind.ENVELOPE, excerpt, "inbox"), result)
         else:
             await intake.submit_many(submissions)
         with contextlib.suppress(FileNotFoundError):
@@ -93,7 +94,7 @@ class InboxSource:
         while True:
             await asyncio.sleep(self._interval)
             try:
-                info = os.stat(self._inbox)
+                info = self._inbox.stat()
             except FileNotFoundError:
                 continue
             stamp = (info.st_mtime_ns, info.st_ino)

@@ -99,9 +99,12 @@ def plan(
         elif update.ref.startswith("refs/tags/"):
             if not deleted:
                 planned.append(Planned("tag", update.ref, update.new))
-        elif update.ref.startswith("refs/remotes/") and not deleted:
-            if _starts(message(update.ref, update.new), ("update by push",)):
-                planned.append(Planned("push", update.ref, update.new))
+        elif (
+            update.ref.startswith("refs/remotes/")
+            and not deleted
+            and _starts(message(update.ref, update.new), ("update by push",))
+        ):
+            planned.append(Planned("push", update.ref, update.new))
         if not deleted:
             known.add(update.new)
     return planned
@@ -175,7 +178,7 @@ def tag_infos(repo: GitRepo, tags: dict[str, str]) -> dict[str, TagInfo]:
     )
     infos: dict[str, TagInfo] = {}
     for line in out.splitlines():
-        name, object_id, peeled, tagged = (line.split("\0") + ["", "", ""])[:4]
+        name, object_id, peeled, tagged = [*line.split("\0"), "", "", ""][:4]
         if tags.get(name) != object_id:
             continue  # moved again since: the next update reports it
         infos[name] = TagInfo(peeled or object_id, int(tagged) if tagged.isdigit() else None)

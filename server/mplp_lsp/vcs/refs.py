@@ -45,7 +45,7 @@ class ReflogEntry:
 
 def _stamp(path: Path) -> Stamp:
     try:
-        info = os.stat(path)
+        info = path.stat()
     except OSError:
         return (0, 0, -1)
     return (info.st_mtime_ns, info.st_ino, info.st_size)

@@ -92,7 +92,7 @@ class GitRepo:
             raise RepoRefused(f"git cannot be run: {error}") from None
         lines = out.splitlines()
         if len(lines) != 4:
-            raise RepoRefused("not a repository with a working tree (bare repositories are not watched)")
+            raise RepoRefused("no working tree (a bare repository is not watched)")
         toplevel, git_dir, common, shallow = lines
         common_dir = Path(common) if Path(common).is_absolute() else Path(toplevel) / common
         if (common_dir.resolve() / "reftable").is_dir():
