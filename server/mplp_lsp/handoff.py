@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -35,6 +36,7 @@ from mplp_lsp.statedir import StateDirLock, StatePaths, resolve_state_dir
 from mplp_lsp.store.errorlog import IntegrationErrorLog
 from mplp_lsp.store.writer import StoreWriter
 
+StoreWork = Callable[[sqlite3.Connection], None]
 Status = Literal["accepted", "duplicate", "rejected", "queued"]
 _RELOCK_ATTEMPTS = 3
 
@@ -50,21 +52,34 @@ class Delivery:
 
 
 def deliver(
-    workspace_root: Path, state_dir_override: str | Path | None, submissions: Sequence[Submission]
+    workspace_root: Path,
+    state_dir_override: str | Path | None,
+    submissions: Sequence[Submission],
+    *,
+    also: StoreWork | None = None,
 ) -> list[Delivery]:
-    """Store ``submissions`` for the workspace, or queue them for the process that owns it."""
+    """Store ``submissions`` for the workspace, or queue them for the process that owns it.
+
+    ``also`` runs in the store (one transaction, after the events) only when they are stored
+    here; a source uses it to record what it reported, which a daemon does by itself.
+    """
     paths = StatePaths(resolve_state_dir(workspace_root, state_dir_override))
     checked = [_check(submission) for submission in submissions]
     _log_rejections(paths, submissions, checked)
     valid = [s for s, result in zip(submissions, checked, strict=True) if result.ok]
-    stored = iter(_store(workspace_root, paths, valid) if valid else [])
+    work = valid or also is not None
+    stored = iter(_store(workspace_root, paths, valid, also) if work else [])
     return [next(stored) if result.ok else Delivery("rejected", result) for result in checked]
 
 
-def _store(root: Path, paths: StatePaths, submissions: list[Submission]) -> list[Delivery]:
+def _store(
+    root: Path, paths: StatePaths, submissions: list[Submission], also: StoreWork | None
+) -> list[Delivery]:
     lock = StateDirLock(paths.lock, workspace=root)
     if lock.acquire():
-        return asyncio.run(_own(root, paths, lock, submissions))
+        return asyncio.run(_own(root, paths, lock, submissions, also))
+    if not submissions:
+        return []
     _hand_to_owner(paths, submissions)
     for _ in range(_RELOCK_ATTEMPTS):
         if not lock.acquire():
@@ -123,7 +138,11 @@ def _monotonic_name() -> str:
 
 
 async def _own(
-    root: Path, paths: StatePaths, lock: StateDirLock, submissions: list[Submission]
+    root: Path,
+    paths: StatePaths,
+    lock: StateDirLock,
+    submissions: list[Submission],
+    also: StoreWork | None = None,
 ) -> list[Delivery]:
     writer = StoreWriter(paths.database)
     try:
@@ -135,6 +154,8 @@ async def _own(
             bus.subscribe("psg-git", graph.handle, kinds={Kind.GIT.value})
             await inbox.drain(paths.inbox, intake)
             results = await intake.submit_many(submissions)
+            if also is not None:
+                await writer.run(also)
             await inbox.drain(paths.inbox, intake)
             await bus.drain()
             await bus.drain()  # the graph_update events the PSG submitted in turn

@@ -17,7 +17,13 @@ from mplp_lsp.handoff import deliver
 from mplp_lsp.intake import Submission
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.settings import EmailPolicy
-from mplp_lsp.sources.git import EMAIL_POLICY_KEY, SOURCE_MODULE, load_refs, message_lookup
+from mplp_lsp.sources.git import (
+    EMAIL_POLICY_KEY,
+    SOURCE_MODULE,
+    advance_refs,
+    load_refs,
+    message_lookup,
+)
 from mplp_lsp.store.events import EventLog
 from mplp_lsp.vcs.hook_updates import hook_updates, parse_lines
 from mplp_lsp.vcs.operations import git_events
@@ -45,8 +51,14 @@ def run_hook(root: Path, state_dir: str | None, stdin: str) -> int:
         payloads = git_events(repo, updates, known, message_lookup(repo), email_policy=policy)
     finally:
         repo.close()
-    if payloads:
-        deliver(root, state_dir, [Submission(Kind.GIT, p, SOURCE_MODULE) for p in payloads])
+    if updates:
+        submissions = [Submission(Kind.GIT, p, SOURCE_MODULE) for p in payloads]
+        deliver(
+            root,
+            state_dir,
+            submissions,
+            also=lambda conn: advance_refs(conn, updates, current.refs),
+        )
     return 0
 
 

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +68,20 @@ def save_refs(conn: sqlite3.Connection, refs: dict[str, str]) -> None:
     conn.execute("DELETE FROM git_refs")
     conn.executemany("INSERT INTO git_refs VALUES (?, ?)", sorted(refs.items()))
     EventLog(conn).set_meta(BASELINE_KEY, "1")
+
+
+def advance_refs(
+    conn: sqlite3.Connection, updates: Sequence[RefUpdate], current: dict[str, str]
+) -> None:
+    """Record ref updates someone else (a hook) reported; with no state recorded yet, take
+    ``current`` (the refs as that reporter saw them) as the baseline."""
+    if EventLog(conn).get_meta(BASELINE_KEY) is None:
+        save_refs(conn, current)
+    for update in updates:
+        if update.new == ZERO:
+            conn.execute("DELETE FROM git_refs WHERE ref_name = ?", (update.ref,))
+        else:
+            conn.execute("INSERT OR REPLACE INTO git_refs VALUES (?, ?)", (update.ref, update.new))
 
 
 def diff_updates(repo: GitRepo, before: dict[str, str], after: Snapshot) -> list[RefUpdate]:
