@@ -32,10 +32,18 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, Vali
 
 from mplp_lsp.protocol.schemas import load_json
 
-__all__ = ["EventFamily", "LogLevel", "Settings", "parse_settings", "settings_schema"]
+__all__ = [
+    "EmailPolicy",
+    "EventFamily",
+    "LogLevel",
+    "Settings",
+    "parse_settings",
+    "settings_schema",
+]
 
 EventFamily = Literal["spec", "upstream"]
 LogLevel = Literal["error", "warning", "info", "debug"]
+EmailPolicy = Literal["keep", "hash", "drop"]
 
 _SECTION = "mplp"
 _FOLDER_KEYS = ("scopeUri", "folder")
@@ -64,6 +72,8 @@ class Settings(BaseModel):
     log_level: LogLevel = Field(default="warning", alias="logLevel")
     state_dir: Annotated[_Str, Field(min_length=1)] | None = Field(default=None, alias="stateDir")
     api_port: _Int = Field(default=0, alias="apiPort", ge=0, le=65_535)
+    git_poll_ms: _Int = Field(default=1000, alias="gitPollMs", ge=0, le=600_000)
+    git_author_email: EmailPolicy = Field(default="hash", alias="gitAuthorEmail")
 
 
 _ALIASES: dict[str, str] = {

@@ -34,6 +34,7 @@ from mplp_lsp.protocol.envelope import utc_timestamp
 __all__ = [
     "DATABASE_NAME",
     "ERROR_LOG_NAME",
+    "INBOX_NAME",
     "LOCK_NAME",
     "STATE_DIR_ENV",
     "StateDirLock",
@@ -47,6 +48,7 @@ STATE_DIR_ENV: Final = "MPLP_LSP_STATE_DIR"
 DATABASE_NAME: Final = "events.db"
 ERROR_LOG_NAME: Final = "integration-errors.jsonl"
 LOCK_NAME: Final = "daemon.lock"
+INBOX_NAME: Final = "inbox"
 
 _SLUG_MAX: Final = 40
 _ACQUIRE_ATTEMPTS: Final = 3
@@ -71,6 +73,11 @@ class StatePaths:
     @property
     def lock(self) -> Path:
         return self.root / LOCK_NAME
+
+    @property
+    def inbox(self) -> Path:
+        """Events handed over by CLI processes while a daemon owns the store."""
+        return self.root / INBOX_NAME
 
 
 def default_state_dir(workspace: Path) -> Path:

@@ -1,4 +1,4 @@
-"""One workspace folder's engine: store, intake, bus, PSG file nodes, ignore rules, debouncer.
+"""One workspace folder: its store and engine, and the sources that feed it (editor, Git, inbox).
 
 Front ends (the language server, ``mplp-lsp watch``) report file activity with
 :meth:`Workspace.observe`; everything after that is shared. Nothing here imports pygls.
@@ -10,23 +10,21 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from mplp_lsp.bus import EventBus
+from mplp_lsp.engine import Engine
 from mplp_lsp.ignore import IgnoreRules
-from mplp_lsp.intake import Intake, Submission
-from mplp_lsp.protocol.envelope import FamilyForm, utc_timestamp
+from mplp_lsp.intake import Submission
+from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ValidationResult
-from mplp_lsp.runtime.psg_files import FileNodes
-from mplp_lsp.runtime.tool_invocations import ToolInvocations
 from mplp_lsp.settings import Settings
 from mplp_lsp.sources.debounce import Change, Debouncer, Observation, Settled
 from mplp_lsp.sources.files import LANGUAGE, TIMESTAMP, EditorDocuments, payload_for
+from mplp_lsp.sources.git import GitSource
+from mplp_lsp.sources.inbox import InboxSource
 from mplp_lsp.statedir import StateDirLock, StatePaths, resolve_state_dir
-from mplp_lsp.store.errorlog import IntegrationErrorLog
 from mplp_lsp.store.writer import StoreWriter
 from mplp_lsp.workspace_status import WorkspaceStatus, read_status
 
@@ -65,14 +63,19 @@ class Workspace:
         self.paths = paths
         self._lock = lock
         self._writer = writer
-        self.bus = EventBus()
-        self.error_log = IntegrationErrorLog(paths.error_log)
-        self.intake = Intake(writer, self.bus, self.error_log, root=root, family=_family(settings))
-        self._files_executor = ThreadPoolExecutor(1, thread_name_prefix="mplp-files")
-        self.file_nodes = FileNodes(root, writer, self.intake, self._files_executor)
-        self.bus.subscribe("psg-files", self.file_nodes.handle, kinds={Kind.FILE_UPDATE.value})
-        self.tool_invocations = ToolInvocations(writer)
-        self.bus.subscribe("tools", self.tool_invocations.handle, kinds={Kind.TOOL.value})
+        self.engine = Engine(root, settings, paths, writer)
+        self.bus = self.engine.bus
+        self.intake = self.engine.intake
+        self.error_log = self.engine.error_log
+        self.file_nodes = self.engine.file_nodes
+        self.git = GitSource(
+            root,
+            writer,
+            self.intake,
+            poll_interval=settings.git_poll_ms / 1000,
+            email_policy=settings.git_author_email,
+        )
+        self.inbox = InboxSource(paths.inbox, self.intake)
         self.ignore = IgnoreRules(root, excludes=settings.exclude, internal_dirs=[paths.root])
         self.documents = EditorDocuments()
         self.debouncer = self._new_debouncer(settings)
@@ -94,7 +97,14 @@ class Workspace:
         except BaseException:
             lock.release()
             raise
-        return cls(root, settings, paths, lock, writer)
+        workspace = cls(root, settings, paths, lock, writer)
+        try:
+            await workspace.inbox.start()
+            await workspace.git.start()
+        except BaseException:
+            await workspace.close()
+            raise
+        return workspace
 
     def _new_debouncer(self, settings: Settings) -> Debouncer:
         quiet = settings.debounce_ms / 1000
@@ -120,6 +130,8 @@ class Workspace:
         language: str | None = None,
     ) -> bool:
         """Report one raw change to a workspace-relative path; False if it is ignored."""
+        if path == ".git" or path.startswith(".git/"):
+            self.git.notify()
         if path.rsplit("/", 1)[-1] == ".gitignore":
             self.ignore.invalidate(path)
         if self.ignore.is_ignored(path):
@@ -176,13 +188,15 @@ class Workspace:
             task = asyncio.get_running_loop().create_task(_retire(retired))
             _background.add(task)
             task.add_done_callback(_background.discard)
-        self.intake.family = _family(settings)
+        self.engine.apply_settings(settings)
+        self.git.poll_interval = settings.git_poll_ms / 1000
+        self.git.email_policy = settings.git_author_email
         self.settings = settings
 
     async def settle(self) -> None:
         """Emit pending activity now and wait until it and its PSG updates are stored."""
         await self.debouncer.flush()
-        await self.bus.drain()
+        await self.engine.drain()
 
     async def status(self) -> WorkspaceStatus:
         return await self._writer.read(
@@ -192,12 +206,13 @@ class Workspace:
     async def close(self) -> None:
         """Commit pending activity, stop consumers, close the store, release the state dir."""
         try:
+            await self.git.close()
+            await self.inbox.close()
             await self.debouncer.flush()
             await self.debouncer.aclose()
-            await self.bus.close()
+            await self.engine.close()
             await self._writer.close()
         finally:
-            self._files_executor.shutdown(wait=True)
             self._lock.release()
 
 
@@ -208,7 +223,3 @@ async def _retire(debouncer: Debouncer) -> None:
     """A replaced debouncer still delivers what it holds."""
     await debouncer.flush()
     await debouncer.aclose()
-
-
-def _family(settings: Settings) -> FamilyForm:
-    return FamilyForm.UPSTREAM if settings.event_family == "upstream" else FamilyForm.SPEC

@@ -95,7 +95,48 @@ CREATE TABLE tool_invocations (
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2_TOOL_INVOCATIONS)
+_GIT: Final = """
+-- The Git source's last recorded ref state: catch-up compares the repository against it.
+CREATE TABLE git_refs (
+    ref_name  TEXT PRIMARY KEY,
+    object_id TEXT NOT NULL
+);
+
+-- PSG commit records (spec 6.3): commit, author and branch nodes; parent, commit->author and
+-- commit->branch edges.
+CREATE TABLE psg_authors (
+    author_id TEXT PRIMARY KEY,
+    name      TEXT,
+    email     TEXT
+);
+CREATE TABLE psg_commits (
+    commit_id    TEXT PRIMARY KEY,
+    author_id    TEXT REFERENCES psg_authors (author_id),
+    committed_at TEXT NOT NULL,
+    message      TEXT,
+    updated_seq  INTEGER NOT NULL
+);
+-- parent_id has no foreign key: a parent from before the daemon watched is not a node.
+CREATE TABLE psg_commit_parents (
+    commit_id TEXT NOT NULL REFERENCES psg_commits (commit_id) ON DELETE CASCADE,
+    position  INTEGER NOT NULL,
+    parent_id TEXT NOT NULL,
+    PRIMARY KEY (commit_id, position)
+);
+CREATE INDEX psg_commit_parents_parent ON psg_commit_parents (parent_id);
+CREATE TABLE psg_branches (
+    ref_name    TEXT PRIMARY KEY,
+    head_commit TEXT NOT NULL
+);
+CREATE TABLE psg_commit_branches (
+    commit_id TEXT NOT NULL REFERENCES psg_commits (commit_id) ON DELETE CASCADE,
+    ref_name  TEXT NOT NULL REFERENCES psg_branches (ref_name) ON DELETE CASCADE,
+    PRIMARY KEY (commit_id, ref_name)
+);
+CREATE INDEX psg_commit_branches_ref ON psg_commit_branches (ref_name);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2_TOOL_INVOCATIONS, _GIT)
 """Schema scripts; index ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append only."""
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

@@ -1,0 +1,51 @@
+"""``mplp-lsp hooks install|uninstall|status``: the git hook that reports activity at once."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from mplp_lsp.cli.common import add_state_options, workspace_path
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser(
+        "hooks",
+        help="install or remove the git hook that reports Git activity immediately",
+        description="Manage the reference-transaction hook of the workspace's repository. It "
+        "chains to a hook already there (run first; its exit status is kept) and respects "
+        "core.hooksPath. Without it, the daemon still notices Git activity by polling.",
+    )
+    parser.add_argument("action", choices=("install", "uninstall", "status"))
+    parser.add_argument("--workspace", metavar="PATH", default=".", help="default: here")
+    add_state_options(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mplp_lsp.vcs import hooks
+    from mplp_lsp.vcs.repo import GitRepo, RepoRefused
+
+    root = workspace_path(args.workspace)
+    try:
+        repo = GitRepo.open(root)
+    except RepoRefused as refused:
+        print(f"mplp-lsp hooks: {refused}", file=sys.stderr)
+        return 1
+    try:
+        if args.action == "install":
+            states = hooks.install(repo, root, args.state_dir)
+        elif args.action == "uninstall":
+            states = hooks.uninstall(repo)
+        else:
+            states = hooks.status(repo)
+    except OSError as error:
+        print(f"mplp-lsp hooks: {error}", file=sys.stderr)
+        return 1
+    finally:
+        repo.close()
+    for state in states:
+        chained = " (runs the previous hook first)" if state.chained else ""
+        print(f"{state.name}: {state.state}{chained}  {state.path}")
+    return 0

@@ -1,0 +1,62 @@
+"""The writer side of one store: the intake, the bus and every consumer of stored events.
+
+Whoever holds a state dir's lock (the daemon's :class:`~mplp_lsp.workspace.Workspace`, or a
+CLI process storing directly through :mod:`mplp_lsp.handoff`) runs the same engine, so an
+event has the same consequences (PSG updates, invocation state, ...) whoever stored it.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from mplp_lsp.bus import EventBus
+from mplp_lsp.intake import Intake
+from mplp_lsp.protocol.envelope import FamilyForm
+from mplp_lsp.protocol.kinds import Kind
+from mplp_lsp.runtime.psg_files import FileNodes
+from mplp_lsp.runtime.psg_git import CommitGraph
+from mplp_lsp.runtime.tool_invocations import ToolInvocations
+from mplp_lsp.settings import Settings
+from mplp_lsp.statedir import StatePaths
+from mplp_lsp.store.errorlog import IntegrationErrorLog
+from mplp_lsp.store.writer import StoreWriter
+
+
+class Engine:
+    def __init__(
+        self, root: Path, settings: Settings, paths: StatePaths, writer: StoreWriter
+    ) -> None:
+        self.root = root
+        self.paths = paths
+        self.writer = writer
+        self.bus = EventBus()
+        self.error_log = IntegrationErrorLog(paths.error_log)
+        self.intake = Intake(writer, self.bus, self.error_log, root=root, family=family(settings))
+        self._files_executor = ThreadPoolExecutor(1, thread_name_prefix="mplp-files")
+        self.file_nodes = FileNodes(root, writer, self.intake, self._files_executor)
+        self.bus.subscribe("psg-files", self.file_nodes.handle, kinds={Kind.FILE_UPDATE.value})
+        self.commit_graph = CommitGraph(writer, self.intake)
+        self.bus.subscribe("psg-git", self.commit_graph.handle, kinds={Kind.GIT.value})
+        self.tool_invocations = ToolInvocations(writer)
+        self.bus.subscribe("tools", self.tool_invocations.handle, kinds={Kind.TOOL.value})
+
+    def apply_settings(self, settings: Settings) -> None:
+        self.intake.family = family(settings)
+
+    async def drain(self) -> None:
+        """Wait until consumers have handled everything, including what they submitted."""
+        await self.bus.drain()
+        await self.bus.drain()
+
+    async def close(self) -> None:
+        """Stop the consumers; the caller closes the writer afterwards."""
+        try:
+            await self.bus.close()
+        finally:
+            self._files_executor.shutdown(wait=True)
+            self.error_log.close()
+
+
+def family(settings: Settings) -> FamilyForm:
+    return FamilyForm.UPSTREAM if settings.event_family == "upstream" else FamilyForm.SPEC

@@ -1,0 +1,162 @@
+"""How a CLI process (a hook, ``mplp-lsp emit``) gets events into a workspace's store.
+
+:func:`deliver` checks the submissions first, so bad input is reported at once. Then:
+
+* the state dir is free: take its lock, open the store, submit through the one intake (with
+  the PSG consumers attached), close, release — the events are committed on return;
+* a daemon (or another CLI process) owns it: write the submissions to one spool file in the
+  state dir's inbox (temporary name, fsync, atomic rename) and report them ``queued``; the
+  owner drains the inbox (:mod:`mplp_lsp.sources.inbox`).
+
+Whoever holds the lock drains the inbox before letting go and looks again after, and a
+process that spooled tries the lock once more, so a file is never left behind by a race
+between the two. A faster path to a running daemon (its loopback HTTP API) would go in
+:func:`_hand_to_owner` before the spool file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from mplp_lsp.engine import Engine
+from mplp_lsp.intake import Submission
+from mplp_lsp.protocol.result import ValidationResult
+from mplp_lsp.protocol.validator import default_validator
+from mplp_lsp.settings import Settings
+from mplp_lsp.sources import inbox
+from mplp_lsp.statedir import StateDirLock, StatePaths, resolve_state_dir
+from mplp_lsp.store.errorlog import IntegrationErrorLog
+from mplp_lsp.store.writer import StoreWriter
+
+StoreWork = Callable[[sqlite3.Connection], None]
+Status = Literal["accepted", "duplicate", "rejected", "queued"]
+_RELOCK_ATTEMPTS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    status: Status
+    result: ValidationResult
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "rejected"
+
+
+def deliver(
+    workspace_root: Path,
+    state_dir_override: str | Path | None,
+    submissions: Sequence[Submission],
+    *,
+    also: StoreWork | None = None,
+) -> list[Delivery]:
+    """Store ``submissions`` for the workspace, or queue them for the process that owns it.
+
+    ``also`` runs in the store (one transaction, after the events) only when they are stored
+    here; a source uses it to record what it reported, which a daemon does by itself.
+    """
+    paths = StatePaths(resolve_state_dir(workspace_root, state_dir_override))
+    checked = [_check(submission) for submission in submissions]
+    _log_rejections(paths, submissions, checked)
+    valid = [s for s, result in zip(submissions, checked, strict=True) if result.ok]
+    work = valid or also is not None
+    stored = iter(_store(workspace_root, paths, valid, also) if work else [])
+    return [next(stored) if result.ok else Delivery("rejected", result) for result in checked]
+
+
+def _store(
+    root: Path, paths: StatePaths, submissions: list[Submission], also: StoreWork | None
+) -> list[Delivery]:
+    lock = StateDirLock(paths.lock, workspace=root)
+    if lock.acquire():
+        return asyncio.run(_own(root, paths, lock, submissions, also))
+    if not submissions:
+        return []
+    _hand_to_owner(paths, submissions)
+    for _ in range(_RELOCK_ATTEMPTS):
+        if not lock.acquire():
+            break  # the owner drains it
+        asyncio.run(_own(root, paths, lock, []))
+        if not inbox.pending(paths.inbox):
+            break
+    return [Delivery("queued", ValidationResult.success()) for _ in submissions]
+
+
+def _log_rejections(
+    paths: StatePaths, submissions: Sequence[Submission], checked: list[ValidationResult]
+) -> None:
+    rejected = [(s, r) for s, r in zip(submissions, checked, strict=True) if not r.ok]
+    if not rejected:
+        return
+    with IntegrationErrorLog(paths.error_log) as errors:
+        for submission, result in rejected:
+            errors.write(
+                {
+                    "source_module": submission.source_module,
+                    "kind": submission.kind.value,
+                    "errors": [issue.to_dict() for issue in result.errors],
+                }
+            )
+
+
+def _check(submission: Submission) -> ValidationResult:
+    return default_validator().validate(submission.kind, submission.data)
+
+
+def _hand_to_owner(paths: StatePaths, submissions: list[Submission]) -> None:
+    """Spool for the lock holder. (The daemon's HTTP fast path would be tried first here.)"""
+    paths.inbox.mkdir(mode=0o700, exist_ok=True)
+    name = f"{os.getpid()}-{os.urandom(6).hex()}"
+    stamp = f"{_monotonic_name()}-{name}"
+    temporary = paths.inbox / f".{stamp}.tmp"
+    final = paths.inbox / f"{stamp}{inbox.SPOOL_SUFFIX}"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, inbox.encode(submissions))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    temporary.rename(final)
+    directory = os.open(paths.inbox, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def _monotonic_name() -> str:
+    # Wall-clock nanoseconds, zero-padded: file names sort in arrival order.
+    return f"{time.time_ns():020d}"
+
+
+async def _own(
+    root: Path,
+    paths: StatePaths,
+    lock: StateDirLock,
+    submissions: list[Submission],
+    also: StoreWork | None = None,
+) -> list[Delivery]:
+    writer = StoreWriter(paths.database)
+    try:
+        await writer.start()
+        engine = Engine(root, Settings(), paths, writer)
+        try:
+            await inbox.drain(paths.inbox, engine.intake)
+            results = await engine.intake.submit_many(submissions)
+            if also is not None:
+                await writer.run(also)
+            await inbox.drain(paths.inbox, engine.intake)
+            await engine.drain()
+        finally:
+            await engine.close()
+        return [Delivery(r.outcome.value, r.result) for r in results]
+    finally:
+        await writer.close()
+        lock.release()

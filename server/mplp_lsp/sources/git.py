@@ -1,0 +1,232 @@
+"""The Git source: the workspace repository's ref changes, as git_events, through the intake.
+
+A poll stats a few files (:class:`~mplp_lsp.vcs.refs.Signature`) and stops there when nothing
+moved. When something did, it reads the refs, diffs them against the state recorded in the
+store (table ``git_refs``), turns the differences into payloads with the rules of
+:mod:`mplp_lsp.vcs.operations` and submits them; the new state is recorded only after the
+intake committed them. The first poll after start is the catch-up: whatever happened while
+the daemon was down comes out once, oldest first. Should the daemon die between the events
+and the state, the next catch-up produces the same payloads and the intake drops them as
+duplicates, so nothing is reported twice.
+
+The first time a store meets a repository it records the state as the baseline and reports
+nothing: history from before is not activity. All git and file work runs on the source's own
+thread, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sqlite3
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mplp_lsp.intake import Intake, Submission
+from mplp_lsp.protocol.kinds import Kind
+from mplp_lsp.settings import EmailPolicy
+from mplp_lsp.store.events import EventLog
+from mplp_lsp.store.writer import StoreWriter
+from mplp_lsp.vcs.operations import RefUpdate, git_events
+from mplp_lsp.vcs.refs import (
+    HEAD,
+    ZERO,
+    Signature,
+    Snapshot,
+    read_snapshot,
+    reflog_entry,
+    reflog_path,
+)
+from mplp_lsp.vcs.repo import GitRepo, RepoRefused
+
+log = logging.getLogger(__name__)
+
+SOURCE_MODULE = "git"
+BASELINE_KEY = "git.baseline"
+EMAIL_POLICY_KEY = "git.author_email"  # read by hook processes, so both report alike
+_LAST = float("inf")
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    refs: dict[str, str]
+    payloads: list[dict[str, Any]]
+
+
+def load_refs(conn: sqlite3.Connection) -> dict[str, str] | None:
+    """The recorded ref state; None if this store never recorded one."""
+    if EventLog(conn).get_meta(BASELINE_KEY) is None:
+        return None
+    return dict(conn.execute("SELECT ref_name, object_id FROM git_refs").fetchall())
+
+
+def save_refs(conn: sqlite3.Connection, refs: dict[str, str]) -> None:
+    conn.execute("DELETE FROM git_refs")
+    conn.executemany("INSERT INTO git_refs VALUES (?, ?)", sorted(refs.items()))
+    EventLog(conn).set_meta(BASELINE_KEY, "1")
+
+
+def advance_refs(
+    conn: sqlite3.Connection, updates: Sequence[RefUpdate], current: dict[str, str]
+) -> None:
+    """Record ref updates someone else (a hook) reported; with no state recorded yet, take
+    ``current`` (the refs as that reporter saw them) as the baseline."""
+    if EventLog(conn).get_meta(BASELINE_KEY) is None:
+        save_refs(conn, current)
+    for update in updates:
+        if update.new == ZERO:
+            conn.execute("DELETE FROM git_refs WHERE ref_name = ?", (update.ref,))
+        else:
+            conn.execute("INSERT OR REPLACE INTO git_refs VALUES (?, ?)", (update.ref, update.new))
+
+
+def diff_updates(repo: GitRepo, before: dict[str, str], after: Snapshot) -> list[RefUpdate]:
+    """One update per changed ref, in the order they most likely happened."""
+    updates = [
+        RefUpdate(name, before.get(name, ZERO), after.refs.get(name, ZERO))
+        for name in sorted(before.keys() | after.refs.keys())
+        if before.get(name) != after.refs.get(name)
+    ]
+    return sorted(updates, key=lambda update: _order(repo, update))
+
+
+def _order(repo: GitRepo, update: RefUpdate) -> tuple[float, int, str]:
+    # Reflog time first; within a second, a fetch before the merge it feeds, a commit
+    # before the push that sends it. Tags have no reflog and name commits seen already.
+    if update.ref.startswith("refs/tags/"):
+        return (_LAST, 3, update.ref)
+    entry = None
+    if update.new != ZERO:
+        path = reflog_path(repo.info.git_dir, repo.info.common_dir, update.ref)
+        entry = reflog_entry(path, update.new)
+    when = float(entry.timestamp) if entry is not None else -1.0
+    if update.ref.startswith("refs/remotes/"):
+        pushed = entry is not None and entry.message.startswith("update by push")
+        return (when, 4 if pushed else 0, update.ref)
+    return (when, 2 if update.ref == HEAD else 1, update.ref)
+
+
+def message_lookup(repo: GitRepo) -> Any:
+    def message(ref: str, new: str) -> str | None:
+        entry = reflog_entry(reflog_path(repo.info.git_dir, repo.info.common_dir, ref), new)
+        return None if entry is None else entry.message
+
+    return message
+
+
+class GitSource:
+    def __init__(
+        self,
+        root: Path,
+        writer: StoreWriter,
+        intake: Intake,
+        *,
+        poll_interval: float,
+        email_policy: EmailPolicy,
+    ) -> None:
+        self._root = root
+        self._writer = writer
+        self._intake = intake
+        self.poll_interval = poll_interval
+        self.email_policy: EmailPolicy = email_policy
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="mplp-git")
+        self._repo: GitRepo | None = None
+        self._signature: Signature | None = None
+        self._recorded: dict[str, str] | None = None
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+        self.problem: str | None = None  # why the repository is not watched, if it is not
+        self.emitted = 0
+
+    async def start(self) -> None:
+        """Open the repository, catch up, and start polling (unless the interval is 0)."""
+        loop = asyncio.get_running_loop()
+        try:
+            self._repo = await loop.run_in_executor(self._executor, GitRepo.open, self._root)
+        except RepoRefused as refused:
+            self.problem = str(refused)
+            log.info("git: %s is not watched: %s", self._root, refused)
+            return
+        info = self._repo.info
+        self._signature = Signature(info.git_dir, info.common_dir)
+        policy = self.email_policy
+        self._recorded = await self._writer.run(lambda conn: _start_state(conn, policy))
+        await self.poll()
+        if self.poll_interval > 0:
+            self._task = loop.create_task(self._run())
+
+    def notify(self) -> None:
+        """Something under .git changed (an editor notification): poll now."""
+        self._wake.set()
+
+    async def poll(self) -> int:
+        """One poll; the number of events accepted."""
+        if self._repo is None:
+            return 0
+        async with self._lock:
+            # The idle case stays on the loop: a few stat calls cost less than a thread hop.
+            assert self._signature is not None
+            if self._recorded is not None and not self._signature.changed():
+                return 0
+            loop = asyncio.get_running_loop()
+            scan = await loop.run_in_executor(self._executor, self._scan, self._recorded)
+            results = await self._intake.submit_many(
+                [Submission(Kind.GIT, payload, SOURCE_MODULE) for payload in scan.payloads]
+            )
+            for payload, result in zip(scan.payloads, results, strict=True):
+                if not result.result.ok:
+                    log.warning("git: %s rejected: %s", payload.get("commit_id"), result.result)
+            if scan.refs != self._recorded:
+                await self._writer.run(lambda conn: save_refs(conn, scan.refs))
+                self._recorded = scan.refs
+            accepted = sum(1 for result in results if result.accepted)
+            self.emitted += accepted
+            return accepted
+
+    def _scan(self, recorded: dict[str, str] | None) -> Scan:
+        repo, signature = self._repo, self._signature
+        assert repo is not None and signature is not None
+        signature.record()
+        snapshot = read_snapshot(repo.info.git_dir, repo.info.common_dir)
+        if recorded is None:
+            return Scan(snapshot.refs, [])
+        updates = diff_updates(repo, recorded, snapshot)
+        if not updates:
+            return Scan(snapshot.refs, [])
+        known = {value for name, value in recorded.items() if name != HEAD}
+        payloads = git_events(
+            repo, updates, known, message_lookup(repo), email_policy=self.email_policy
+        )
+        return Scan(snapshot.refs, payloads)
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+            self._wake.clear()
+            try:
+                await self.poll()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("git: poll of %s failed; trying again", self._root)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        async with self._lock:
+            if self._repo is not None:
+                self._repo.close()
+        self._executor.shutdown(wait=True)
+
+
+def _start_state(conn: sqlite3.Connection, policy: EmailPolicy) -> dict[str, str] | None:
+    EventLog(conn).set_meta(EMAIL_POLICY_KEY, policy)
+    return load_refs(conn)

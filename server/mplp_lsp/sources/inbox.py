@@ -1,0 +1,120 @@
+"""The inbox: events CLI processes handed over while a daemon owned the store.
+
+A CLI process that finds the state dir locked writes its submissions to one file in
+``<state dir>/inbox`` (temporary name, fsync, atomic rename, see :mod:`mplp_lsp.handoff`).
+Whoever owns the store drains it: the daemon on a short stat poll, or a CLI process that
+gets the lock. A file is deleted only after its events committed, so a crash in between
+means they are submitted again and the intake drops them as duplicates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from mplp_lsp.intake import Intake, Submission
+from mplp_lsp.protocol.kinds import Kind
+from mplp_lsp.protocol.result import ErrorCode, ValidationResult
+
+log = logging.getLogger(__name__)
+
+SPOOL_SUFFIX = ".json"
+DEFAULT_INTERVAL = 0.5
+
+
+def encode(submissions: list[Submission]) -> bytes:
+    items = [
+        {"kind": s.kind.value, "data": s.data, "source_module": s.source_module, "source": s.source}
+        for s in submissions
+    ]
+    return json.dumps({"submissions": items}, ensure_ascii=False).encode("utf-8")
+
+
+def decode(raw: bytes) -> list[Submission]:
+    """The submissions of one spool file; ValueError if it is not one we wrote."""
+    items = json.loads(raw)["submissions"]
+    return [
+        # Paths from a spool file are never trusted: the intake checks them again.
+        Submission(Kind(item["kind"]), item["data"], str(item["source_module"]), item["source"])
+        for item in items
+    ]
+
+
+def pending(inbox: Path) -> list[Path]:
+    try:
+        names = sorted(e.name for e in os.scandir(inbox) if e.name.endswith(SPOOL_SUFFIX))
+    except FileNotFoundError:
+        return []
+    return [inbox / name for name in names]
+
+
+async def drain(inbox: Path, intake: Intake) -> int:
+    """Submit every spool file in arrival order; the number of files taken."""
+    files = pending(inbox)
+    for path in files:
+        try:
+            raw = await asyncio.to_thread(path.read_bytes)
+        except FileNotFoundError:
+            continue  # another drainer took it
+        try:
+            submissions = decode(raw)
+        except (ValueError, KeyError, TypeError) as error:
+            result = ValidationResult.single("", ErrorCode.INVALID_JSON, f"bad spool file: {error}")
+            excerpt = raw[:2048].decode(errors="replace")
+            await intake.reject(Submission(Kind.ENVELOPE, excerpt, "inbox"), result)
+        else:
+            await intake.submit_many(submissions)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+    return len(files)
+
+
+class InboxSource:
+    """Drains the inbox when its directory changes (one stat per interval when idle)."""
+
+    def __init__(self, inbox: Path, intake: Intake, *, interval: float = DEFAULT_INTERVAL) -> None:
+        self._inbox = inbox
+        self._intake = intake
+        self._interval = interval
+        self._task: asyncio.Task[None] | None = None
+        self._seen: Any = None
+
+    async def start(self) -> None:
+        self._inbox.mkdir(mode=0o700, exist_ok=True)
+        await drain(self._inbox, self._intake)
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval)
+            try:
+                info = self._inbox.stat()
+            except FileNotFoundError:
+                continue
+            stamp = (info.st_mtime_ns, info.st_ino)
+            if stamp == self._seen and not _recent(info.st_mtime_ns):
+                continue
+            try:
+                await drain(self._inbox, self._intake)
+                self._seen = stamp
+            except Exception:
+                log.exception("inbox: could not drain %s; trying again", self._inbox)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        # What arrived meanwhile is taken now rather than at the next start.
+        await drain(self._inbox, self._intake)
+
+
+def _recent(mtime_ns: int) -> bool:
+    # A second file renamed in within the same clock tick leaves the mtime unchanged.
+    return time.time_ns() - mtime_ns < 2_000_000_000

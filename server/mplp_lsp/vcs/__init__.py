@@ -1,0 +1,1 @@
+"""Reading a workspace's Git repository: refs, reflogs and commit metadata, without network."""

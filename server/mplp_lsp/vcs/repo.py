@@ -1,0 +1,139 @@
+"""Opening a repository for reading, with git running in a controlled environment.
+
+Every git process started here (through GitPython) gets the same hardening: no pager, no
+terminal prompt, no optional locks, and configuration injected through ``GIT_CONFIG_*`` that
+switches off what a repository's own config could make git run: an fsmonitor hook, an
+external diff driver. Log commands add ``--no-ext-diff --no-textconv`` as well.
+
+Ownership is git's call: the repository is located by git's own discovery, which refuses a
+repository owned by someone else unless ``safe.directory`` allows it. Opening reports that as
+:class:`RepoRefused` with git's reason instead of reading the files anyway.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import git
+
+from mplp_lsp.sanitize.redact import strip_url_credentials
+
+# Config that must not come from the repository: (key, value) pairs given to every git call.
+_FORCED_CONFIG = (
+    ("core.fsmonitor", "false"),
+    ("core.pager", "cat"),
+    ("diff.external", ""),
+    ("core.quotePath", "false"),
+    ("log.showSignature", "false"),
+)
+ENVIRONMENT: dict[str, str] = {
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_PAGER": "cat",
+    "PAGER": "cat",
+    "GIT_OPTIONAL_LOCKS": "0",
+    "GIT_ASKPASS": "true",
+    "SSH_ASKPASS": "true",
+    "GIT_CONFIG_COUNT": str(len(_FORCED_CONFIG)),
+    **{f"GIT_CONFIG_KEY_{i}": key for i, (key, _) in enumerate(_FORCED_CONFIG)},
+    **{f"GIT_CONFIG_VALUE_{i}": value for i, (_, value) in enumerate(_FORCED_CONFIG)},
+}
+# Variables that would point git at another repository than the one asked for; a hook
+# inherits some of them from the git process that runs it.
+LOCATION_VARIABLES = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_PREFIX",
+)
+
+
+class RepoRefused(RuntimeError):
+    """The folder is not a usable repository, or git refuses it (ownership, format)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RepoInfo:
+    worktree: Path
+    git_dir: Path  # this worktree's private dir: HEAD, logs/HEAD
+    common_dir: Path  # shared refs, packed-refs, branch reflogs
+    shallow: bool
+
+
+class GitRepo:
+    """A repository opened for reading; ``run`` is the one way to start git for it."""
+
+    def __init__(self, repo: git.Repo, info: RepoInfo) -> None:
+        self._repo = repo
+        self.info = info
+
+    @classmethod
+    def open(cls, path: Path) -> GitRepo:
+        """The repository containing ``path``; :class:`RepoRefused` if there is none usable."""
+        try:
+            probe = git.Git(str(path))
+            probe.update_environment(**ENVIRONMENT)
+            out = probe.rev_parse(
+                "--show-toplevel",
+                "--absolute-git-dir",
+                "--git-common-dir",
+                "--is-shallow-repository",
+            )
+        except git.GitCommandError as error:
+            raise RepoRefused(_reason(error)) from None
+        except (git.GitCommandNotFound, OSError) as error:
+            raise RepoRefused(f"git cannot be run: {error}") from None
+        lines = out.splitlines()
+        if len(lines) != 4:
+            raise RepoRefused("no working tree (a bare repository is not watched)")
+        toplevel, git_dir, common, shallow = lines
+        common_dir = Path(common) if Path(common).is_absolute() else Path(toplevel) / common
+        if (common_dir.resolve() / "reftable").is_dir():
+            raise RepoRefused("the reftable ref format is not supported; use the files backend")
+        info = RepoInfo(
+            worktree=Path(toplevel).resolve(),
+            git_dir=Path(git_dir).resolve(),
+            common_dir=common_dir.resolve(),
+            shallow=shallow.strip() == "true",
+        )
+        try:
+            repo = git.Repo(str(info.worktree))
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError) as error:
+            raise RepoRefused(f"not a repository: {error}") from None
+        repo.git.update_environment(**ENVIRONMENT)
+        return cls(repo, info)
+
+    def run(self, *args: str, **kwargs: Any) -> str:
+        """``git <args>`` in the worktree with the controlled environment; stdout as text."""
+        result: str = self._repo.git.execute(
+            ["git", *args], with_extended_output=False, strip_newline_in_stdout=False, **kwargs
+        )
+        return result
+
+    def repo_url(self) -> str:
+        """``origin``'s URL without credentials, else a stable identifier of this repository."""
+        try:
+            url = self._repo.git.config("--get", "remote.origin.url").strip()
+        except git.GitCommandError:
+            url = ""
+        if url:
+            return strip_url_credentials(url)
+        digest = hashlib.sha256(os.fsencode(self.info.common_dir)).hexdigest()[:16]
+        return f"local:{digest}"
+
+    def close(self) -> None:
+        self._repo.close()
+
+
+def _reason(error: git.GitCommandError) -> str:
+    stderr = error.stderr if isinstance(error.stderr, str) else str(error.stderr)
+    text = " ".join(line.strip() for line in stderr.strip().splitlines() if line.strip())
+    text = text.removeprefix("stderr: ").strip("' ")
+    return text or f"git exited with status {error.status}"

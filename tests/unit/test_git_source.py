@@ -1,0 +1,417 @@
+"""The Git source against real repositories: each operation yields exactly its git_events,
+through the poller and through the hook, with and without a daemon owning the store."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import subprocess
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mplp_lsp.bus import EventBus
+from mplp_lsp.intake import Intake
+from mplp_lsp.protocol.kinds import Kind
+from mplp_lsp.protocol.validator import validate
+from mplp_lsp.runtime.psg_git import CommitGraph
+from mplp_lsp.settings import Settings
+from mplp_lsp.sources.git import GitSource
+from mplp_lsp.statedir import StatePaths
+from mplp_lsp.store.database import connect
+from mplp_lsp.store.errorlog import IntegrationErrorLog
+from mplp_lsp.store.events import EventLog
+from mplp_lsp.store.writer import StoreWriter
+from mplp_lsp.vcs import hooks
+from mplp_lsp.vcs.repo import GitRepo, RepoRefused
+from mplp_lsp.workspace import Workspace
+from tests.gitrepo import Repo
+
+Triple = tuple[str, str, str]  # (event_kind, ref_name, commit_id)
+
+
+def stored_git_events(db: Path) -> list[dict[str, Any]]:
+    conn = connect(db, read_only=True)
+    try:
+        return [e.envelope["payload"] for e in EventLog(conn).query(kinds=["git"])]
+    finally:
+        conn.close()
+
+
+def triples(payloads: list[dict[str, Any]]) -> list[Triple]:
+    return [(p["event_kind"], p["ref_name"], p["commit_id"]) for p in payloads]
+
+
+class Rig:
+    """A store with the Git source and the PSG consumer, polled by hand (no timing)."""
+
+    def __init__(self, repo: Repo, state: Path) -> None:
+        self.repo, self.state = repo, state
+        self.db = state / "events.db"
+
+    async def open(self, **settings: Any) -> None:
+        self.writer = StoreWriter(self.db)
+        await self.writer.start()
+        self.bus = EventBus()
+        self.intake = Intake(
+            self.writer, self.bus, IntegrationErrorLog(self.state / "e.jsonl"), root=self.repo.path
+        )
+        self.bus.subscribe("psg", CommitGraph(self.writer, self.intake).handle, kinds={"git"})
+        self.source = GitSource(
+            self.repo.path,
+            self.writer,
+            self.intake,
+            poll_interval=0,
+            email_policy=settings.get("email_policy", "hash"),
+        )
+        await self.source.start()
+
+    async def poll(self) -> list[Triple]:
+        before = len(stored_git_events(self.db))
+        await self.source.poll()
+        await self.bus.drain()
+        await self.bus.drain()
+        return triples(stored_git_events(self.db)[before:])
+
+    async def close(self) -> None:
+        await self.source.close()
+        await self.bus.close()
+        await self.writer.close()
+
+
+@pytest.fixture
+async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
+    state = tmp_path / "state"
+    state.mkdir()
+    made = Rig(Repo.create(tmp_path / "ws"), state)
+    await made.open()
+    yield made
+    await made.close()
+
+
+Step = tuple[str, Callable[[Repo], list[Triple]]]
+
+
+def scenario() -> list[Step]:
+    """Operations on a fresh repository, each with the events it must produce."""
+
+    def initial(r: Repo) -> list[Triple]:
+        c = r.commit("one")
+        return [("branch_create", "refs/heads/main", c), ("commit", "refs/heads/main", c)]
+
+    def commit(r: Repo) -> list[Triple]:
+        return [("commit", "refs/heads/main", r.commit("two"))]
+
+    def amend(r: Repo) -> list[Triple]:
+        r.git("commit", "-q", "--amend", "-m", "two, amended")
+        return [("commit", "refs/heads/main", r.rev("HEAD"))]
+
+    def branch(r: Repo) -> list[Triple]:
+        r.git("branch", "feature")
+        return [("branch_create", "refs/heads/feature", r.rev("main"))]
+
+    def on_feature(r: Repo) -> list[Triple]:
+        r.git("checkout", "-q", "feature")
+        return [("commit", "refs/heads/feature", r.commit("f1", "f.txt"))]
+
+    def merge_ff(r: Repo) -> list[Triple]:
+        r.git("checkout", "-q", "main")
+        r.git("merge", "-q", "--ff-only", "feature")
+        return [("merge", "refs/heads/main", r.rev("main"))]
+
+    def main_ahead(r: Repo) -> list[Triple]:
+        r.git("checkout", "-q", "feature")
+        f2 = r.commit("f2", "f.txt")
+        r.git("checkout", "-q", "main")
+        m3 = r.commit("m3")
+        return [("commit", "refs/heads/feature", f2), ("commit", "refs/heads/main", m3)]
+
+    def merge_commit(r: Repo) -> list[Triple]:
+        r.git("merge", "-q", "--no-ff", "-m", "Merge feature", "feature")
+        return [("merge", "refs/heads/main", r.rev("main"))]
+
+    def topic(r: Repo) -> list[Triple]:
+        r.git("checkout", "-q", "-b", "topic")
+        return [("branch_create", "refs/heads/topic", r.rev("main"))]
+
+    def topic_commits(r: Repo) -> list[Triple]:
+        t1, t2 = r.commit("t1", "t.txt"), r.commit("t2", "t.txt")
+        return [("commit", "refs/heads/topic", t1), ("commit", "refs/heads/topic", t2)]
+
+    def main_again(r: Repo) -> list[Triple]:
+        r.git("checkout", "-q", "main")
+        return [("commit", "refs/heads/main", r.commit("m4"))]
+
+    def rebase(r: Repo) -> list[Triple]:
+        r.git("rebase", "-q", "main", "topic")
+        return [
+            ("commit", "refs/heads/topic", r.rev("topic~1")),
+            ("commit", "refs/heads/topic", r.rev("topic")),
+        ]
+
+    def tags(r: Repo) -> list[Triple]:
+        r.git("checkout", "-q", "main")
+        r.git("tag", "v1")
+        r.git("tag", "-a", "v2", "-m", "release two", "topic")
+        return [("tag", "refs/tags/v1", r.rev("main")), ("tag", "refs/tags/v2", r.rev("topic"))]
+
+    def delete(r: Repo) -> list[Triple]:
+        tip = r.rev("topic")
+        r.git("branch", "-q", "-D", "topic")
+        return [("branch_delete", "refs/heads/topic", tip)]
+
+    def push(r: Repo) -> list[Triple]:
+        remote = r.path.parent / "remote.git"
+        subprocess_git(["init", "-q", "--bare", str(remote)])
+        r.git("remote", "add", "origin", str(remote))
+        r.git("push", "-q", "origin", "main")
+        return [("push", "refs/remotes/origin/main", r.rev("main"))]
+
+    return [
+        ("initial commit", initial),
+        ("commit", commit),
+        ("amend", amend),
+        ("branch create", branch),
+        ("commit on a branch", on_feature),
+        ("fast-forward merge", merge_ff),
+        ("commits on two branches", main_ahead),
+        ("merge commit", merge_commit),
+        ("branch create with checkout -b", topic),
+        ("two commits", topic_commits),
+        ("commit on main", main_again),
+        ("rebase", rebase),
+        ("light and annotated tag", tags),
+        ("branch delete", delete),
+        ("push to a bare remote", push),
+    ]
+
+
+def subprocess_git(args: list[str]) -> None:
+    subprocess.run(["git", *args], check=True, capture_output=True)
+
+
+def assert_valid(payloads: list[dict[str, Any]]) -> None:
+    for payload in payloads:
+        assert validate(Kind.GIT, payload).ok, payload
+
+
+async def test_each_operation_polled(rig: Rig) -> None:
+    for name, step in scenario():
+        expected = step(rig.repo)
+        assert await rig.poll() == expected, name
+    assert await rig.poll() == []
+    assert_valid(stored_git_events(rig.db))
+
+
+async def wait_for_count(db: Path, count: int, timeout: float = 30.0) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            events = stored_git_events(db)
+        except (FileNotFoundError, sqlite3.OperationalError):  # not created (or migrated) yet
+            events = []
+        if len(events) >= count or time.monotonic() > deadline:
+            return events
+        await asyncio.sleep(0.05)
+
+
+def install_hooks(repo: Repo, state: Path) -> None:
+    opened = GitRepo.open(repo.path)
+    try:
+        hooks.install(opened, repo.path, str(state))
+    finally:
+        opened.close()
+
+
+async def test_each_operation_through_the_hook_without_a_daemon(tmp_path: Path) -> None:
+    repo, state = Repo.create(tmp_path / "ws"), tmp_path / "state"
+    state.mkdir()
+    install_hooks(repo, state)
+    total: list[Triple] = []
+    for name, step in scenario():
+        total += step(repo)
+        events = await wait_for_count(state / "events.db", len(total))
+        # Hook processes run in the background and may finish in any order.
+        assert sorted(triples(events)) == sorted(total), name
+    # The daemon starting later finds nothing new: the hook recorded what it reported.
+    rig = Rig(repo, state)
+    await rig.open()
+    try:
+        await rig.source.poll()
+        repo.commit("after")
+        assert await rig.poll() == [("commit", "refs/heads/main", repo.rev("HEAD"))]
+    finally:
+        await rig.close()
+    assert_valid(stored_git_events(state / "events.db"))
+
+
+async def test_hook_and_daemon_report_each_operation_once(tmp_path: Path) -> None:
+    repo, state = Repo.create(tmp_path / "ws"), tmp_path / "state"
+    install_hooks(repo, state)
+    settings = Settings(gitPollMs=0)  # only the hook delivers, through the daemon's inbox
+    workspace = await Workspace.open(repo.path, settings, state_dir=state)
+    try:
+        total: list[Triple] = []
+        for name, step in scenario():
+            total += step(repo)
+            events = await wait_for_count(workspace.paths.database, len(total))
+            assert sorted(triples(events)) == sorted(total), name
+            # The poller now sees the same operation: every payload is a duplicate.
+            assert await workspace.git.poll() == 0, name
+        await workspace.bus.drain()
+        assert len(stored_git_events(workspace.paths.database)) == len(total)
+    finally:
+        await workspace.close()
+
+
+async def test_catch_up_of_100_commits_once(rig: Rig) -> None:
+    rig.repo.commit("base")
+    await rig.poll()
+    await rig.close()
+    made = [rig.repo.commit(f"c{i}") for i in range(100)]
+    await rig.open()
+    events = stored_git_events(rig.db)[2:]
+    assert triples(events) == [("commit", "refs/heads/main", c) for c in made]
+    await rig.close()
+    await rig.open()
+    assert len(stored_git_events(rig.db)) == 102
+    assert await rig.poll() == []
+
+
+async def test_first_start_records_a_baseline(rig: Rig, tmp_path: Path) -> None:
+    rig.repo.commit("history")
+    other = Rig(rig.repo, tmp_path / "other")
+    other.state.mkdir()
+    await other.open()
+    try:
+        assert stored_git_events(other.db) == []
+        assert await other.poll() == []
+    finally:
+        await other.close()
+
+
+CANARY = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+
+
+async def test_redaction_credentials_and_email_hash(rig: Rig) -> None:
+    rig.repo.commit("base")
+    await rig.poll()
+    rig.repo.git("remote", "add", "origin", "https://ada:s3cretpass@git.example.org/team/app.git")
+    rig.repo.commit(f"deploy with token {CANARY}")
+    await rig.poll()
+    [payload] = stored_git_events(rig.db)[-1:]
+    assert CANARY not in str(payload)
+    assert payload["commit_message"].startswith("deploy with token ")
+    assert payload["repo_url"] == "https://git.example.org/team/app.git"
+    assert "s3cretpass" not in rig.db.read_bytes().decode("latin-1")
+    assert payload["author_email"].endswith("@hashed.invalid")
+    assert "ada@example.org" not in str(payload)
+
+
+async def test_email_policies(tmp_path: Path) -> None:
+    seen = {}
+    for policy in ("keep", "drop"):
+        state = tmp_path / policy
+        state.mkdir()
+        rig = Rig(Repo.create(tmp_path / f"ws-{policy}"), state)
+        await rig.open(email_policy=policy)
+        try:
+            rig.repo.commit("one")
+            await rig.poll()
+            seen[policy] = stored_git_events(rig.db)[-1].get("author_email")
+        finally:
+            await rig.close()
+    assert seen == {"keep": "ada@example.org", "drop": None}
+
+
+async def test_psg_commit_records(rig: Rig) -> None:
+    for _name, step in scenario()[:14]:
+        step(rig.repo)
+        await rig.poll()
+
+    def read(conn: sqlite3.Connection) -> dict[str, Any]:
+        def rows(sql: str) -> list[Any]:
+            return conn.execute(sql).fetchall()
+
+        return {
+            "commits": rows("SELECT count(*) FROM psg_commits")[0][0],
+            "authors": rows("SELECT count(*) FROM psg_authors")[0][0],
+            "branches": sorted(r[0] for r in rows("SELECT ref_name FROM psg_branches")),
+            "merge_parents": rows(
+                "SELECT count(*) FROM psg_commit_parents p JOIN psg_commits c USING (commit_id) "
+                "WHERE c.message = 'Merge feature'"
+            )[0][0],
+            "orphans": rows("PRAGMA foreign_key_check"),
+        }
+
+    graph = await rig.writer.read(read)
+    assert graph["branches"] == ["refs/heads/feature", "refs/heads/main"]  # topic deleted
+    assert graph["authors"] == 1
+    assert graph["merge_parents"] == 2
+    assert graph["orphans"] == []
+    updates = await rig.writer.read(lambda c: EventLog(c).query(kinds=["graph_update"]))
+    types = {u.envelope["event_type"] for u in updates}
+    assert {"commit_node_added", "branch_node_added", "author_node_added"} <= types
+    assert "branch_node_removed" in types
+    for update in updates:
+        assert validate(Kind.GRAPH_UPDATE, update.envelope).ok
+
+
+async def test_detached_head_commit_and_empty_repository(rig: Rig) -> None:
+    assert await rig.poll() == []  # an empty repository: nothing to say, no error
+    rig.repo.commit("one")
+    await rig.poll()
+    rig.repo.git("checkout", "-q", "--detach")
+    assert await rig.poll() == []
+    detached = rig.repo.commit("on a detached HEAD")
+    assert await rig.poll() == [("commit", "HEAD", detached)]
+
+
+def test_repository_owned_by_someone_else_is_refused(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give the repository another owner")
+    repo = Repo.create(tmp_path / "theirs")
+    for path in [repo.path, *repo.path.rglob("*")]:
+        os.chown(path, 65534, 65534, follow_symlinks=False)
+    with pytest.raises(RepoRefused, match="ownership"):
+        GitRepo.open(repo.path)
+
+
+def test_hooks_chain_keep_status_and_uninstall_restores(tmp_path: Path) -> None:
+    repo = Repo.create(tmp_path / "ws")
+    custom = tmp_path / "my-hooks"
+    custom.mkdir()
+    repo.git("config", "core.hooksPath", str(custom))
+    theirs = custom / "reference-transaction"
+    original = (
+        b'#!/bin/sh\necho "$1" >> "$(dirname "$0")/seen"\ncat >> "$(dirname "$0")/seen"\nexit 0\n'
+    )
+    theirs.write_bytes(original)
+    theirs.chmod(0o750)
+    install_hooks(repo, tmp_path / "state")
+    assert hooks.MARKER in theirs.read_text()
+    repo.commit("one")
+    seen = (custom / "seen").read_text()
+    assert "prepared" in seen and "committed" in seen and "refs/heads/main" in seen
+    # The user's hook can still veto a transaction: its exit status is the hook's.
+    chained = Path(str(theirs) + hooks.CHAINED_SUFFIX)
+    chained.write_bytes(b'#!/bin/sh\n[ "$1" = prepared ] && exit 1\nexit 0\n')
+    with pytest.raises(subprocess.CalledProcessError):
+        repo.git("branch", "vetoed")
+    assert not (repo.path / ".git" / "refs" / "heads" / "vetoed").exists()
+    chained.write_bytes(original)
+    opened = GitRepo.open(repo.path)
+    try:
+        states = hooks.uninstall(opened)
+    finally:
+        opened.close()
+    assert theirs.read_bytes() == original and theirs.stat().st_mode & 0o777 == 0o750
+    assert [(s.state, s.chained) for s in states] == [("foreign", False)]
+
+
+def test_state_paths_have_an_inbox(tmp_path: Path) -> None:
+    assert StatePaths(tmp_path).inbox == tmp_path / "inbox"
