@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mplp_lsp.bus import EventBus
+from mplp_lsp.forward.service import Forwarding
 from mplp_lsp.ignore import IgnoreRules
 from mplp_lsp.intake import Intake, Submission
 from mplp_lsp.protocol.envelope import FamilyForm, utc_timestamp
@@ -26,6 +27,7 @@ from mplp_lsp.sources.debounce import Change, Debouncer, Observation, Settled
 from mplp_lsp.sources.files import LANGUAGE, TIMESTAMP, EditorDocuments, payload_for
 from mplp_lsp.statedir import StateDirLock, StatePaths, resolve_state_dir
 from mplp_lsp.store.errorlog import IntegrationErrorLog
+from mplp_lsp.store.salvage import ensure_usable
 from mplp_lsp.store.writer import StoreWriter
 from mplp_lsp.workspace_status import WorkspaceStatus, read_status
 
@@ -75,11 +77,18 @@ class Workspace:
         self.debouncer = self._new_debouncer(settings)
         self.ignored = 0
         self._listeners: list[CommitListener] = []
+        self.forwarding = Forwarding()
 
     @classmethod
     async def open(
-        cls, root: Path, settings: Settings, *, state_dir: str | Path | None = None
+        cls,
+        root: Path,
+        settings: Settings,
+        *,
+        state_dir: str | Path | None = None,
+        remote_url: str | None = None,
     ) -> Workspace:
+        """Open the folder's store (salvaging a damaged one) and start forwarding if configured."""
         root = root.resolve()
         paths = StatePaths(resolve_state_dir(root, state_dir or settings.state_dir))
         lock = StateDirLock(paths.lock, workspace=root)
@@ -87,11 +96,15 @@ class Workspace:
             raise StateDirBusy(paths.root, lock.owner())
         writer = StoreWriter(paths.database, max_batch=_COMMIT_BATCH)
         try:
+            # Under the lock, before the writer opens it: nobody else touches the file.
+            await asyncio.to_thread(ensure_usable, paths.database)
             await writer.start()
         except BaseException:
             lock.release()
             raise
-        return cls(root, settings, paths, lock, writer)
+        workspace = cls(root, settings, paths, lock, writer)
+        workspace.forwarding = await Forwarding.start(writer, workspace.bus, settings, remote_url)
+        return workspace
 
     def _new_debouncer(self, settings: Settings) -> Debouncer:
         quiet = settings.debounce_ms / 1000
@@ -182,13 +195,18 @@ class Workspace:
         await self.bus.drain()
 
     async def status(self) -> WorkspaceStatus:
+        runtime = self.forwarding.runtime()
         return await self._writer.read(
-            lambda conn: read_status(conn, self.paths, pending=self.debouncer.pending_count)
+            lambda conn: read_status(
+                conn, self.paths, pending=self.debouncer.pending_count, forwarding=runtime
+            )
         )
 
     async def close(self) -> None:
         """Commit pending activity, stop consumers, close the store, release the state dir."""
         try:
+            # First, and bounded: with the remote down, pending entries simply stay queued.
+            await self.forwarding.close()
             await self.debouncer.flush()
             await self.debouncer.aclose()
             await self.bus.close()
