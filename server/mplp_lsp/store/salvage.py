@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 SALVAGE_META_KEY: Final = "store.salvage"
 _CHUNK: Final = 1000
+_EMPTY_CHUNKS_AT_END: Final = 3
 _SIDE_FILES: Final = ("-wal", "-shm", "-journal")
 _STATE_COLUMNS: Final = (
     "enabled",
@@ -151,6 +152,9 @@ def _salvage(old_path: Path, new_path: Path, report: SalvageReport) -> None:
     try:
         try:
             old = sqlite3.connect(old_path, isolation_level=None)
+            # Read the schema without validating it: one damaged schema page must not hide
+            # the tables whose own pages are intact.
+            old.execute("PRAGMA writable_schema = ON")
             tables = _tables(old)
         except sqlite3.Error as error:
             report.unreadable_tables.append(f"*: {error}")
@@ -186,7 +190,6 @@ def _copy_table(
     try:
         wanted = set(_columns(old, table))
         columns = [c for c in _columns(new, table) if c in wanted]
-        top = old.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()[0] or 0  # noqa: S608
     except sqlite3.Error as error:
         report.unreadable_tables.append(f"{table}: {error}")
         return
@@ -196,32 +199,64 @@ def _copy_table(
         f'INSERT OR IGNORE INTO "{table}" (rowid, {names})'  # noqa: S608
         f" VALUES ({', '.join('?' * (len(columns) + 1))})"
     )
-    copied = lost = 0
+    try:
+        top: int | None = old.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()[0] or 0  # noqa: S608
+    except sqlite3.Error:
+        top = None  # the end of the table is damaged: read on until nothing more comes
+    # A JSON body column (the event log's) must still parse: consumers rely on it.
+    body_at = 1 + columns.index("body") if "body" in columns else None
+    copied = lost = unconfirmed = empty_chunks = 0
     low = 0
-    while low < top:
-        high = low + _CHUNK
-        try:
-            rows = old.execute(f"{select} WHERE rowid > ? AND rowid <= ?", (low, high)).fetchall()
-        except sqlite3.Error:
-            rows = []
-            for rowid in range(low + 1, high + 1):
-                try:
-                    row = old.execute(f"{select} WHERE rowid = ?", (rowid,)).fetchone()
-                except sqlite3.Error:
-                    lost += 1
-                    continue
-                if row is not None:
-                    rows.append(row)
+    while (top is None and empty_chunks < _EMPTY_CHUNKS_AT_END) or (top is not None and low < top):
+        rows, failed = _read_chunk(old, select, low, low + _CHUNK)
+        if rows:
+            lost += unconfirmed + failed  # failures before readable rows were real rows
+            unconfirmed = empty_chunks = 0
+        else:
+            unconfirmed += failed
+            empty_chunks += 1
         with transaction(new):
             for row in rows:
+                if body_at is not None and not _is_json(row[body_at]):
+                    lost += 1  # a stored envelope damaged inside its own bytes
+                    continue
                 try:
                     copied += new.execute(insert, row).rowcount
                 except sqlite3.Error:
                     lost += 1  # a damaged value that breaks a constraint
-        low = high
+        low += _CHUNK
+    if top is not None:
+        lost += unconfirmed
     report.copied[table] = copied
     if lost:
         report.lost[table] = lost
+
+
+def _is_json(value: Any) -> bool:
+    try:
+        json.loads(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _read_chunk(old: sqlite3.Connection, select: str, low: int, high: int) -> tuple[list[Any], int]:
+    """Rows with ``low < rowid <= high``, and how many rowids could not be read."""
+    try:
+        return old.execute(f"{select} WHERE rowid > ? AND rowid <= ?", (low, high)).fetchall(), 0
+    except sqlite3.Error:
+        pass
+    rows: list[Any] = []
+    failed = 0
+    for rowid in range(low + 1, high + 1):
+        try:
+            row = old.execute(f"{select} WHERE rowid = ?", (rowid,)).fetchone()
+        except sqlite3.Error:
+            failed += 1
+            continue
+        if row is not None:
+            rows.append(row)
+    return rows, failed
 
 
 def _old_outbox_state(old: sqlite3.Connection) -> dict[str, Any] | None:
