@@ -33,6 +33,7 @@ from mplp_lsp.settings import Settings
 from mplp_lsp.sources import inbox
 from mplp_lsp.statedir import StateDirLock, StatePaths, resolve_state_dir
 from mplp_lsp.store.errorlog import IntegrationErrorLog
+from mplp_lsp.store.salvage import ensure_usable
 from mplp_lsp.store.writer import StoreWriter
 
 StoreWork = Callable[[sqlite3.Connection], None]
@@ -145,6 +146,7 @@ async def _own(
 ) -> list[Delivery]:
     writer = StoreWriter(paths.database)
     try:
+        await asyncio.to_thread(ensure_usable, paths.database)  # salvage a damaged store
         await writer.start()
         engine = Engine(root, Settings(), paths, writer)
         try:

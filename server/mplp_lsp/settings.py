@@ -74,6 +74,28 @@ class Settings(BaseModel):
     api_port: _Int = Field(default=0, alias="apiPort", ge=0, le=65_535)
     git_poll_ms: _Int = Field(default=1000, alias="gitPollMs", ge=0, le=600_000)
     git_author_email: EmailPolicy = Field(default="hash", alias="gitAuthorEmail")
+    # Forwarding (docs/forwarding.md); the token is never a setting value, only a file name.
+    remote_url: Annotated[_Str, Field(min_length=1)] | None = Field(default=None, alias="remoteUrl")
+    remote_token_file: Annotated[_Str, Field(min_length=1)] | None = Field(
+        default=None, alias="remoteTokenFile"
+    )
+    remote_allow_insecure_http: Annotated[bool, Strict()] = Field(
+        default=False, alias="remoteAllowInsecureHttp"
+    )
+    forward_batch_size: _Int = Field(default=1000, alias="forwardBatchSize", ge=1, le=10_000)
+    forward_batch_bytes: _Int = Field(
+        default=1_048_576, alias="forwardBatchBytes", ge=1024, le=67_108_864
+    )
+    forward_linger_ms: _Int = Field(default=50, alias="forwardLingerMs", ge=0, le=10_000)
+    forward_retry_initial_ms: _Int = Field(
+        default=1000, alias="forwardRetryInitialMs", ge=1, le=3_600_000
+    )
+    forward_retry_max_ms: _Int = Field(
+        default=300_000, alias="forwardRetryMaxMs", ge=1, le=86_400_000
+    )
+    forward_disk_budget_mb: _Int = Field(
+        default=1024, alias="forwardDiskBudgetMb", ge=1, le=1_048_576
+    )
 
 
 _ALIASES: dict[str, str] = {

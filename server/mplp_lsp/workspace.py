@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mplp_lsp.engine import Engine
+from mplp_lsp.forward.service import Forwarding
 from mplp_lsp.ignore import IgnoreRules
 from mplp_lsp.intake import Submission
 from mplp_lsp.protocol.envelope import utc_timestamp
@@ -25,6 +26,7 @@ from mplp_lsp.sources.files import LANGUAGE, TIMESTAMP, EditorDocuments, payload
 from mplp_lsp.sources.git import GitSource
 from mplp_lsp.sources.inbox import InboxSource
 from mplp_lsp.statedir import StateDirLock, StatePaths, resolve_state_dir
+from mplp_lsp.store.salvage import ensure_usable
 from mplp_lsp.store.writer import StoreWriter
 from mplp_lsp.workspace_status import WorkspaceStatus, read_status
 
@@ -81,11 +83,18 @@ class Workspace:
         self.debouncer = self._new_debouncer(settings)
         self.ignored = 0
         self._listeners: list[CommitListener] = []
+        self.forwarding = Forwarding()
 
     @classmethod
     async def open(
-        cls, root: Path, settings: Settings, *, state_dir: str | Path | None = None
+        cls,
+        root: Path,
+        settings: Settings,
+        *,
+        state_dir: str | Path | None = None,
+        remote_url: str | None = None,
     ) -> Workspace:
+        """Open the folder's store (salvaging a damaged one) and start forwarding if configured."""
         root = root.resolve()
         paths = StatePaths(resolve_state_dir(root, state_dir or settings.state_dir))
         lock = StateDirLock(paths.lock, workspace=root)
@@ -93,12 +102,17 @@ class Workspace:
             raise StateDirBusy(paths.root, lock.owner())
         writer = StoreWriter(paths.database, max_batch=_COMMIT_BATCH)
         try:
+            # Under the lock, before the writer opens it: nobody else touches the file.
+            await asyncio.to_thread(ensure_usable, paths.database)
             await writer.start()
         except BaseException:
             lock.release()
             raise
         workspace = cls(root, settings, paths, lock, writer)
         try:
+            workspace.forwarding = await Forwarding.start(
+                writer, workspace.bus, settings, remote_url
+            )
             await workspace.inbox.start()
             await workspace.git.start()
         except BaseException:
@@ -199,13 +213,18 @@ class Workspace:
         await self.engine.drain()
 
     async def status(self) -> WorkspaceStatus:
+        runtime = self.forwarding.runtime()
         return await self._writer.read(
-            lambda conn: read_status(conn, self.paths, pending=self.debouncer.pending_count)
+            lambda conn: read_status(
+                conn, self.paths, pending=self.debouncer.pending_count, forwarding=runtime
+            )
         )
 
     async def close(self) -> None:
         """Commit pending activity, stop consumers, close the store, release the state dir."""
         try:
+            # First, and bounded: with the remote down, pending entries simply stay queued.
+            await self.forwarding.close()
             await self.git.close()
             await self.inbox.close()
             await self.debouncer.flush()

@@ -7,8 +7,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from mplp_lsp.forward.status import forward_status
 from mplp_lsp.statedir import StatePaths
 from mplp_lsp.store.events import EventLog
+from mplp_lsp.store.salvage import read_report
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,13 +23,20 @@ class WorkspaceStatus:
     last_event_time: str | None = None
     store_bytes: int = 0
     pending: int = 0
+    store_health: str = "ok"  # "degraded" once a damaged store was salvaged
+    salvage: dict[str, Any] | None = None
+    forward: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def read_status(
-    conn: sqlite3.Connection, paths: StatePaths, *, pending: int = 0
+    conn: sqlite3.Connection,
+    paths: StatePaths,
+    *,
+    pending: int = 0,
+    forwarding: dict[str, Any] | None = None,
 ) -> WorkspaceStatus:
     events = EventLog(conn)
     by_kind = events.counts_by_kind()
@@ -49,4 +58,7 @@ def read_status(
             if p.exists()
         ),
         pending=pending,
+        store_health="ok" if (salvage := read_report(conn)) is None else "degraded",
+        salvage=salvage,
+        forward=forward_status(conn, forwarding),
     )

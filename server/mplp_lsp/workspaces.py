@@ -23,9 +23,12 @@ log = logging.getLogger(__name__)
 
 
 class Workspaces:
-    def __init__(self, *, state_dir: str | Path | None = None) -> None:
+    def __init__(
+        self, *, state_dir: str | Path | None = None, remote_url: str | None = None
+    ) -> None:
         self._by_root: dict[Path, Workspace] = {}
         self._state_dir = state_dir
+        self._remote_url = remote_url
         self._background: set[asyncio.Task[object]] = set()
         self.refused = 0
 
@@ -45,7 +48,9 @@ class Workspaces:
             return self._by_root[root]
         # An explicit --state-dir can serve one folder only: one store per workspace.
         state_dir = self._state_dir if not self._by_root else None
-        workspace = await Workspace.open(root, settings, state_dir=state_dir)
+        workspace = await Workspace.open(
+            root, settings, state_dir=state_dir, remote_url=self._remote_url
+        )
         self._by_root[root] = workspace
         return workspace
 

@@ -111,6 +111,15 @@ def test_a_full_valid_object_is_taken_as_is() -> None:
         "apiPort": 65535,
         "gitPollMs": 250,
         "gitAuthorEmail": "keep",
+        "remoteUrl": "https://runtime.example/mplp",
+        "remoteTokenFile": "~/.config/mplp/token",
+        "remoteAllowInsecureHttp": True,
+        "forwardBatchSize": 100,
+        "forwardBatchBytes": 65536,
+        "forwardLingerMs": 0,
+        "forwardRetryInitialMs": 10,
+        "forwardRetryMaxMs": 1000,
+        "forwardDiskBudgetMb": 5,
     }
     loaded, warnings = parse_settings(raw)
     assert warnings == []

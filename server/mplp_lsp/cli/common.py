@@ -19,6 +19,16 @@ def add_state_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_remote_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--remote",
+        metavar="URL",
+        help="forward every accepted envelope to this remote runtime (default: "
+        "MPLP_LSP_REMOTE_URL, else the remoteUrl setting; the token comes from "
+        "MPLP_LSP_REMOTE_TOKEN or remoteTokenFile, never from the command line)",
+    )
+
+
 def add_workspace_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workspace",

@@ -55,4 +55,20 @@ def run(args: argparse.Namespace) -> int:
     print(f"rejected      {status.rejected}")
     print(f"last event    {status.last_event_time or '-'}")
     print(f"store size    {status.store_bytes:,} bytes")
+    if status.store_health != "ok":
+        moved = (status.salvage or {}).get("moved_to")
+        print(f"store health  {status.store_health} (salvaged; damaged file kept in {moved})")
+    if status.forward is not None:
+        _print_forward(status.forward)
     return 0
+
+
+def _print_forward(forward: dict[str, Any]) -> None:
+    age = forward["oldest_pending_age_s"]
+    print(f"forwarding    {forward['state']}")
+    print(f"  outbox depth        {forward['depth']} ({forward['pending_bytes']:,} bytes)")
+    print(f"  oldest pending      {'-' if age is None else f'{age:.1f} s ago'}")
+    print(f"  last success        {forward['last_success_at'] or '-'}")
+    print(f"  last error          {forward['last_error'] or '-'}")
+    for name in ("delivered", "dead_lettered", "overflow_dropped", "quarantined"):
+        print(f"  {name.replace('_', ' '):<20}{forward[name]}")

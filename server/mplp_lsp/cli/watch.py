@@ -12,6 +12,7 @@ from typing import Any
 
 from mplp_lsp.cli.common import (
     add_log_options,
+    add_remote_option,
     add_state_options,
     configure_logging,
     workspace_path,
@@ -31,6 +32,7 @@ def register(commands: Any) -> None:
     parser.add_argument("path", nargs="?", default=".", help="the folder to watch")
     parser.add_argument("--json", action="store_true", help="print each stored envelope as JSON")
     add_state_options(parser)
+    add_remote_option(parser)
     add_log_options(parser)
     parser.set_defaults(handler=run)
 
@@ -53,7 +55,7 @@ async def _watch(root: Path, args: argparse.Namespace) -> int:
     from mplp_lsp.workspaces import Workspaces
 
     settings, _ = parse_settings(None)
-    workspaces = Workspaces(state_dir=args.state_dir)
+    workspaces = Workspaces(state_dir=args.state_dir, remote_url=args.remote)
     try:
         workspace = await workspaces.add(root, settings)
     except StateDirBusy as busy:

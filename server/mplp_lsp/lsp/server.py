@@ -47,11 +47,12 @@ _WATCHED_CHANGE = {
 
 
 class MplpLanguageServer(LanguageServer):
-    def __init__(self, *, state_dir: str | None = None) -> None:
+    def __init__(self, *, state_dir: str | None = None, remote_url: str | None = None) -> None:
         super().__init__(
             "mplp-lsp", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental
         )
         self.state_dir = state_dir
+        self.remote_url = remote_url
         self.initialization_options: Any = None
         self.workspaces: Workspaces | None = None
         self.ready = asyncio.Event()
@@ -136,7 +137,7 @@ class MplpLanguageServer(LanguageServer):
         from mplp_lsp.workspace import StateDirBusy
         from mplp_lsp.workspaces import Workspaces
 
-        workspaces = Workspaces(state_dir=self.state_dir)
+        workspaces = Workspaces(state_dir=self.state_dir, remote_url=self.remote_url)
         for root, folder_uri in self._folders():
             settings = await self._settings_for(folder_uri)
             try:
@@ -272,8 +273,10 @@ def _supports(capabilities: Any, *path: str) -> bool:
     return bool(node)
 
 
-def create_server(*, state_dir: str | None = None) -> MplpLanguageServer:
-    server = MplpLanguageServer(state_dir=state_dir)
+def create_server(
+    *, state_dir: str | None = None, remote_url: str | None = None
+) -> MplpLanguageServer:
+    server = MplpLanguageServer(state_dir=state_dir, remote_url=remote_url)
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: MplpLanguageServer, params: types.InitializeParams) -> None:
@@ -399,8 +402,13 @@ def _expand_directory_rename(old_uri: str, new_uri: str) -> list[tuple[str, str]
     return pairs
 
 
-def serve(*, state_dir: str | None = None, tcp: tuple[str, int] | None = None) -> int:
-    server = create_server(state_dir=state_dir)
+def serve(
+    *,
+    state_dir: str | None = None,
+    tcp: tuple[str, int] | None = None,
+    remote_url: str | None = None,
+) -> int:
+    server = create_server(state_dir=state_dir, remote_url=remote_url)
     if tcp is not None:
         server.start_tcp(*tcp)
         return 0

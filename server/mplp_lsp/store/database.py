@@ -80,7 +80,7 @@ CREATE TABLE psg_files (
 );
 """
 
-_V2_TOOL_INVOCATIONS: Final = """
+_TOOL_INVOCATIONS: Final = """
 -- The merged state of each tool invocation (runtime/tool_invocations.py).
 CREATE TABLE tool_invocations (
     invocation_id  TEXT PRIMARY KEY,
@@ -136,7 +136,72 @@ CREATE TABLE psg_commit_branches (
 CREATE INDEX psg_commit_branches_ref ON psg_commit_branches (ref_name);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2_TOOL_INVOCATIONS, _GIT)
+_OUTBOX: Final = """
+-- Forwarding outbox (mplp_lsp.forward; docs/forwarding.md). An entry is only the seq of an
+-- event: the body stays in the event log, which is kept anyway, so a pending envelope costs
+-- a few bytes here. The trigger on events puts the entry into the same transaction as the
+-- event, so "accepted" (committed) and "queued for the remote" can never disagree.
+CREATE TABLE outbox (
+    seq   INTEGER PRIMARY KEY,   -- events.seq: per-store sequence, kept across retries
+    bytes INTEGER NOT NULL       -- length of the envelope's JSON, for the disk budget
+);
+
+CREATE TABLE outbox_dead (
+    seq     INTEGER PRIMARY KEY, -- events.seq of the dead-lettered envelope
+    status  INTEGER,             -- the HTTP status that refused it
+    reason  TEXT NOT NULL,
+    dead_at TEXT NOT NULL
+);
+
+-- One row. The counters are kept by the triggers below and by the forwarder in the same
+-- transactions as the rows they count, so they never drift from the tables.
+CREATE TABLE outbox_state (
+    id               INTEGER PRIMARY KEY CHECK (id = 1),
+    enabled          INTEGER NOT NULL DEFAULT 0,
+    budget_bytes     INTEGER NOT NULL DEFAULT 1073741824,
+    pending          INTEGER NOT NULL DEFAULT 0,
+    pending_bytes    INTEGER NOT NULL DEFAULT 0,
+    delivered        INTEGER NOT NULL DEFAULT 0,
+    dead_lettered    INTEGER NOT NULL DEFAULT 0,
+    overflow_dropped INTEGER NOT NULL DEFAULT 0,
+    quarantined      INTEGER NOT NULL DEFAULT 0,
+    batches_sent     INTEGER NOT NULL DEFAULT 0,
+    failed_attempts  INTEGER NOT NULL DEFAULT 0,
+    last_success_at  TEXT,
+    last_error       TEXT,
+    last_error_at    TEXT
+);
+INSERT INTO outbox_state (id) VALUES (1);
+
+CREATE TRIGGER outbox_enqueue AFTER INSERT ON events
+WHEN (SELECT enabled FROM outbox_state WHERE id = 1)
+BEGIN
+    INSERT INTO outbox (seq, bytes) VALUES (NEW.seq, length(CAST(NEW.body AS BLOB)));
+END;
+
+-- Overflow policy: past the budget the oldest pending entry leaves the outbox (its event
+-- stays in the local log) and is counted.
+CREATE TRIGGER outbox_added AFTER INSERT ON outbox
+BEGIN
+    UPDATE outbox_state
+       SET pending = pending + 1, pending_bytes = pending_bytes + NEW.bytes
+     WHERE id = 1;
+    UPDATE outbox_state SET overflow_dropped = overflow_dropped + 1
+     WHERE id = 1 AND pending_bytes > budget_bytes;
+    DELETE FROM outbox
+     WHERE seq = (SELECT min(seq) FROM outbox)
+       AND (SELECT pending_bytes > budget_bytes FROM outbox_state WHERE id = 1);
+END;
+
+CREATE TRIGGER outbox_removed AFTER DELETE ON outbox
+BEGIN
+    UPDATE outbox_state
+       SET pending = pending - 1, pending_bytes = pending_bytes - OLD.bytes
+     WHERE id = 1;
+END;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _TOOL_INVOCATIONS, _GIT, _OUTBOX)
 """Schema scripts; index ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append only."""
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

@@ -1,0 +1,363 @@
+"""Forwarding benchmarks, each beside its physical peer measured in the same run.
+
+Run: python bench/bench_forward.py [--size N] [--pending M] [--only PART ...]
+
+* enqueue: durable appends through StoreWriter with the outbox on (the trigger queues each
+  event in the same transaction), 100 events per append, vs a bare batched SQLite append
+  of the same bodies (executemany, 100 rows per transaction, WAL, synchronous=FULL).
+  Target >= 0.6x. The same writer with forwarding off is shown for reference.
+* drain: a backlog of N envelopes forwarded to a real ``mplp-lsp collector serve`` process
+  (validation, dedup, FULL commit on its side), end to end until the outbox is empty.
+  Target >= 20,000 envelopes/s. Peer: the same batch bodies POSTed with aiohttp to a
+  loopback server that only reads them (the HTTP ceiling at that batch size).
+* rss: a process holding M pending entries with the remote down (connection refused,
+  retrying) for 3 s. Target <= 150 MB. Peer: the same process with the store open and no
+  forwarder.
+* size: store bytes per pending envelope vs its JSON (the outbox row alone, and the whole
+  store including the event log), and the file size after a drain plus incremental vacuum
+  vs a store that never had an outbox. Targets: outbox <= 1.3x JSON; file back to <= 1.05x
+  the outbox-free store.
+
+--size defaults to 100,000 and --pending to 1,000,000 as in the issue; use e.g.
+``--size 20000 --pending 100000`` for a quick run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SERVER = Path(__file__).resolve().parent.parent / "server"
+sys.path.insert(0, str(SERVER))
+
+from mplp_lsp.forward import outbox  # noqa: E402
+from mplp_lsp.forward.batching import BatchLimits, encode_batch  # noqa: E402
+from mplp_lsp.forward.engine import Forwarder  # noqa: E402
+from mplp_lsp.protocol.envelope import build_envelope  # noqa: E402
+from mplp_lsp.protocol.kinds import Kind  # noqa: E402
+from mplp_lsp.store.database import connect, transaction  # noqa: E402
+from mplp_lsp.store.events import EventLog, NewEvent, encode_body  # noqa: E402
+from mplp_lsp.store.writer import StoreWriter  # noqa: E402
+
+TOKEN = "bench-token"
+BATCH = 1000
+
+
+def events(count: int, offset: int = 0) -> list[NewEvent]:
+    made = []
+    for n in range(offset, offset + count):
+        payload = {
+            "file_path": f"src/module_{n % 997}/file_{n}.py",
+            "change_type": "modified",
+            "timestamp": "2026-03-02T08:01:00.000Z",
+            "lines_added": n % 50,
+            "lines_removed": n % 7,
+            "language": "python",
+        }
+        envelope = build_envelope(Kind.FILE_UPDATE, payload, source_module="ide")
+        made.append(
+            NewEvent(envelope["event_id"], "file_update", f"k{n}", envelope["timestamp"], envelope)
+        )
+    return made
+
+
+def fill(path: Path, count: int, *, forwarding: bool) -> int:
+    """A store with ``count`` events (queued if ``forwarding``); returns JSON bytes stored."""
+    conn = connect(path)
+    if forwarding:
+        outbox.enable(conn, budget_bytes=2**40)
+    log = EventLog(conn)
+    total = 0
+    for start in range(0, count, 10_000):
+        chunk = events(min(10_000, count - start), start)
+        total += sum(len(encode_body(e.envelope).encode()) for e in chunk)
+        log.append(chunk)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    return total
+
+
+# -- enqueue -----------------------------------------------------------------------------------
+
+
+async def durable_enqueue(path: Path, batches: list[list[NewEvent]], forwarding: bool) -> float:
+    writer = StoreWriter(path)
+    await writer.start()
+    if forwarding:
+        await writer.run(lambda conn: outbox.enable(conn, budget_bytes=2**40))
+    started = time.perf_counter()
+    for batch in batches:
+        await writer.append(batch)
+    elapsed = time.perf_counter() - started
+    await writer.close()
+    return elapsed
+
+
+def bare_append(path: Path, bodies: list[list[str]]) -> float:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute("CREATE TABLE q (id INTEGER PRIMARY KEY, payload TEXT NOT NULL)")
+    started = time.perf_counter()
+    for batch in bodies:
+        with transaction(conn):
+            conn.executemany("INSERT INTO q (payload) VALUES (?)", ((b,) for b in batch))
+    elapsed = time.perf_counter() - started
+    conn.close()
+    return elapsed
+
+
+def bench_enqueue(size: int, work: Path) -> None:
+    made = events(size)
+    batches = [made[i : i + 100] for i in range(0, size, 100)]
+    bodies = [[encode_body(e.envelope) for e in batch] for batch in batches]
+    results: dict[str, list[float]] = {"on": [], "off": [], "bare": []}
+    for run in range(3):  # interleaved: fsync cost drifts on shared machines
+        results["bare"].append(bare_append(work / f"bare{run}.db", bodies))
+        results["on"].append(asyncio.run(durable_enqueue(work / f"on{run}.db", batches, True)))
+        results["off"].append(asyncio.run(durable_enqueue(work / f"off{run}.db", batches, False)))
+    rate = {k: size / sorted(v)[1] for k, v in results.items()}
+    print(f"enqueue ({size:,} events, 100 per append, synchronous=FULL, median of 3)")
+    print(f"  bare batched SQLite append           {rate['bare']:>10,.0f} /s  (peer)")
+    print(f"  durable enqueue, outbox on           {rate['on']:>10,.0f} /s")
+    print(f"  durable append, forwarding off       {rate['off']:>10,.0f} /s  (reference)")
+    print(
+        f"  ratio outbox on / bare               {rate['on'] / rate['bare']:.2f}x  (target >= 0.6x)"
+    )
+
+
+# -- drain -------------------------------------------------------------------------------------
+
+
+def start_collector(db: Path) -> tuple[subprocess.Popen[str], str]:
+    env = dict(os.environ, MPLP_LSP_COLLECTOR_TOKEN=TOKEN, PYTHONPATH=str(SERVER))
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mplp_lsp",
+            "collector",
+            "serve",
+            "--port",
+            "0",
+            "--db",
+            str(db),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    line = process.stderr.readline()
+    return process, line.split()[3]
+
+
+async def drain(path: Path, url: str) -> float:
+    from mplp_lsp.forward.sender import HttpTransport
+
+    writer = StoreWriter(path)
+    await writer.start()
+    forwarder = Forwarder(
+        writer,
+        HttpTransport(url + "/events", TOKEN),
+        budget_bytes=2**40,
+        limits=BatchLimits(max_count=BATCH, max_bytes=4 * 2**20, linger=0),
+    )
+    started = time.perf_counter()
+    await forwarder.start()
+    while (await writer.read(outbox.read_state)).pending:
+        await asyncio.sleep(0.005)
+    elapsed = time.perf_counter() - started
+    await forwarder.close()
+    await writer.close()
+    return elapsed
+
+
+async def http_ceiling(bodies: list[bytes]) -> float:
+    import aiohttp
+    from aiohttp import web
+
+    async def take(request: web.Request) -> web.Response:
+        await request.read()
+        return web.json_response({})
+
+    app = web.Application(client_max_size=2**26)
+    app.router.add_post("/events", take)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    async with aiohttp.ClientSession() as session:
+        started = time.perf_counter()
+        for body in bodies:
+            async with session.post(f"http://127.0.0.1:{port}/events", data=body) as response:
+                await response.read()
+        elapsed = time.perf_counter() - started
+    await runner.cleanup()
+    return elapsed
+
+
+def bench_drain(size: int, work: Path) -> None:
+    path = work / "drain.db"
+    fill(path, size, forwarding=True)
+    conn = connect(path)
+    bodies = []
+    last = 0
+    while entries := outbox.peek(conn, after_seq=last, max_count=BATCH, max_bytes=4 * 2**20):
+        bodies.append(encode_batch("s", entries).body)
+        last = entries[-1].seq
+    conn.close()
+    peer = asyncio.run(http_ceiling(bodies))
+    collector, url = start_collector(work / "collector.db")
+    try:
+        elapsed = asyncio.run(drain(path, url))
+    finally:
+        collector.terminate()
+        collector.wait()
+    print(f"drain ({size:,} envelopes, batches of {BATCH}, to a collector process)")
+    print(f"  aiohttp POST to a no-op loopback server {size / peer:>10,.0f} /s  (peer)")
+    print(
+        f"  outbox -> collector, end to end      {size / elapsed:>10,.0f} /s  (target >= 20,000/s)"
+    )
+    print(f"  ratio                                {peer / elapsed:.2f}x of the HTTP ceiling")
+
+
+# -- rss ---------------------------------------------------------------------------------------
+
+_RSS_CHILD = """
+import asyncio, sys, time
+sys.path.insert(0, {server!r})
+from mplp_lsp.forward.engine import Forwarder
+from mplp_lsp.forward.retry import RetryPolicy
+from mplp_lsp.forward.sender import HttpTransport
+from mplp_lsp.store.writer import StoreWriter
+from mplp_lsp.forward import outbox
+
+def rss_mb():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+
+async def main(path, port, with_forwarder):
+    writer = StoreWriter(path)
+    await writer.start()
+    forwarder = None
+    if with_forwarder:
+        forwarder = Forwarder(writer, HttpTransport(f"http://127.0.0.1:{{port}}/events", None),
+                              budget_bytes=2**40, policy=RetryPolicy(initial_delay=0.05, max_delay=0.2))
+        await forwarder.start()
+    peak = 0.0
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+        peak = max(peak, rss_mb())
+    state = await writer.read(outbox.read_state)
+    print(peak, state.pending, state.failed_attempts)
+    if forwarder:
+        await forwarder.close()
+    await writer.close()
+
+asyncio.run(main(sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"))
+"""
+
+
+def bench_rss(pending: int, work: Path) -> None:
+    path = work / "rss.db"
+    fill(path, pending, forwarding=True)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    script = _RSS_CHILD.format(server=str(SERVER))
+    out = {}
+    for flag in ("0", "1"):
+        done = subprocess.run(
+            [sys.executable, "-c", script, str(path), str(port), flag],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        out[flag] = done.stdout.split()
+    print(f"rss ({pending:,} pending, remote refusing connections, 3 s)")
+    print(f"  store open, no forwarder             {float(out['0'][0]):>8.1f} MB  (peer)")
+    print(
+        f"  forwarder retrying                   {float(out['1'][0]):>8.1f} MB  (target <= 150 MB;"
+        f" {out['1'][1]} pending, {out['1'][2]} failed attempts)"
+    )
+
+
+# -- size --------------------------------------------------------------------------------------
+
+
+def bench_size(size: int, work: Path) -> None:
+    with_outbox, without = work / "size-on.db", work / "size-off.db"
+    json_bytes = fill(with_outbox, size, forwarding=True)
+    fill(without, size, forwarding=False)
+    on, off = with_outbox.stat().st_size, without.stat().st_size
+    per_json = json_bytes / size
+    conn = connect(with_outbox)
+    outbox_bytes = (
+        conn.execute("SELECT sum(pgsize) FROM dbstat WHERE name IN ('outbox')").fetchone()[0]
+        if _has_dbstat(conn)
+        else on - off
+    )
+    while entries := outbox.peek(conn, max_count=BATCH, max_bytes=2**30):
+        outbox.ack(conn, [e.seq for e in entries])
+    conn.execute("PRAGMA incremental_vacuum")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    after = with_outbox.stat().st_size
+    print(f"size ({size:,} envelopes, {per_json:.0f} B of JSON each)")
+    print(
+        f"  outbox bytes per pending envelope    {outbox_bytes / size:>8.1f} B = "
+        f"{outbox_bytes / size / per_json:.3f}x its JSON  (target <= 1.3x)"
+    )
+    print(
+        f"  whole store per pending envelope     {on / size:>8.1f} B = {on / size / per_json:.2f}x "
+        f"(event log kept anyway: {off / size:.1f} B = {off / size / per_json:.2f}x without an outbox)"
+    )
+    print(
+        f"  file after drain + incremental_vacuum {after:>12,} B = {after / off:.3f}x the "
+        f"outbox-free store ({off:,} B; target <= 1.05x; before the drain {on / off:.3f}x)"
+    )
+
+
+def _has_dbstat(conn: sqlite3.Connection) -> bool:
+    try:
+        conn.execute("SELECT 1 FROM dbstat LIMIT 1").fetchall()
+    except sqlite3.Error:
+        return False
+    return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--size", type=int, default=100_000)
+    parser.add_argument("--pending", type=int, default=1_000_000)
+    parser.add_argument("--only", nargs="*", choices=["enqueue", "drain", "rss", "size"])
+    args = parser.parse_args()
+    parts = args.only or ["enqueue", "drain", "rss", "size"]
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        if "enqueue" in parts:
+            bench_enqueue(min(args.size, 50_000), work)
+        if "drain" in parts:
+            bench_drain(args.size, work)
+        if "rss" in parts:
+            bench_rss(args.pending, work)
+        if "size" in parts:
+            bench_size(args.size, work)
+
+
+if __name__ == "__main__":
+    main()

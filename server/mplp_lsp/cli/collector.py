@@ -1,0 +1,86 @@
+"""``mplp-lsp collector serve``: run the reference remote runtime."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import secrets
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+from mplp_lsp.cli.common import add_log_options, configure_logging
+
+TOKEN_ENV: Final = "MPLP_LSP_COLLECTOR_TOKEN"  # noqa: S105 (a variable name)
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser(
+        "collector",
+        help="run the reference remote runtime that forwarders deliver to",
+        description="The reference remote runtime for forwarded MPLP envelopes.",
+    )
+    actions = parser.add_subparsers(dest="collector_command", metavar="ACTION", required=True)
+    serve = actions.add_parser(
+        "serve",
+        help="receive, validate, deduplicate and store forwarded batches",
+        description=(
+            "Receive batches on POST /events, validate every envelope, deduplicate by "
+            "(source, event_id), honour Idempotency-Key, store to SQLite, and serve them on "
+            "GET /events. Every request needs 'Authorization: Bearer <token>'; the token "
+            f"comes from {TOKEN_ENV}, else --token-file, else a new random one is written "
+            "to <db>.token (mode 0600)."
+        ),
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--port", type=int, default=8765, help="port (0: any free port)")
+    serve.add_argument("--db", default="collector.db", help="SQLite database file")
+    serve.add_argument("--token-file", metavar="FILE", help="file holding the token")
+    add_log_options(serve, default="info")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level, args.log_file)
+    db = Path(args.db).expanduser().absolute()
+    try:
+        token = _token(args, db)
+    except OSError as error:
+        print(f"mplp-lsp collector: cannot read the token: {error}", file=sys.stderr)
+        return 1
+    from mplp_lsp.collector.app import run_collector
+
+    def ready(host: str, port: int) -> None:
+        print(f"collector listening on http://{host}:{port} (db: {db})", file=sys.stderr)
+        sys.stderr.flush()
+
+    async def main() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, task.cancel)
+        await run_collector(db, token, args.host, args.port, ready=ready)
+
+    with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
+        asyncio.run(main())
+    return 0
+
+
+def _token(args: argparse.Namespace, db: Path) -> str:
+    if os.environ.get(TOKEN_ENV):
+        return os.environ[TOKEN_ENV].strip()
+    if args.token_file:
+        return Path(args.token_file).expanduser().read_text(encoding="utf-8").strip()
+    path = db.with_name(db.name + ".token")
+    if path.exists():
+        return path.read_text(encoding="utf-8").strip()
+    token = secrets.token_urlsafe(32)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(token + "\n")
+    print(f"collector token written to {path}", file=sys.stderr, flush=True)
+    return token

@@ -1,0 +1,122 @@
+"""The collector's HTTP side (aiohttp): ``POST /events``, ``GET /events``, ``GET /health``.
+
+Every route but ``/health`` needs ``Authorization: Bearer <token>`` (compared in constant
+time). The database is used from one worker thread, so parsing, validating and committing
+a batch never block the event loop, and batches are applied one at a time in arrival order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hmac
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+from aiohttp import web
+
+from mplp_lsp.collector.store import CollectorStore
+
+__all__ = ["create_app", "run_collector"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+MAX_BODY_BYTES: Final = 64 * 2**20
+
+
+class _Worker:
+    """The store on its own thread."""
+
+    def __init__(self, path: Path) -> None:
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="collector")
+        self._store = self._executor.submit(CollectorStore, path).result()
+
+    async def call(self, fn: Callable[[CollectorStore], T]) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, fn, self._store)
+
+    def close(self) -> None:
+        self._executor.submit(self._store.close).result()
+        self._executor.shutdown(wait=True)
+
+
+_STORE: Final = web.AppKey("store", _Worker)
+
+
+def create_app(db: Path, token: str) -> web.Application:
+    if not token:
+        raise ValueError("the collector needs a token")
+    expected = f"Bearer {token}".encode()
+
+    @web.middleware
+    async def authorize(request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.path != "/health":
+            given = request.headers.get("Authorization", "").encode()
+            if not hmac.compare_digest(given, expected):
+                return web.json_response({"error": "unauthorized"}, status=401)
+        response: web.StreamResponse = await handler(request)
+        return response
+
+    app = web.Application(middlewares=[authorize], client_max_size=MAX_BODY_BYTES)
+
+    async def open_store(app: web.Application) -> Any:
+        worker = await asyncio.get_running_loop().run_in_executor(None, _Worker, db)
+        app[_STORE] = worker
+        yield
+        await asyncio.get_running_loop().run_in_executor(None, worker.close)
+
+    app.cleanup_ctx.append(open_store)
+    app.router.add_post("/events", _receive)
+    app.router.add_get("/events", _list)
+    app.router.add_get("/stats", _stats)
+    app.router.add_get("/health", _health)
+    return app
+
+
+async def _receive(request: web.Request) -> web.Response:
+    body = await request.read()
+    key = request.headers.get("Idempotency-Key")
+    answer = await request.app[_STORE].call(lambda store: store.receive(body, key))
+    return web.json_response(answer.body, status=answer.status)
+
+
+async def _list(request: web.Request) -> web.Response:
+    try:
+        after = int(request.query.get("after", "0"))
+        limit = min(10_000, max(1, int(request.query.get("limit", "1000"))))
+    except ValueError:
+        return web.json_response({"error": "after and limit must be integers"}, status=400)
+    source = request.query.get("source")
+    events = await request.app[_STORE].call(
+        lambda store: store.events(after=after, limit=limit, source=source)
+    )
+    return web.json_response({"events": events, "next": events[-1]["id"] if events else after})
+
+
+async def _stats(request: web.Request) -> web.Response:
+    return web.json_response(await request.app[_STORE].call(lambda store: store.stats()))
+
+
+async def _health(_request: web.Request) -> web.Response:
+    return web.json_response({"ok": True})
+
+
+async def run_collector(
+    db: Path, token: str, host: str, port: int, *, ready: Callable[[str, int], None]
+) -> None:
+    """Serve until cancelled; ``ready(host, port)`` is called once listening (port 0 = any)."""
+    runner = web.AppRunner(create_app(db, token), access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        server = site._server
+        assert server is not None and server.sockets  # type: ignore[attr-defined]
+        bound = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        ready(host, int(bound))
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()

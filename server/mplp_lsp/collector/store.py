@@ -1,0 +1,229 @@
+"""The collector's own SQLite database: received envelopes and answered Idempotency-Keys.
+
+A batch is handled in one transaction at ``synchronous=FULL``: the 2xx goes out only after
+every envelope of the batch (and the key's answer) is durable, so a forwarder that saw the
+2xx may forget the batch. Envelopes are unique by (source, event_id), the CloudEvents rule:
+a re-sent envelope is counted as a duplicate and stored once. An Idempotency-Key seen before
+with the same body gets the first answer again without touching the envelopes; with a
+different body it is refused with 422 (the key was reused by mistake).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from mplp_lsp.protocol.envelope import utc_timestamp
+from mplp_lsp.protocol.kinds import EVENT_FAMILY_KINDS, Kind, detect_kind
+from mplp_lsp.protocol.validator import EventValidator, default_validator
+from mplp_lsp.store.database import BUSY_TIMEOUT_MS, split_script, transaction
+
+__all__ = ["Answer", "CollectorStore"]
+
+MAX_ITEMS: Final = 10_000
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS received (
+    id          INTEGER PRIMARY KEY,
+    source      TEXT NOT NULL,
+    event_id    TEXT NOT NULL,
+    stream      TEXT NOT NULL,
+    seq         INTEGER NOT NULL,
+    received_at TEXT NOT NULL,
+    body        TEXT NOT NULL,
+    UNIQUE (source, event_id)
+);
+CREATE TABLE IF NOT EXISTS idempotency (
+    key       TEXT PRIMARY KEY,
+    body_hash TEXT NOT NULL,
+    status    INTEGER NOT NULL,
+    answer    TEXT NOT NULL,
+    at        TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS stats (
+    name  TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+);
+"""
+_ACCEPTED_KINDS: Final = frozenset({Kind.ENVELOPE, *EVENT_FAMILY_KINDS})
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    status: int
+    body: dict[str, Any]
+
+
+class CollectorStore:
+    """Use from one thread (the app runs every call on one worker thread)."""
+
+    def __init__(self, path: Path, validator: EventValidator | None = None) -> None:
+        self.path = path
+        self._validator = validator or default_validator()
+        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        self._conn.execute("PRAGMA journal_mode = WAL")
+        self._conn.execute("PRAGMA synchronous = FULL")
+        with transaction(self._conn):
+            for statement in split_script(_SCHEMA):
+                self._conn.execute(statement)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def receive(self, body: bytes, idempotency_key: str | None) -> Answer:
+        """Handle one POSTed batch; the answer is what the HTTP response says."""
+        body_hash = hashlib.blake2b(body, digest_size=16).hexdigest()
+        if idempotency_key is not None:
+            replay = self._replay(idempotency_key, body_hash)
+            if replay is not None:
+                return replay
+        try:
+            batch = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as error:
+            return Answer(400, {"error": "invalid_json", "message": str(error)[:200]})
+        parsed = _items(batch)
+        if isinstance(parsed, Answer):
+            return parsed
+        source_stream, items = parsed
+        problems = self._problems(items)
+        if problems:
+            self._bump("rejected_batches", 1)
+            return Answer(400, {"error": "invalid_envelopes", "items": problems})
+        received_at = utc_timestamp()
+        accepted = 0
+        with transaction(self._conn):
+            cursor = self._conn.cursor()
+            for seq, envelope in items:
+                cursor.execute(
+                    "INSERT INTO received (source, event_id, stream, seq, received_at, body)"
+                    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    (
+                        _source_of(envelope),
+                        envelope["event_id"],
+                        source_stream,
+                        seq,
+                        received_at,
+                        _ENCODER.encode(envelope),
+                    ),
+                )
+                accepted += cursor.rowcount
+            answer = Answer(200, {"accepted": accepted, "duplicates": len(items) - accepted})
+            if idempotency_key is not None:
+                cursor.execute(
+                    "INSERT INTO idempotency (key, body_hash, status, answer, at)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (idempotency_key, body_hash, 200, json.dumps(answer.body), received_at),
+                )
+            self._bump("batches", 1)
+            self._bump("duplicates", len(items) - accepted)
+        return answer
+
+    def _replay(self, key: str, body_hash: str) -> Answer | None:
+        row = self._conn.execute(
+            "SELECT body_hash, status, answer FROM idempotency WHERE key = ?", (key,)
+        ).fetchone()
+        if row is None:
+            return None
+        if row[0] != body_hash:
+            return Answer(
+                422, {"error": "idempotency_key_reused", "message": "key reused with another body"}
+            )
+        with transaction(self._conn):
+            self._bump("replayed_batches", 1)
+        return Answer(int(row[1]), json.loads(row[2]))
+
+    def _problems(self, items: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
+        problems = []
+        for index, (_seq, envelope) in enumerate(items):
+            kind = detect_kind(envelope)
+            if kind not in _ACCEPTED_KINDS:
+                errors = [{"path": "", "code": "unknown_kind", "message": "not an MPLP event"}]
+            else:
+                assert kind is not None
+                result = self._validator.validate(kind, envelope)
+                if result.ok:
+                    continue
+                errors = [issue.to_dict() for issue in result.errors]
+            problems.append(
+                {"index": index, "event_id": envelope.get("event_id"), "errors": errors[:10]}
+            )
+        return problems
+
+    def _bump(self, name: str, by: int) -> None:
+        self._conn.execute(
+            "INSERT INTO stats (name, value) VALUES (?, ?)"
+            " ON CONFLICT (name) DO UPDATE SET value = value + excluded.value",
+            (name, by),
+        )
+
+    def events(
+        self, *, after: int = 0, limit: int = 1000, source: str | None = None
+    ) -> list[dict[str, Any]]:
+        sql = (
+            "SELECT id, source, event_id, stream, seq, received_at, body FROM received WHERE id > ?"
+        )
+        params: list[Any] = [after]
+        if source is not None:
+            sql += " AND source = ?"
+            params.append(source)
+        sql += " ORDER BY id LIMIT ?"
+        params.append(limit)
+        return [
+            {
+                "id": row[0],
+                "source": row[1],
+                "event_id": row[2],
+                "stream": row[3],
+                "seq": row[4],
+                "received_at": row[5],
+                "envelope": json.loads(row[6]),
+            }
+            for row in self._conn.execute(sql, params)
+        ]
+
+    def stats(self) -> dict[str, int]:
+        values = {str(n): int(v) for n, v in self._conn.execute("SELECT name, value FROM stats")}
+        (count,) = self._conn.execute("SELECT count(*) FROM received").fetchone()
+        return {"stored": int(count), **values}
+
+
+def _items(batch: Any) -> tuple[str, list[tuple[int, dict[str, Any]]]] | Answer:
+    """The batch's stream and its (seq, envelope) items, or the 400/413 answer."""
+    if not isinstance(batch, Mapping) or not isinstance(batch.get("items"), list):
+        return Answer(400, {"error": "invalid_batch", "message": 'expected {"items": [...]}'})
+    stream = batch.get("source", "")
+    if not isinstance(stream, str):
+        return Answer(400, {"error": "invalid_batch", "message": "source must be a string"})
+    raw_items = batch["items"]
+    if len(raw_items) > MAX_ITEMS:
+        return Answer(413, {"error": "too_many_items", "message": f"at most {MAX_ITEMS} per batch"})
+    items: list[tuple[int, dict[str, Any]]] = []
+    for index, item in enumerate(raw_items):
+        envelope = item.get("envelope") if isinstance(item, Mapping) else None
+        seq = item.get("seq", 0) if isinstance(item, Mapping) else None
+        if (
+            not isinstance(envelope, dict)
+            or not isinstance(envelope.get("event_id"), str)
+            or not isinstance(seq, int)
+            or isinstance(seq, bool)
+        ):
+            return Answer(
+                400,
+                {
+                    "error": "invalid_batch",
+                    "message": f"item {index} needs an integer seq and an envelope with event_id",
+                },
+            )
+        items.append((seq, envelope))
+    return stream, items
+
+
+def _source_of(envelope: Mapping[str, Any]) -> str:
+    source = envelope.get("source")
+    return source if isinstance(source, str) else ""

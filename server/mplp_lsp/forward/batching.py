@@ -1,0 +1,65 @@
+"""Turning outbox entries into one request body, and splitting a refused batch.
+
+The body is assembled from the stored JSON text without parsing it again: each envelope
+was serialised once, when it was accepted, and the bytes sent are exactly those bytes.
+
+    {"source": "<stream id>", "items": [{"seq": 17, "envelope": {...}}, ...]}
+
+``source`` names this store's stream and ``seq`` is the envelope's per-stream sequence
+number (the event log's ``seq``); both stay the same on every retry, as does the
+envelope's ``event_id``. The ``Idempotency-Key`` is a hash of the body, so a retried batch
+carries the same key and a different batch never does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mplp_lsp.forward.outbox import Entry
+
+__all__ = ["Batch", "BatchLimits", "encode_batch", "split"]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchLimits:
+    """A batch closes at ``max_count`` envelopes or ``max_bytes`` of JSON; ``linger`` is how
+    long a partly filled batch waits for more after the forwarder was idle."""
+
+    max_count: int = 1000
+    max_bytes: int = 1_048_576
+    linger: float = 0.05
+
+    def __post_init__(self) -> None:
+        if self.max_count < 1 or self.max_bytes < 1 or self.linger < 0:
+            raise ValueError("need max_count >= 1, max_bytes >= 1 and linger >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    entries: tuple[Entry, ...]
+    body: bytes
+    idempotency_key: str
+
+    @property
+    def seqs(self) -> list[int]:
+        return [entry.seq for entry in self.entries]
+
+
+def encode_batch(source: str, entries: Sequence[Entry]) -> Batch:
+    if not entries:
+        raise ValueError("a batch needs at least one entry")
+    items = ",".join(f'{{"seq":{entry.seq},"envelope":{entry.body}}}' for entry in entries)
+    body = f'{{"source":{json.dumps(source)},"items":[{items}]}}'.encode()
+    key = hashlib.blake2b(body, digest_size=16).hexdigest()
+    return Batch(tuple(entries), body, key)
+
+
+def split(entries: Sequence[Entry]) -> tuple[list[Entry], list[Entry]]:
+    """Two halves, in order; the caller sends the first half first (per-source order)."""
+    if len(entries) < 2:
+        raise ValueError("cannot split fewer than two entries")
+    middle = len(entries) // 2
+    return list(entries[:middle]), list(entries[middle:])

@@ -1,0 +1,213 @@
+"""The forwarding loop: outbox → batches → transport → acknowledged, dead-lettered or retried.
+
+One batch is in flight at a time and batches leave in ``seq`` order, so the remote sees
+each stream in order (a split batch sends its first half first). An entry leaves the outbox
+only in the transaction that records why: delivered after a 2xx for it, or dead-lettered.
+The acknowledgement is committed before the next batch is sent, so a crash at any instant
+re-sends at most the one batch whose answer was not yet recorded; the remote deduplicates
+it by (source, event_id) and by the batch's Idempotency-Key.
+
+The transport is anything with ``send(batch) -> Reply`` that raises :class:`TransportError`
+when no HTTP answer came; :mod:`.sender` is the aiohttp one. Nothing here imports aiohttp.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Protocol
+
+from mplp_lsp.forward import outbox
+from mplp_lsp.forward.batching import Batch, BatchLimits, encode_batch, split
+from mplp_lsp.forward.outbox import Entry
+from mplp_lsp.forward.retry import Action, RetryPolicy, classify, parse_retry_after
+from mplp_lsp.store.events import StoredEvent
+from mplp_lsp.store.writer import StoreWriter
+
+__all__ = ["Forwarder", "Reply", "Transport", "TransportError"]
+
+log = logging.getLogger(__name__)
+
+_RECHECK = 5.0  # seconds between outbox checks when nothing woke the loop (belt and braces)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """The remote's answer: status, its ``Retry-After`` header, and a short excerpt of the body."""
+
+    status: int
+    retry_after: str | None = None
+    detail: str = ""
+
+
+class TransportError(Exception):
+    """No HTTP answer: connection refused or reset, timeout, TLS failure. Always retried."""
+
+
+class Transport(Protocol):
+    async def send(self, batch: Batch) -> Reply: ...
+
+    async def close(self) -> None: ...
+
+
+class Forwarder:
+    """Drains one store's outbox to one remote; see the module docstring."""
+
+    def __init__(
+        self,
+        writer: StoreWriter,
+        transport: Transport,
+        *,
+        budget_bytes: int,
+        limits: BatchLimits | None = None,
+        policy: RetryPolicy | None = None,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self._writer = writer
+        self._transport = transport
+        self._budget_bytes = budget_bytes
+        self.limits = limits or BatchLimits()
+        self.policy = policy or RetryPolicy()
+        self._rand = rand
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stream = ""
+        self.state = "stopped"  # stopped | idle | sending | waiting
+        self.consecutive_failures = 0
+        self.last_error: str | None = None
+        self._retry_at: float | None = None
+
+    @property
+    def stream(self) -> str:
+        return self._stream
+
+    @property
+    def next_attempt_in(self) -> float | None:
+        """Seconds until the next retry while waiting after a failure."""
+        if self._retry_at is None:
+            return None
+        return max(0.0, self._retry_at - time.monotonic())
+
+    async def start(self) -> None:
+        """Enable queuing in the store, apply the budget, and start sending in the background."""
+        self._stream = await self._writer.run(
+            partial(outbox.enable, budget_bytes=self._budget_bytes)
+        )
+        dropped = await self._writer.run(outbox.trim_to_budget)
+        if dropped:
+            log.warning("forwarding: %d envelopes over the disk budget were dropped", dropped)
+        self.state = "idle"
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="forwarder")
+
+    def wake(self) -> None:
+        """New envelopes were committed; the loop looks at the outbox now."""
+        self._wake.set()
+
+    async def handle(self, _events: Sequence[StoredEvent]) -> None:
+        """Bus consumer: committed events are already in the outbox; only wake the loop."""
+        self.wake()
+
+    async def close(self, grace: float = 0.5) -> None:
+        """Stop sending; pending entries stay in the outbox for the next start."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(task, grace)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._transport.close(), grace)
+        self.state = "stopped"
+        self._retry_at = None
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        idle = True
+        while True:
+            self._wake.clear()
+            entries = await self._peek()
+            if entries and idle and len(entries) < self.limits.max_count and self.limits.linger:
+                await asyncio.sleep(self.limits.linger)  # let a burst fill the batch
+                entries = await self._peek()
+            if not entries:
+                idle = True
+                self.state = "idle"
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), _RECHECK)
+                continue
+            idle = False
+            try:
+                await self._deliver(entries)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                # The store failed (disk full, I/O error): keep the entries, try again later.
+                log.exception("forwarding: store error; retrying")
+                self.last_error = f"store error: {error}"
+                await self._wait(self.policy.delay(self.consecutive_failures, rand=self._rand))
+                self.consecutive_failures += 1
+
+    async def _peek(self) -> list[Entry]:
+        return await self._writer.read(
+            partial(outbox.peek, max_count=self.limits.max_count, max_bytes=self.limits.max_bytes)
+        )
+
+    async def _deliver(self, entries: list[Entry]) -> None:
+        stack = [entries]
+        while stack:
+            part = stack.pop()
+            batch = encode_batch(self._stream, part)
+            action, reply = await self._send(batch)
+            if action is Action.DELIVERED:
+                await self._writer.run(partial(outbox.ack, seqs=batch.seqs))
+            elif action is Action.SPLIT:
+                first, second = split(part)
+                stack.append(second)
+                stack.append(first)
+            else:
+                reason = f"HTTP {reply.status}: {reply.detail}".rstrip(": ")
+                log.warning("forwarding: %d envelopes dead-lettered (%s)", len(part), reason)
+                await self._writer.run(
+                    partial(outbox.dead_letter, seqs=batch.seqs, status=reply.status, reason=reason)
+                )
+
+    async def _send(self, batch: Batch) -> tuple[Action, Reply]:
+        """Send until the answer is not "retry"; only the retry path waits."""
+        while True:
+            self.state = "sending"
+            retry_after: float | None = None
+            try:
+                reply = await self._transport.send(batch)
+            except TransportError as error:
+                reason = str(error)
+            else:
+                action = classify(reply.status, len(batch.entries))
+                if action is not Action.RETRY:
+                    self.consecutive_failures = 0
+                    self._retry_at = None
+                    return action, reply
+                reason = f"HTTP {reply.status}: {reply.detail}".rstrip(": ")
+                retry_after = parse_retry_after(reply.retry_after)
+            self.last_error = reason
+            if self.consecutive_failures == 0:
+                log.warning("forwarding: %s; retrying with backoff", reason)
+            else:
+                log.debug("forwarding: %s (attempt %d)", reason, self.consecutive_failures + 1)
+            await self._writer.run(partial(outbox.record_failure, message=reason))
+            delay = self.policy.delay(self.consecutive_failures, retry_after, rand=self._rand)
+            self.consecutive_failures += 1
+            await self._wait(delay)
+
+    async def _wait(self, delay: float) -> None:
+        self.state = "waiting"
+        self._retry_at = time.monotonic() + delay
+        try:
+            await asyncio.sleep(delay)
+        finally:
+            self._retry_at = None

@@ -1,0 +1,248 @@
+"""The outbox tables (migration 2 in :mod:`mplp_lsp.store.database`), synchronously.
+
+Every function takes a connection and is meant to run on the store's writer thread
+(``StoreWriter.run`` for writes, ``StoreWriter.read`` for reads). Entries are put in by a
+trigger on ``events`` inside the intake's own transaction, so nothing here enqueues; this
+module reads entries with their bodies, and removes them as delivered, dead-lettered or
+dropped, each counted in ``outbox_state`` in the same transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from mplp_lsp.protocol.envelope import utc_timestamp
+from mplp_lsp.store.database import transaction
+
+__all__ = [
+    "STREAM_META_KEY",
+    "Entry",
+    "OutboxState",
+    "ack",
+    "add_quarantined",
+    "dead_letter",
+    "disable",
+    "enable",
+    "peek",
+    "read_state",
+    "record_failure",
+    "requeue_dead",
+    "stream_id",
+    "trim_to_budget",
+]
+
+STREAM_META_KEY: Final = "forward.stream"
+_ERROR_LIMIT: Final = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A pending envelope: its per-store sequence number, id and stored JSON."""
+
+    seq: int
+    event_id: str
+    body: str
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxState:
+    enabled: bool
+    budget_bytes: int
+    pending: int
+    pending_bytes: int
+    delivered: int
+    dead_lettered: int
+    overflow_dropped: int
+    quarantined: int
+    batches_sent: int
+    failed_attempts: int
+    last_success_at: str | None
+    last_error: str | None
+    last_error_at: str | None
+    oldest_pending_at: str | None
+
+
+def enable(conn: sqlite3.Connection, *, budget_bytes: int) -> str:
+    """Start queuing accepted events (from this commit on) and return the stream id.
+
+    Queuing stays on for this store until :func:`disable`: a later run without a remote
+    keeps queuing, so nothing accepted in between is missed (docs/forwarding.md).
+    """
+    if budget_bytes < 1:
+        raise ValueError(f"budget_bytes must be >= 1, got {budget_bytes}")
+    with transaction(conn):
+        conn.execute(
+            "UPDATE outbox_state SET enabled = 1, budget_bytes = ? WHERE id = 1", (budget_bytes,)
+        )
+        stream = stream_id(conn)
+        if stream is None:
+            stream = str(uuid.uuid4())
+            conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (STREAM_META_KEY, stream))
+    return stream
+
+
+def disable(conn: sqlite3.Connection) -> None:
+    """Stop queuing new events; entries already pending stay."""
+    with transaction(conn):
+        conn.execute("UPDATE outbox_state SET enabled = 0 WHERE id = 1")
+
+
+def stream_id(conn: sqlite3.Connection) -> str | None:
+    """The id this store's envelopes are sent under (their ``seq`` is per stream)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (STREAM_META_KEY,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def peek(
+    conn: sqlite3.Connection, *, after_seq: int = 0, max_count: int, max_bytes: int
+) -> list[Entry]:
+    """The oldest pending entries after ``after_seq``, in ``seq`` order, within the limits.
+
+    The first entry is always returned even if it alone exceeds ``max_bytes``: a big
+    envelope must still travel (the remote may answer 413, and then it is dead-lettered).
+    """
+    rows = conn.execute(
+        "SELECT o.seq, o.bytes, e.event_id, e.body FROM outbox AS o"
+        " JOIN events AS e ON e.seq = o.seq WHERE o.seq > ? ORDER BY o.seq LIMIT ?",
+        (after_seq, max_count),
+    )
+    entries: list[Entry] = []
+    total = 0
+    for seq, size, event_id, body in rows:
+        total += int(size)
+        if entries and total > max_bytes:
+            break
+        entries.append(Entry(int(seq), str(event_id), str(body)))
+    return entries
+
+
+def _delete(conn: sqlite3.Connection, seqs: Sequence[int]) -> int:
+    cursor = conn.executemany("DELETE FROM outbox WHERE seq = ?", ((seq,) for seq in seqs))
+    return max(0, cursor.rowcount)
+
+
+def ack(conn: sqlite3.Connection, seqs: Sequence[int], *, at: str | None = None) -> int:
+    """Mark entries delivered (the remote answered 2xx for them); returns how many were pending.
+
+    Entries no longer pending (acknowledged twice, or dropped meanwhile) are not counted again.
+    """
+    with transaction(conn):
+        removed = _delete(conn, seqs)
+        conn.execute(
+            "UPDATE outbox_state SET delivered = delivered + ?, batches_sent = batches_sent + 1,"
+            " last_success_at = ? WHERE id = 1",
+            (removed, at or utc_timestamp()),
+        )
+    return removed
+
+
+def dead_letter(
+    conn: sqlite3.Connection,
+    seqs: Sequence[int],
+    *,
+    status: int | None,
+    reason: str,
+    at: str | None = None,
+) -> int:
+    """Move entries the remote refused for good to ``outbox_dead``; returns how many moved."""
+    when = at or utc_timestamp()
+    with transaction(conn):
+        removed = 0
+        for seq in seqs:
+            if conn.execute("DELETE FROM outbox WHERE seq = ?", (seq,)).rowcount:
+                conn.execute(
+                    "INSERT INTO outbox_dead (seq, status, reason, dead_at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (seq) DO UPDATE SET status = excluded.status,"
+                    " reason = excluded.reason, dead_at = excluded.dead_at",
+                    (seq, status, reason[:_ERROR_LIMIT], when),
+                )
+                removed += 1
+        conn.execute(
+            "UPDATE outbox_state SET dead_lettered = dead_lettered + ?, last_error = ?,"
+            " last_error_at = ? WHERE id = 1",
+            (removed, reason[:_ERROR_LIMIT], when),
+        )
+    return removed
+
+
+def requeue_dead(conn: sqlite3.Connection) -> int:
+    """Put every dead letter back into the outbox (e.g. after fixing a token); returns how many."""
+    with transaction(conn):
+        cursor = conn.execute(
+            "INSERT INTO outbox (seq, bytes) SELECT d.seq, length(CAST(e.body AS BLOB))"
+            " FROM outbox_dead AS d JOIN events AS e ON e.seq = d.seq ORDER BY d.seq"
+            " ON CONFLICT DO NOTHING"
+        )
+        moved = cursor.rowcount
+        conn.execute("DELETE FROM outbox_dead")
+    return moved
+
+
+def record_failure(conn: sqlite3.Connection, message: str, *, at: str | None = None) -> None:
+    """Remember a failed attempt (nothing leaves the outbox)."""
+    with transaction(conn):
+        conn.execute(
+            "UPDATE outbox_state SET failed_attempts = failed_attempts + 1, last_error = ?,"
+            " last_error_at = ? WHERE id = 1",
+            (message[:_ERROR_LIMIT], at or utc_timestamp()),
+        )
+
+
+def trim_to_budget(conn: sqlite3.Connection) -> int:
+    """Apply the overflow policy in full (the trigger drops one entry per insert at most)."""
+    dropped = 0
+    with transaction(conn):
+        while True:
+            over = conn.execute(
+                "SELECT pending_bytes > budget_bytes FROM outbox_state WHERE id = 1"
+            ).fetchone()[0]
+            if not over:
+                break
+            oldest = conn.execute("SELECT min(seq) FROM outbox").fetchone()[0]
+            if oldest is None:
+                break
+            conn.execute("DELETE FROM outbox WHERE seq = ?", (oldest,))
+            dropped += 1
+        if dropped:
+            conn.execute(
+                "UPDATE outbox_state SET overflow_dropped = overflow_dropped + ? WHERE id = 1",
+                (dropped,),
+            )
+    return dropped
+
+
+def add_quarantined(conn: sqlite3.Connection, count: int) -> None:
+    """Count envelopes lost to a damaged store file (see :mod:`mplp_lsp.store.salvage`)."""
+    with transaction(conn):
+        conn.execute("UPDATE outbox_state SET quarantined = quarantined + ? WHERE id = 1", (count,))
+
+
+def read_state(conn: sqlite3.Connection) -> OutboxState:
+    row = conn.execute(
+        "SELECT enabled, budget_bytes, pending, pending_bytes, delivered, dead_lettered,"
+        " overflow_dropped, quarantined, batches_sent, failed_attempts, last_success_at,"
+        " last_error, last_error_at FROM outbox_state WHERE id = 1"
+    ).fetchone()
+    oldest = conn.execute(
+        "SELECT e.received_at FROM events AS e WHERE e.seq = (SELECT min(seq) FROM outbox)"
+    ).fetchone()
+    return OutboxState(
+        enabled=bool(row[0]),
+        budget_bytes=int(row[1]),
+        pending=int(row[2]),
+        pending_bytes=int(row[3]),
+        delivered=int(row[4]),
+        dead_lettered=int(row[5]),
+        overflow_dropped=int(row[6]),
+        quarantined=int(row[7]),
+        batches_sent=int(row[8]),
+        failed_attempts=int(row[9]),
+        last_success_at=row[10],
+        last_error=row[11],
+        last_error_at=row[12],
+        oldest_pending_at=None if oldest is None else str(oldest[0]),
+    )

@@ -1,0 +1,76 @@
+"""The aiohttp transport: POST a batch, report the status, never follow a redirect.
+
+Certificates are verified (aiohttp's default, kept). Redirects are not followed at all, so a
+batch and its token never go to another origin; a 3xx is reported as an error and the batch
+is retried later. Proxies from the environment are not used (``trust_env=False``): where
+the envelopes go is what the settings say, nothing else.
+"""
+
+from __future__ import annotations
+
+import aiohttp
+
+from mplp_lsp import __version__
+from mplp_lsp.forward.batching import Batch
+from mplp_lsp.forward.engine import Reply, TransportError
+
+__all__ = ["HttpTransport"]
+
+_DETAIL_LIMIT = 300
+
+
+class HttpTransport:
+    def __init__(
+        self,
+        endpoint: str,
+        token: str | None,
+        *,
+        timeout: float = 30.0,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        self.endpoint = endpoint
+        self._headers = {
+            "Content-Type": "application/json",
+            "User-Agent": f"mplp-lsp/{__version__}",
+        }
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
+        self._timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=connect_timeout)
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                timeout=self._timeout, headers=self._headers, trust_env=False
+            )
+        return self._session
+
+    async def send(self, batch: Batch) -> Reply:
+        try:
+            async with self._client().post(
+                self.endpoint,
+                data=batch.body,
+                headers={"Idempotency-Key": batch.idempotency_key},
+                allow_redirects=False,
+            ) as response:
+                detail = ""
+                if response.status >= 300:
+                    detail = (await response.text(errors="replace"))[:_DETAIL_LIMIT].strip()
+                else:
+                    await response.read()
+                return Reply(response.status, response.headers.get("Retry-After"), detail)
+        except (aiohttp.ClientError, TimeoutError, OSError) as error:
+            # The message names the error and the host, never the headers (the token).
+            raise TransportError(_describe(error)) from None
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, TimeoutError):
+        return "timed out"
+    text = str(error) or type(error).__name__
+    return f"{type(error).__name__}: {text}"[:_DETAIL_LIMIT]

@@ -1,0 +1,81 @@
+"""One workspace's forwarding, as the workspace engine sees it: off, running or misconfigured.
+
+Nothing is imported from the HTTP stack unless a remote is configured.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from mplp_lsp.bus import EventBus
+from mplp_lsp.forward.config import (
+    RemoteConfig,
+    RemoteConfigError,
+    batch_limits,
+    resolve_remote,
+    retry_policy,
+)
+from mplp_lsp.forward.engine import Forwarder
+from mplp_lsp.settings import Settings
+from mplp_lsp.store.writer import StoreWriter
+
+__all__ = ["Forwarding"]
+
+log = logging.getLogger(__name__)
+
+# A stopping workspace gives the forwarder this long; an unanswered request is abandoned
+# and its batch stays in the outbox (sent again on the next start).
+SHUTDOWN_GRACE = 0.5
+
+
+class Forwarding:
+    def __init__(
+        self,
+        remote: RemoteConfig | None = None,
+        forwarder: Forwarder | None = None,
+        problem: str | None = None,
+    ) -> None:
+        self.remote = remote
+        self.forwarder = forwarder
+        self.problem = problem
+
+    @classmethod
+    async def start(
+        cls, writer: StoreWriter, bus: EventBus, settings: Settings, remote_url: str | None
+    ) -> Forwarding:
+        try:
+            remote = resolve_remote(settings, remote_url)
+        except RemoteConfigError as error:
+            log.error("forwarding is off: %s", error)
+            return cls(problem=str(error))
+        if remote is None:
+            return cls()
+        from mplp_lsp.forward.sender import HttpTransport
+
+        forwarder = Forwarder(
+            writer,
+            HttpTransport(remote.endpoint, remote.token),
+            budget_bytes=remote.budget_bytes,
+            limits=batch_limits(settings),
+            policy=retry_policy(settings),
+        )
+        await forwarder.start()
+        bus.subscribe("forward", forwarder.handle)
+        log.info("forwarding to %s", remote.url)
+        return cls(remote, forwarder)
+
+    def runtime(self) -> dict[str, Any]:
+        """What only the running process knows; the counters are in the store."""
+        forwarder = self.forwarder
+        return {
+            "remote": self.remote.url if self.remote else None,
+            "state": forwarder.state if forwarder else ("misconfigured" if self.problem else "off"),
+            "problem": self.problem,
+            "consecutive_failures": forwarder.consecutive_failures if forwarder else 0,
+            "next_attempt_in_s": forwarder.next_attempt_in if forwarder else None,
+        }
+
+    async def close(self) -> None:
+        if self.forwarder is not None:
+            await self.forwarder.close(SHUTDOWN_GRACE)

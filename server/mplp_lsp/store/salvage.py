@@ -1,0 +1,311 @@
+"""Starting on a damaged store: check it, move it aside, keep what can be read, go on.
+
+:func:`ensure_usable` runs before the writer opens the database. ``PRAGMA quick_check``
+decides whether the file is sound (it reads every page once: about a second per GB). If it
+is not, or SQLite cannot even open it, the file and its WAL are moved into a
+``corrupt-<time>/`` folder beside it (never deleted: a user may want to recover more by
+hand), a new store is created, and every row that can still be read is copied over table
+by table: in chunks of rowids, then row by row inside a chunk that fails, so one bad page
+costs only its own rows. The rows that could not be read are counted, the count of lost
+events is added to the outbox's ``quarantined`` counter, and a report is kept in ``meta``
+under ``store.salvage``: status shows the store as degraded from then on. Every failure
+inside salvage is caught, so a store that cannot be read at all still yields a new, empty,
+working store: never a crash loop.
+
+The outbox is copied as it was. If its table could not be read in full for a store that
+was forwarding, every salvaged event not dead-lettered is queued again: the remote
+deduplicates by (source, event_id), so re-sending is safe and losing is not.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import sqlite3
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from mplp_lsp.protocol.envelope import utc_timestamp
+from mplp_lsp.store.database import connect, transaction
+
+__all__ = ["SALVAGE_META_KEY", "SalvageReport", "ensure_usable", "read_report"]
+
+log = logging.getLogger(__name__)
+
+SALVAGE_META_KEY: Final = "store.salvage"
+_CHUNK: Final = 1000
+_EMPTY_CHUNKS_AT_END: Final = 3
+_SIDE_FILES: Final = ("-wal", "-shm", "-journal")
+_STATE_COLUMNS: Final = (
+    "enabled",
+    "budget_bytes",
+    "delivered",
+    "dead_lettered",
+    "overflow_dropped",
+    "quarantined",
+    "batches_sent",
+    "failed_attempts",
+    "last_success_at",
+    "last_error",
+    "last_error_at",
+)
+
+
+@dataclass
+class SalvageReport:
+    at: str
+    problem: str
+    moved_to: str | None
+    copied: dict[str, int] = field(default_factory=dict)
+    lost: dict[str, int] = field(default_factory=dict)
+    unreadable_tables: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def lost_events(self) -> int:
+        return self.lost.get("events", 0)
+
+
+def ensure_usable(path: Path) -> SalvageReport | None:
+    """Check the store at ``path``; salvage it if damaged. None when nothing was wrong."""
+    started = time.monotonic()
+    if not path.exists():
+        orphans = [side for side in _side_paths(path) if side.exists()]
+        if not orphans:
+            return None  # a new store
+        report = SalvageReport(utc_timestamp(), "the store file was missing", None)
+        report.moved_to = str(_move_aside(path, orphans))
+        _record(path, report, started)
+        return report
+    problem = _problem(path)
+    if problem is None:
+        return None
+    log.error("the store %s is damaged (%s); moving it aside and salvaging", path, problem)
+    files = [path, *(side for side in _side_paths(path) if side.exists())]
+    quarantine = _move_aside(path, files)
+    report = SalvageReport(utc_timestamp(), problem, str(quarantine))
+    try:
+        _salvage(quarantine / path.name, path, report)
+    except Exception as error:  # salvage is best effort; starting is not optional
+        log.exception("salvage of %s stopped early", path)
+        report.unreadable_tables.append(f"salvage stopped: {error}")
+    _record(path, report, started)
+    log.error(
+        "salvaged %s: copied %s, lost %s; the damaged file is in %s",
+        path,
+        report.copied,
+        report.lost,
+        quarantine,
+    )
+    return report
+
+
+def read_report(conn: sqlite3.Connection) -> dict[str, Any] | None:
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (SALVAGE_META_KEY,)).fetchone()
+    except sqlite3.Error:
+        return None
+    if row is None:
+        return None
+    value = json.loads(row[0])
+    return value if isinstance(value, dict) else None
+
+
+def _side_paths(path: Path) -> list[Path]:
+    return [path.with_name(path.name + suffix) for suffix in _SIDE_FILES]
+
+
+def _problem(path: Path) -> str | None:
+    try:
+        conn = sqlite3.connect(path, isolation_level=None)
+    except sqlite3.Error as error:
+        return str(error)
+    try:
+        rows = conn.execute("PRAGMA quick_check").fetchall()
+    except sqlite3.Error as error:
+        return str(error)
+    finally:
+        conn.close()
+    if rows == [("ok",)]:
+        return None
+    return "; ".join(str(row[0]) for row in rows[:3])
+
+
+def _move_aside(path: Path, files: list[Path]) -> Path:
+    stamp = utc_timestamp().replace(":", "").replace("-", "").replace(".", "")
+    quarantine = path.with_name(f"corrupt-{stamp}")
+    suffix = 1
+    while quarantine.exists():
+        suffix += 1
+        quarantine = path.with_name(f"corrupt-{stamp}-{suffix}")
+    quarantine.mkdir(mode=0o700)
+    for file in files:
+        shutil.move(file, quarantine / file.name)
+    return quarantine
+
+
+def _salvage(old_path: Path, new_path: Path, report: SalvageReport) -> None:
+    new = connect(new_path)
+    try:
+        try:
+            old = sqlite3.connect(old_path, isolation_level=None)
+            # Read the schema without validating it: one damaged schema page must not hide
+            # the tables whose own pages are intact.
+            old.execute("PRAGMA writable_schema = ON")
+            tables = _tables(old)
+        except sqlite3.Error as error:
+            report.unreadable_tables.append(f"*: {error}")
+            return
+        try:
+            old_state = _old_outbox_state(old)
+            for table in _tables(new):
+                if table == "outbox_state" or table not in tables:
+                    continue
+                _copy_table(old, new, table, report)
+            _restore_outbox(new, old_state, report)
+        finally:
+            old.close()
+    finally:
+        new.close()
+
+
+def _tables(conn: sqlite3.Connection) -> list[str]:
+    rows = conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        " ORDER BY rowid"
+    )
+    return [str(name) for (name,) in rows]
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    return [str(row[1]) for row in conn.execute(f'PRAGMA table_info("{table}")')]
+
+
+def _copy_table(
+    old: sqlite3.Connection, new: sqlite3.Connection, table: str, report: SalvageReport
+) -> None:
+    try:
+        wanted = set(_columns(old, table))
+        columns = [c for c in _columns(new, table) if c in wanted]
+    except sqlite3.Error as error:
+        report.unreadable_tables.append(f"{table}: {error}")
+        return
+    names = ", ".join(f'"{c}"' for c in columns)
+    select = f'SELECT rowid, {names} FROM "{table}"'  # noqa: S608 (names from the schema)
+    insert = (
+        f'INSERT OR IGNORE INTO "{table}" (rowid, {names})'  # noqa: S608
+        f" VALUES ({', '.join('?' * (len(columns) + 1))})"
+    )
+    try:
+        top: int | None = old.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()[0] or 0  # noqa: S608
+    except sqlite3.Error:
+        top = None  # the end of the table is damaged: read on until nothing more comes
+    # A JSON body column (the event log's) must still parse: consumers rely on it.
+    body_at = 1 + columns.index("body") if "body" in columns else None
+    copied = lost = unconfirmed = empty_chunks = 0
+    low = 0
+    while (top is None and empty_chunks < _EMPTY_CHUNKS_AT_END) or (top is not None and low < top):
+        rows, failed = _read_chunk(old, select, low, low + _CHUNK)
+        if rows:
+            lost += unconfirmed + failed  # failures before readable rows were real rows
+            unconfirmed = empty_chunks = 0
+        else:
+            unconfirmed += failed
+            empty_chunks += 1
+        with transaction(new):
+            for row in rows:
+                if body_at is not None and not _is_json(row[body_at]):
+                    lost += 1  # a stored envelope damaged inside its own bytes
+                    continue
+                try:
+                    copied += new.execute(insert, row).rowcount
+                except sqlite3.Error:
+                    lost += 1  # a damaged value that breaks a constraint
+        low += _CHUNK
+    if top is not None:
+        lost += unconfirmed
+    report.copied[table] = copied
+    if lost:
+        report.lost[table] = lost
+
+
+def _is_json(value: Any) -> bool:
+    try:
+        json.loads(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _read_chunk(old: sqlite3.Connection, select: str, low: int, high: int) -> tuple[list[Any], int]:
+    """Rows with ``low < rowid <= high``, and how many rowids could not be read."""
+    try:
+        return old.execute(f"{select} WHERE rowid > ? AND rowid <= ?", (low, high)).fetchall(), 0
+    except sqlite3.Error:
+        pass
+    rows: list[Any] = []
+    failed = 0
+    for rowid in range(low + 1, high + 1):
+        try:
+            row = old.execute(f"{select} WHERE rowid = ?", (rowid,)).fetchone()
+        except sqlite3.Error:
+            failed += 1
+            continue
+        if row is not None:
+            rows.append(row)
+    return rows, failed
+
+
+def _old_outbox_state(old: sqlite3.Connection) -> dict[str, Any] | None:
+    try:
+        row = old.execute(
+            f"SELECT {', '.join(_STATE_COLUMNS)} FROM outbox_state WHERE id = 1"  # noqa: S608
+        ).fetchone()
+    except sqlite3.Error:
+        return None
+    return None if row is None else dict(zip(_STATE_COLUMNS, row, strict=True))
+
+
+def _restore_outbox(
+    new: sqlite3.Connection, old_state: dict[str, Any] | None, report: SalvageReport
+) -> None:
+    with transaction(new):
+        if old_state is not None:
+            assignments = ", ".join(f"{name} = ?" for name in _STATE_COLUMNS)
+            new.execute(
+                f"UPDATE outbox_state SET {assignments} WHERE id = 1",  # noqa: S608
+                [old_state[name] for name in _STATE_COLUMNS],
+            )
+        outbox_damaged = "outbox" in report.lost or any(
+            entry.startswith("outbox:") for entry in report.unreadable_tables
+        )
+        was_forwarding = old_state is None or bool(old_state["enabled"])
+        if outbox_damaged and was_forwarding and report.copied.get("events"):
+            new.execute(
+                "INSERT OR IGNORE INTO outbox (seq, bytes)"
+                " SELECT seq, length(CAST(body AS BLOB)) FROM events"
+                " WHERE seq NOT IN (SELECT seq FROM outbox_dead) ORDER BY seq"
+            )
+            new.execute("UPDATE outbox_state SET enabled = 1 WHERE id = 1")
+        if report.lost_events:
+            new.execute(
+                "UPDATE outbox_state SET quarantined = quarantined + ? WHERE id = 1",
+                (report.lost_events,),
+            )
+
+
+def _record(path: Path, report: SalvageReport, started: float) -> None:
+    report.seconds = round(time.monotonic() - started, 3)
+    conn = connect(path)
+    try:
+        with transaction(conn):
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (SALVAGE_META_KEY, json.dumps(asdict(report), ensure_ascii=False)),
+            )
+    finally:
+        conn.close()
