@@ -32,10 +32,11 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, Vali
 
 from mplp_lsp.protocol.schemas import load_json
 
-__all__ = ["EventFamily", "LogLevel", "Settings", "parse_settings", "settings_schema"]
+__all__ = ["DriftSeverity", "EventFamily", "LogLevel", "Settings", "parse_settings", "settings_schema"]
 
 EventFamily = Literal["spec", "upstream"]
 LogLevel = Literal["error", "warning", "info", "debug"]
+DriftSeverity = Literal["error", "warning", "information", "hint"]
 
 _SECTION = "mplp"
 _FOLDER_KEYS = ("scopeUri", "folder")
@@ -64,6 +65,11 @@ class Settings(BaseModel):
     log_level: LogLevel = Field(default="warning", alias="logLevel")
     state_dir: Annotated[_Str, Field(min_length=1)] | None = Field(default=None, alias="stateDir")
     api_port: _Int = Field(default=0, alias="apiPort", ge=0, le=65_535)
+    drift_interval: _Int = Field(default=60, alias="driftInterval", ge=0, le=86_400)
+    drift_severity: DriftSeverity = Field(default="warning", alias="driftSeverity")
+    snapshot_max_bytes: _Int = Field(
+        default=1_048_576, alias="snapshotMaxBytes", ge=0, le=67_108_864
+    )
 
 
 _ALIASES: dict[str, str] = {

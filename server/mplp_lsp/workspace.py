@@ -20,6 +20,7 @@ from mplp_lsp.intake import Intake, Submission
 from mplp_lsp.protocol.envelope import FamilyForm, utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ValidationResult
+from mplp_lsp.runtime.drift import DriftMonitor
 from mplp_lsp.runtime.psg_files import FileNodes
 from mplp_lsp.settings import Settings
 from mplp_lsp.sources.debounce import Change, Debouncer, Observation, Settled
@@ -68,9 +69,29 @@ class Workspace:
         self.error_log = IntegrationErrorLog(paths.error_log)
         self.intake = Intake(writer, self.bus, self.error_log, root=root, family=_family(settings))
         self._files_executor = ThreadPoolExecutor(1, thread_name_prefix="mplp-files")
-        self.file_nodes = FileNodes(root, writer, self.intake, self._files_executor)
+        self.file_nodes = FileNodes(
+            root,
+            writer,
+            self.intake,
+            self._files_executor,
+            snapshot_cap=settings.snapshot_max_bytes,
+        )
         self.bus.subscribe("psg-files", self.file_nodes.handle, kinds={Kind.FILE_UPDATE.value})
         self.ignore = IgnoreRules(root, excludes=settings.exclude, internal_dirs=[paths.root])
+        self.ignore_epoch = 0  # bumped whenever the ignore rules change
+        self.drift = DriftMonitor(
+            root,
+            writer,
+            self.intake,
+            ignore=lambda: self.ignore.is_ignored,
+            fresh_ignore=lambda: IgnoreRules(
+                root, excludes=self.settings.exclude, internal_dirs=[paths.root]
+            ).is_ignored,
+            ignore_epoch=lambda: self.ignore_epoch,
+            snapshot_cap=lambda: self.settings.snapshot_max_bytes,
+        )
+        self.file_nodes.on_applied(self.drift.applied)
+        self._drift_task: asyncio.Task[None] | None = None
         self.documents = EditorDocuments()
         self.debouncer = self._new_debouncer(settings)
         self.ignored = 0
@@ -91,7 +112,14 @@ class Workspace:
         except BaseException:
             lock.release()
             raise
-        return cls(root, settings, paths, lock, writer)
+        workspace = cls(root, settings, paths, lock, writer)
+        await workspace.drift.start()
+        await workspace.drift.ensure_repository_record()
+        workspace._drift_task = asyncio.get_running_loop().create_task(
+            workspace.drift.run_periodic(lambda: workspace.settings.drift_interval),
+            name="drift-scans",
+        )
+        return workspace
 
     def _new_debouncer(self, settings: Settings) -> Debouncer:
         quiet = settings.debounce_ms / 1000
@@ -119,6 +147,7 @@ class Workspace:
         """Report one raw change to a workspace-relative path; False if it is ignored."""
         if path.rsplit("/", 1)[-1] == ".gitignore":
             self.ignore.invalidate(path)
+            self.ignore_epoch += 1
         if self.ignore.is_ignored(path):
             self.ignored += 1
             return False
@@ -164,6 +193,7 @@ class Workspace:
         """New settings take effect for activity observed from now on."""
         if settings.exclude != self.settings.exclude:
             self.ignore = self.ignore.with_excludes(settings.exclude)
+            self.ignore_epoch += 1
         if (settings.debounce_ms, settings.max_wait_ms) != (
             self.settings.debounce_ms,
             self.settings.max_wait_ms,
@@ -174,6 +204,7 @@ class Workspace:
             _background.add(task)
             task.add_done_callback(_background.discard)
         self.intake.family = _family(settings)
+        self.file_nodes.snapshot_cap = settings.snapshot_max_bytes
         self.settings = settings
 
     async def settle(self) -> None:
@@ -191,7 +222,11 @@ class Workspace:
         try:
             await self.debouncer.flush()
             await self.debouncer.aclose()
+            if self._drift_task is not None:
+                self._drift_task.cancel()
+                await asyncio.gather(self._drift_task, return_exceptions=True)
             await self.bus.close()
+            await self.drift.close()
             await self._writer.close()
         finally:
             self._files_executor.shutdown(wait=True)

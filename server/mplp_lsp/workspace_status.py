@@ -21,6 +21,8 @@ class WorkspaceStatus:
     last_event_time: str | None = None
     store_bytes: int = 0
     pending: int = 0
+    drift: int = 0  # drifted files awaiting a decision (deferred ones not counted)
+    drift_deferred: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -49,4 +51,15 @@ def read_status(
             if p.exists()
         ),
         pending=pending,
+        **_drift_counts(conn),
     )
+
+
+def _drift_counts(conn: sqlite3.Connection) -> dict[str, int]:
+    from mplp_lsp.runtime.drift.records import count
+
+    try:
+        drift, deferred = count(conn)
+    except sqlite3.OperationalError:  # a store from before drift tracking, opened read-only
+        return {}
+    return {"drift": drift, "drift_deferred": deferred}
