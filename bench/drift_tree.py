@@ -42,8 +42,13 @@ def make_tree(root: Path, files: int, *, seed: int = 7) -> list[str]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(text(rng, index))
     (root / ".gitignore").write_text(_GITIGNORE)
-    env = {"GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b",
-           "GIT_COMMITTER_EMAIL": "b@b", "PATH": "/usr/bin:/bin"}
+    env = {
+        "GIT_AUTHOR_NAME": "b",
+        "GIT_AUTHOR_EMAIL": "b@b",
+        "GIT_COMMITTER_NAME": "b",
+        "GIT_COMMITTER_EMAIL": "b@b",
+        "PATH": "/usr/bin:/bin",
+    }
     subprocess.run(["git", "init", "-q", str(root)], check=True, env=env)
     subprocess.run(["git", "-C", str(root), "add", "-A"], check=True, env=env)
     subprocess.run(["git", "-C", str(root), "commit", "-qm", "tree"], check=True, env=env)

@@ -32,7 +32,14 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, Vali
 
 from mplp_lsp.protocol.schemas import load_json
 
-__all__ = ["DriftSeverity", "EventFamily", "LogLevel", "Settings", "parse_settings", "settings_schema"]
+__all__ = [
+    "DriftSeverity",
+    "EventFamily",
+    "LogLevel",
+    "Settings",
+    "parse_settings",
+    "settings_schema",
+]
 
 EventFamily = Literal["spec", "upstream"]
 LogLevel = Literal["error", "warning", "info", "debug"]

@@ -84,9 +84,11 @@ class Workspace:
             writer,
             self.intake,
             ignore=lambda: self.ignore.is_ignored,
-            fresh_ignore=lambda: IgnoreRules(
-                root, excludes=self.settings.exclude, internal_dirs=[paths.root]
-            ).is_ignored,
+            fresh_ignore=lambda: (
+                IgnoreRules(
+                    root, excludes=self.settings.exclude, internal_dirs=[paths.root]
+                ).is_ignored
+            ),
             ignore_epoch=lambda: self.ignore_epoch,
             snapshot_cap=lambda: self.settings.snapshot_max_bytes,
         )

@@ -66,10 +66,17 @@ def merge(ours: bytes, base: bytes | None, theirs: bytes, *, name: str) -> Merge
             files.append(str(target))
         done = subprocess.run(
             [
-                "git", "merge-file", "-p",
-                "-L", f"{name} (disk)", "-L", f"{name} (HEAD)", "-L", f"{name} (PSG)",
+                "git",
+                "merge-file",
+                "-p",
+                "-L",
+                f"{name} (disk)",
+                "-L",
+                f"{name} (HEAD)",
+                "-L",
+                f"{name} (PSG)",
                 *files,
-            ],  # fmt: skip
+            ],
             capture_output=True,
             env=git_env(),
             timeout=_TIMEOUT,

@@ -100,6 +100,7 @@ class DriftMonitor:
         self._scan: asyncio.Future[ScanSummary] | None = None
         self._cancel: threading.Event | None = None
         self._listeners: list[Listener] = []
+        self._progress: list[Progress] = []
         self._reconciler = Reconciler(root, writer, snapshot_cap)
         self._graph_id: str | None = None
         self.drifts: dict[str, Drift] = {}
@@ -113,6 +114,17 @@ class DriftMonitor:
 
     def on_change(self, listener: Listener) -> None:
         self._listeners.append(listener)
+
+    def on_progress(self, listener: Progress) -> None:
+        """Called on the event loop with (checked, total) during scans, and once at the end."""
+        self._progress.append(listener)
+
+    def _report(self, done: int, total: int) -> None:
+        for listener in self._progress:
+            try:
+                listener(done, total)
+            except Exception:
+                log.exception("drift progress listener failed")
 
     async def run_periodic(self, interval: Callable[[], float]) -> None:
         """The start-up scan, then one every ``interval()`` seconds (0: start-up only)."""
@@ -149,18 +161,18 @@ class DriftMonitor:
 
     # --- active scan ------------------------------------------------------------------------
 
-    def scan(self, progress: Progress | None = None) -> asyncio.Future[ScanSummary]:
+    def scan(self) -> asyncio.Future[ScanSummary]:
         """Scan every recorded file; a scan already running is joined, not repeated."""
         if self._scan is None or self._scan.done():
             loop = asyncio.get_running_loop()
-            self._scan = loop.create_task(self._full_scan(progress), name="drift-scan")
+            self._scan = loop.create_task(self._full_scan(), name="drift-scan")
         return asyncio.shield(self._scan)
 
     def cancel_scan(self) -> None:
         if self._cancel is not None:
             self._cancel.set()
 
-    async def _full_scan(self, progress: Progress | None) -> ScanSummary:
+    async def _full_scan(self) -> ScanSummary:
         loop = asyncio.get_running_loop()
         started = loop.time()
         epoch = self._ignore_epoch()
@@ -171,8 +183,7 @@ class DriftMonitor:
         self._cancel = cancel = threading.Event()
 
         def report(done: int, total: int) -> None:
-            if progress is not None:
-                loop.call_soon_threadsafe(progress, done, total)
+            loop.call_soon_threadsafe(self._report, done, total)
 
         def work() -> tuple[Index | None, Outcome, RepositoryDrift | None]:
             conn = self._connection()
@@ -189,6 +200,8 @@ class DriftMonitor:
             loaded, outcome, repository = await loop.run_in_executor(self._executor, work)
         finally:
             dirty, self._dirty, self._cancel = self._dirty or set(), None, None
+            total = len(items) if items is not None else len(self._index or ())
+            self._report(total, total)
         if loaded is not None:
             self._index = loaded
         if outcome.cancelled:
@@ -281,9 +294,7 @@ class DriftMonitor:
                 else:
                     self._index.pop(path, None)
             self._forget(outcome, keep=())
-        changes = await self._writer.run(
-            lambda conn: records.store(conn, outcome, scope=checked)
-        )
+        changes = await self._writer.run(lambda conn: records.store(conn, outcome, scope=checked))
         self._publish(changes)
 
     def _publish(self, changes: records.Changes) -> None:

@@ -167,8 +167,8 @@ class Reconciler:
         try:
             with os.fdopen(handle, "wb") as out:
                 out.write(content)
-            os.chmod(scratch, mode)
-            os.replace(scratch, target)
+            Path(scratch).chmod(mode)
+            Path(scratch).replace(target)
         except BaseException:
             Path(scratch).unlink(missing_ok=True)
             raise

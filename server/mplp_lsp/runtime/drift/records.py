@@ -4,39 +4,35 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Collection, Iterable
+from dataclasses import replace
+from typing import Any
 
 from mplp_lsp.runtime.drift.model import DiskFacts, Drift, Reason
 from mplp_lsp.runtime.drift.scan import Outcome
 
+# The column list is a constant; every value is bound, never formatted in (hence the S608s).
 _COLUMNS = (
     "path, reason, detected_at, recorded_at, disk_size, disk_mtime_ns, disk_inode, disk_hash, "
     "note, state"
 )
+_SELECT_ONE = f"SELECT {_COLUMNS} FROM psg_drift WHERE path = ?"  # noqa: S608
 Changes = dict[str, Drift | None]  # path -> its drift now, None once it has none
 
 
 def load(conn: sqlite3.Connection, paths: Iterable[str] | None = None) -> dict[str, Drift]:
     if paths is None:
-        rows = conn.execute(f"SELECT {_COLUMNS} FROM psg_drift").fetchall()
+        rows = conn.execute(f"SELECT {_COLUMNS} FROM psg_drift").fetchall()  # noqa: S608
     else:
-        rows = [
-            row
-            for path in paths
-            for row in conn.execute(f"SELECT {_COLUMNS} FROM psg_drift WHERE path = ?", (path,))
-        ]
+        rows = [row for path in paths for row in conn.execute(_SELECT_ONE, (path,))]
     return {row[0]: _drift(row) for row in rows}
 
 
-def _drift(row: tuple[object, ...]) -> Drift:
+def _drift(row: tuple[Any, ...]) -> Drift:
     path, reason, detected, recorded, size, mtime, inode, digest, note, state = row
-    disk = (
-        DiskFacts(int(size), int(mtime), int(inode), digest)  # type: ignore[call-overload]
-        if size is not None and mtime is not None and inode is not None
-        else None
-    )
-    return Drift(
-        str(path), Reason(str(reason)), str(detected), recorded, disk, note, str(state)  # type: ignore[arg-type]
-    )
+    disk = None
+    if size is not None and mtime is not None and inode is not None:
+        disk = DiskFacts(int(size), int(mtime), int(inode), digest)
+    return Drift(str(path), Reason(str(reason)), str(detected), recorded, disk, note, str(state))
 
 
 def store(
@@ -60,10 +56,8 @@ def store(
         if previous is not None and (previous.reason, previous.disk) == (drift.reason, drift.disk):
             if previous.note == drift.note or drift.note is None:
                 continue  # the same finding: it keeps its "since" and a deferral
-            drift = Drift(
-                drift.path, drift.reason, previous.detected_at, drift.recorded_at,
-                drift.disk, drift.note, previous.state,
-            )  # fmt: skip
+            # the same finding with a new note: it keeps its "since" and its state
+            drift = replace(drift, detected_at=previous.detected_at, state=previous.state)
         put(conn, drift)
         changes[drift.path] = drift
     checked = existing.keys() if scope is None else {*scope, *outcome.ignored}
@@ -84,7 +78,7 @@ def store(
 def put(conn: sqlite3.Connection, drift: Drift) -> None:
     disk = drift.disk
     conn.execute(
-        f"INSERT OR REPLACE INTO psg_drift({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT OR REPLACE INTO psg_drift({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",  # noqa: S608
         (
             drift.path,
             str(drift.reason),
