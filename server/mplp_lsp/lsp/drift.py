@@ -257,11 +257,15 @@ def register(server: MplpLanguageServer) -> None:
     ) -> list[types.CodeAction]:
         return ls.drift.code_actions(params)
 
+    # pygls resolves a command handler's annotations at call time, so these name no type
+    # that is imported only for type checking.
     @server.command(RESOLVE_COMMAND)
-    async def resolve_drift(ls: MplpLanguageServer, *args: Any) -> dict[str, Any]:
+    async def resolve_drift(ls: Any, *args: Any) -> dict[str, Any]:
         uri, strategy = [*args, None, None][:2]
-        return await ls.drift.resolve(uri, strategy)
+        feature: DriftFeature = ls.drift
+        return await feature.resolve(uri, strategy)
 
     @server.command(SCAN_COMMAND)
-    async def scan_drift(ls: MplpLanguageServer, *_args: Any) -> list[dict[str, Any]]:
-        return await ls.drift.scan()
+    async def scan_drift(ls: Any, *_args: Any) -> list[dict[str, Any]]:
+        feature: DriftFeature = ls.drift
+        return await feature.scan()
