@@ -7,13 +7,13 @@ import sys
 from collections.abc import Sequence
 
 from mplp_lsp import __version__
-from mplp_lsp.cli import events, serve, status, validate, watch
+from mplp_lsp.cli import drift, events, serve, status, validate, watch
 
 EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_USAGE = 2
 
-_COMMANDS = (serve, watch, events, status, validate)
+_COMMANDS = (serve, watch, events, status, validate, drift)
 
 
 def build_parser() -> argparse.ArgumentParser:
