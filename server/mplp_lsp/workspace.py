@@ -83,11 +83,9 @@ class Workspace:
             root,
             writer,
             self.intake,
-            ignore=lambda: self.ignore.is_ignored,
-            fresh_ignore=lambda: (
-                IgnoreRules(
-                    root, excludes=self.settings.exclude, internal_dirs=[paths.root]
-                ).is_ignored
+            ignore=lambda: self.ignore,
+            fresh_ignore=lambda: IgnoreRules(
+                root, excludes=self.settings.exclude, internal_dirs=[paths.root]
             ),
             ignore_epoch=lambda: self.ignore_epoch,
             snapshot_cap=lambda: self.settings.snapshot_max_bytes,

@@ -308,3 +308,24 @@ def test_read_state_of_packed_and_detached_heads(root: Path) -> None:
     assert state is not None and state.head == head
     git(root, "checkout", "-q", "--detach")
     assert read_state(root / ".git") == type(state)(head, None)
+
+
+def test_files_in_agrees_with_is_ignored(root: Path) -> None:
+    from mplp_lsp.ignore import IgnoreRules
+
+    (root / ".gitignore").write_text("*.log\nbuild/\n!keep.log\n/top.txt\nsub/*.tmp\n")
+    (root / "sub").mkdir()
+    (root / "sub/.gitignore").write_text("local.txt\n")
+    (root / "sub/dir.log").mkdir()
+    paths = [
+        "a.log", "keep.log", "top.txt", "sub/top.txt", "sub/x.tmp", "sub/deep/x.tmp",
+        "sub/local.txt", "other/local.txt", "build/x.py", "sub/build/y.py", "src/a.py",
+        "sub/dir.log", "logs/a.py", ".git/config", "sub/.git",
+    ]  # fmt: skip
+    rules = IgnoreRules(root, excludes=["*.py[co]", "vendor/"])
+    paths += ["vendor/a.py", "src/a.pyc"]
+    fresh = IgnoreRules(root, excludes=["*.py[co]", "vendor/"])
+    from mplp_lsp.runtime.drift.scan import per_directory
+
+    judge = per_directory(fresh.files_in)
+    assert {p: judge(p) for p in paths} == {p: rules.is_ignored(p) for p in paths}

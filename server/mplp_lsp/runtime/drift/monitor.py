@@ -25,6 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from mplp_lsp.ignore import IgnoreRules
 from mplp_lsp.intake import Intake, Submission
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
@@ -38,7 +39,7 @@ from mplp_lsp.runtime.drift.repository import (
     git_dir,
     read_state,
 )
-from mplp_lsp.runtime.drift.scan import Index, Outcome, Progress, check, load_index
+from mplp_lsp.runtime.drift.scan import Index, Outcome, Progress, check, load_index, per_directory
 from mplp_lsp.runtime.graph_events import graph_id
 from mplp_lsp.runtime.psg_files import FileChange
 from mplp_lsp.store.database import connect
@@ -47,7 +48,6 @@ from mplp_lsp.store.writer import StoreWriter
 log = logging.getLogger(__name__)
 
 Listener = Callable[[records.Changes], None]
-IgnoreCheck = Callable[[str], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +75,8 @@ class DriftMonitor:
         writer: StoreWriter,
         intake: Intake,
         *,
-        ignore: Callable[[], IgnoreCheck],
-        fresh_ignore: Callable[[], IgnoreCheck],
+        ignore: Callable[[], IgnoreRules],
+        fresh_ignore: Callable[[], IgnoreRules],
         ignore_epoch: Callable[[], int],
         snapshot_cap: Callable[[], int],
         repository: RepositoryRecord | None = None,
@@ -189,7 +189,7 @@ class DriftMonitor:
             conn = self._connection()
             loaded = load_index(conn) if items is None else None
             scanned = list(loaded.items()) if loaded is not None else items or []
-            ignored = self._fresh_ignore() if loaded is not None else None
+            ignored = per_directory(self._fresh_ignore().files_in) if loaded is not None else None
             outcome = check(
                 str(self.root), scanned, conn, now=utc_timestamp(),
                 is_ignored=ignored, cancel=cancel, progress=report,
@@ -274,7 +274,7 @@ class DriftMonitor:
             return
         if self._dirty is not None:
             self._dirty |= wanted
-        is_ignored = self._ignore()
+        is_ignored = self._ignore().is_ignored
         ignored = {path for path in wanted if is_ignored(path)}
         checked = sorted(wanted - ignored)
 

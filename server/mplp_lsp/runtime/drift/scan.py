@@ -20,6 +20,7 @@ import stat
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from mplp_lsp.runtime.drift.model import DiskFacts, Drift, Reason
 from mplp_lsp.runtime.psg_files import HASH_SIZE_CAP
@@ -33,6 +34,21 @@ _CHUNK = 2**20
 _IN_LIMIT = 500  # paths per "IN (...)" query
 _GONE = (errno.ENOENT, errno.ENOTDIR)
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC
+
+
+def per_directory(files_in: Callable[[str], bool | Callable[[str], bool]]) -> Callable[[str], bool]:
+    """An ``is_ignored(path)`` that looks a directory's rules up once per run of its files
+    (see :meth:`~mplp_lsp.ignore.IgnoreRules.files_in`): half the cost per path."""
+    current: list[Any] = [None, False]  # directory, its verdict or judge
+
+    def is_ignored(path: str) -> bool:
+        directory, _, name = path.rpartition("/")
+        if directory != current[0]:
+            current[0], current[1] = directory, files_in(directory)
+        judge = current[1]
+        return judge if isinstance(judge, bool) else bool(judge(name))
+
+    return is_ignored
 
 
 def load_index(conn: sqlite3.Connection) -> Index:
