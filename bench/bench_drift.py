@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -163,6 +164,7 @@ async def main_async(args: argparse.Namespace) -> None:
               "when found by the periodic scan)")  # fmt: skip
     finally:
         await workspace.close()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def main() -> None:

@@ -3,6 +3,7 @@ text, 100 files per directory in two directory levels, committed in a fresh Git 
 
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 from pathlib import Path
@@ -43,11 +44,11 @@ def make_tree(root: Path, files: int, *, seed: int = 7) -> list[str]:
         path.write_bytes(text(rng, index))
     (root / ".gitignore").write_text(_GITIGNORE)
     env = {
+        **os.environ,
         "GIT_AUTHOR_NAME": "b",
         "GIT_AUTHOR_EMAIL": "b@b",
         "GIT_COMMITTER_NAME": "b",
         "GIT_COMMITTER_EMAIL": "b@b",
-        "PATH": "/usr/bin:/bin",
     }
     subprocess.run(["git", "init", "-q", str(root)], check=True, env=env)
     subprocess.run(["git", "-C", str(root), "add", "-A"], check=True, env=env)

@@ -329,3 +329,41 @@ def test_files_in_agrees_with_is_ignored(root: Path) -> None:
 
     judge = per_directory(fresh.files_in)
     assert {p: judge(p) for p in paths} == {p: rules.is_ignored(p) for p in paths}
+
+
+def snapshot_count(ws: Workspace) -> int:
+    conn = sqlite3.connect(ws.paths.database)
+    try:
+        return int(conn.execute("SELECT COUNT(*) FROM psg_snapshots").fetchone()[0])
+    finally:
+        conn.close()
+
+
+async def test_snapshots_are_deduplicated_and_pruned(ws: Workspace) -> None:
+    await record(ws, "a.txt", "same\n")
+    await record(ws, "b.txt", "same\n")
+    assert snapshot_count(ws) == 1
+    await record(ws, "a.txt", "other\n")
+    assert snapshot_count(ws) == 2
+    (ws.root / "b.txt").unlink()
+    ws.observe(Change.DELETED, "b.txt")
+    await ws.settle()
+    assert snapshot_count(ws) == 1  # "same" is referenced by no node any more
+    (ws.root / "bin.dat").write_bytes(b"\x00\x01binary")
+    ws.observe(Change.CREATED, "bin.dat")
+    await ws.settle()
+    assert snapshot_count(ws) == 1  # binary content is not kept
+
+
+async def test_a_late_event_is_named_in_the_finding(ws: Workspace) -> None:
+    from mplp_lsp.intake import Submission
+    from mplp_lsp.protocol.kinds import Kind
+
+    await record(ws, "a.py", "x\n")
+    (ws.root / "a.py").write_text("changed behind the PSG's back\n")
+    late = {"file_path": "a.py", "change_type": "modified", "timestamp": "2020-01-01T00:00:00Z"}
+    await ws.intake.submit(Submission(Kind.FILE_UPDATE, late, "ide", trusted_paths=True))
+    await ws.bus.drain()
+    drift = ws.drift.open_drifts["a.py"]
+    assert drift.note is not None and "late file_update" in drift.note
+    assert "2020-01-01" in drift.message()
