@@ -34,7 +34,13 @@ class Engine:
         self.error_log = IntegrationErrorLog(paths.error_log)
         self.intake = Intake(writer, self.bus, self.error_log, root=root, family=family(settings))
         self._files_executor = ThreadPoolExecutor(1, thread_name_prefix="mplp-files")
-        self.file_nodes = FileNodes(root, writer, self.intake, self._files_executor)
+        self.file_nodes = FileNodes(
+            root,
+            writer,
+            self.intake,
+            self._files_executor,
+            snapshot_cap=settings.snapshot_max_bytes,
+        )
         self.bus.subscribe("psg-files", self.file_nodes.handle, kinds={Kind.FILE_UPDATE.value})
         self.commit_graph = CommitGraph(writer, self.intake)
         self.bus.subscribe("psg-git", self.commit_graph.handle, kinds={Kind.GIT.value})
@@ -43,6 +49,7 @@ class Engine:
 
     def apply_settings(self, settings: Settings) -> None:
         self.intake.family = family(settings)
+        self.file_nodes.snapshot_cap = settings.snapshot_max_bytes
 
     async def drain(self) -> None:
         """Wait until consumers have handled everything, including what they submitted."""

@@ -446,6 +446,36 @@ class IgnoreRules:
                 return True
         return False
 
+    def files_in(self, directory: str) -> bool | Callable[[str], bool]:
+        """For judging many files of one directory (a drift scan): True when the whole
+        directory is ignored, else a function of a file *name* in it. The directory's rules
+        are looked up once instead of per file; each name costs one match per rule set."""
+        rel = directory.strip("/")
+        framed = f"/{rel}/" if rel else "/"
+        if rel and ("/.git/" in framed or framed.startswith(self._internal)):
+            return True
+        base = rel + "/" if rel else ""
+        stacks = []
+        for layer in (self._excludes, self._git):
+            rules = layer.stack(rel)
+            if rules is None:
+                return True
+            stacks.append((rules, layer.prefix + base.encode("utf-8", "surrogateescape")))
+
+        def ignored(name: str) -> bool:
+            if name == ".git":
+                return True
+            encoded = name.encode("utf-8", "surrogateescape")
+            for rules, prefix in stacks:
+                verdict = rules.verdict(prefix + encoded, None)
+                if verdict is None:
+                    verdict = rules.verdict(prefix + encoded, self._is_dir(base + name))
+                if verdict:
+                    return True
+            return False
+
+        return ignored
+
     def invalidate(self, relpath: str) -> None:
         """Forget what an ignore file said: pass the changed ``.gitignore``, ``.git/info/exclude``
         or a directory whose ``.gitignore`` changed; ``""`` re-reads everything."""

@@ -33,6 +33,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, Vali
 from mplp_lsp.protocol.schemas import load_json
 
 __all__ = [
+    "DriftSeverity",
     "EmailPolicy",
     "EventFamily",
     "LogLevel",
@@ -44,6 +45,7 @@ __all__ = [
 EventFamily = Literal["spec", "upstream"]
 LogLevel = Literal["error", "warning", "info", "debug"]
 EmailPolicy = Literal["keep", "hash", "drop"]
+DriftSeverity = Literal["error", "warning", "information", "hint"]
 
 _SECTION = "mplp"
 _FOLDER_KEYS = ("scopeUri", "folder")
@@ -95,6 +97,11 @@ class Settings(BaseModel):
     )
     forward_disk_budget_mb: _Int = Field(
         default=1024, alias="forwardDiskBudgetMb", ge=1, le=1_048_576
+    )
+    drift_interval: _Int = Field(default=60, alias="driftInterval", ge=0, le=86_400)
+    drift_severity: DriftSeverity = Field(default="warning", alias="driftSeverity")
+    snapshot_max_bytes: _Int = Field(
+        default=1_048_576, alias="snapshotMaxBytes", ge=0, le=67_108_864
     )
 
 

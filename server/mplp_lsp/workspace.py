@@ -20,6 +20,7 @@ from mplp_lsp.intake import Submission
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ValidationResult
+from mplp_lsp.runtime.drift import DriftMonitor
 from mplp_lsp.settings import Settings
 from mplp_lsp.sources.debounce import Change, Debouncer, Observation, Settled
 from mplp_lsp.sources.files import LANGUAGE, TIMESTAMP, EditorDocuments, payload_for
@@ -79,6 +80,20 @@ class Workspace:
         )
         self.inbox = InboxSource(paths.inbox, self.intake)
         self.ignore = IgnoreRules(root, excludes=settings.exclude, internal_dirs=[paths.root])
+        self.ignore_epoch = 0  # bumped whenever the ignore rules change
+        self.drift = DriftMonitor(
+            root,
+            writer,
+            self.intake,
+            ignore=lambda: self.ignore,
+            fresh_ignore=lambda: IgnoreRules(
+                root, excludes=self.settings.exclude, internal_dirs=[paths.root]
+            ),
+            ignore_epoch=lambda: self.ignore_epoch,
+            snapshot_cap=lambda: self.settings.snapshot_max_bytes,
+        )
+        self.file_nodes.on_applied(self.drift.applied)
+        self._drift_task: asyncio.Task[None] | None = None
         self.documents = EditorDocuments()
         self.debouncer = self._new_debouncer(settings)
         self.ignored = 0
@@ -115,9 +130,15 @@ class Workspace:
             )
             await workspace.inbox.start()
             await workspace.git.start()
+            await workspace.drift.start()
+            await workspace.drift.ensure_repository_record()
         except BaseException:
             await workspace.close()
             raise
+        workspace._drift_task = asyncio.get_running_loop().create_task(
+            workspace.drift.run_periodic(lambda: workspace.settings.drift_interval),
+            name="drift-scans",
+        )
         return workspace
 
     def _new_debouncer(self, settings: Settings) -> Debouncer:
@@ -148,6 +169,7 @@ class Workspace:
             self.git.notify()
         if path.rsplit("/", 1)[-1] == ".gitignore":
             self.ignore.invalidate(path)
+            self.ignore_epoch += 1
         if self.ignore.is_ignored(path):
             self.ignored += 1
             return False
@@ -193,6 +215,7 @@ class Workspace:
         """New settings take effect for activity observed from now on."""
         if settings.exclude != self.settings.exclude:
             self.ignore = self.ignore.with_excludes(settings.exclude)
+            self.ignore_epoch += 1
         if (settings.debounce_ms, settings.max_wait_ms) != (
             self.settings.debounce_ms,
             self.settings.max_wait_ms,
@@ -229,7 +252,11 @@ class Workspace:
             await self.inbox.close()
             await self.debouncer.flush()
             await self.debouncer.aclose()
+            if self._drift_task is not None:
+                self._drift_task.cancel()
+                await asyncio.gather(self._drift_task, return_exceptions=True)
             await self.engine.close()
+            await self.drift.close()
             await self._writer.close()
         finally:
             self._lock.release()

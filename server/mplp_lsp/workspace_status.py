@@ -26,6 +26,8 @@ class WorkspaceStatus:
     store_health: str = "ok"  # "degraded" once a damaged store was salvaged
     salvage: dict[str, Any] | None = None
     forward: dict[str, Any] | None = None
+    drift: int = 0  # drifted files awaiting a decision (deferred ones not counted)
+    drift_deferred: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -61,4 +63,15 @@ def read_status(
         store_health="ok" if (salvage := read_report(conn)) is None else "degraded",
         salvage=salvage,
         forward=forward_status(conn, forwarding),
+        **_drift_counts(conn),
     )
+
+
+def _drift_counts(conn: sqlite3.Connection) -> dict[str, int]:
+    from mplp_lsp.runtime.drift.records import count
+
+    try:
+        drift, deferred = count(conn)
+    except sqlite3.OperationalError:  # a store from before drift tracking, opened read-only
+        return {}
+    return {"drift": drift, "drift_deferred": deferred}

@@ -127,6 +127,7 @@ async def lsp_session(
     folders: list[Path] | None = None,
     on_client: Callable[[LanguageClient], None] | None = None,
     client_factory: Callable[[], LanguageClient] = make_test_lsp_client,
+    capabilities: types.ClientCapabilities | None = None,
 ) -> AsyncIterator[Session]:
     client = client_factory()
     session = Session(client, workspace, state_dir)
@@ -155,7 +156,7 @@ async def lsp_session(
     roots = folders or [workspace]
     await client.initialize_session(
         types.InitializeParams(
-            capabilities=client_capabilities(client_name),
+            capabilities=capabilities or client_capabilities(client_name),
             process_id=os.getpid(),
             root_uri=workspace.as_uri(),
             workspace_folders=[types.WorkspaceFolder(uri=r.as_uri(), name=r.name) for r in roots],

@@ -110,7 +110,15 @@ def test_schema_v1_tables_and_indexes(conn: sqlite3.Connection) -> None:
     assert names["events_kind_seq"] == "index"
     assert names["events_timestamp"] == "index"
     columns = [row[1] for row in conn.execute("PRAGMA table_info(psg_files)")]
-    assert columns == ["path", "last_modified", "size", "mtime_ns", "content_hash", "updated_seq"]
+    assert columns == [
+        "path",
+        "last_modified",
+        "size",
+        "mtime_ns",
+        "content_hash",
+        "updated_seq",
+        "inode",
+    ]
 
 
 def test_reopening_keeps_data_and_does_not_reapply(

@@ -7,13 +7,13 @@ import sys
 from collections.abc import Sequence
 
 from mplp_lsp import __version__
-from mplp_lsp.cli import collector, emit, events, hooks, serve, status, validate, watch
+from mplp_lsp.cli import collector, drift, emit, events, hooks, serve, status, validate, watch
 
 EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_USAGE = 2
 
-_COMMANDS = (serve, watch, events, status, validate, emit, hooks, collector)
+_COMMANDS = (serve, watch, events, status, validate, emit, hooks, drift, collector)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {kind:<18}{count}")
     print(f"rejected      {status.rejected}")
     print(f"last event    {status.last_event_time or '-'}")
+    print(f"drift         {status.drift} file(s) ({status.drift_deferred} deferred)")
     print(f"store size    {status.store_bytes:,} bytes")
     if status.store_health != "ok":
         moved = (status.salvage or {}).get("moved_to")

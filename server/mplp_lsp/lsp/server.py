@@ -23,6 +23,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from mplp_lsp import __version__
+from mplp_lsp.lsp import drift
 from mplp_lsp.lsp.stdio import serve_stdio, watch_parent
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ class MplpLanguageServer(LanguageServer):
         self.parent_pid: int | None = None
         # How to stop reading input when the editor is gone; stdio replaces it.
         self.stop_reading: Callable[[], None] = self.shutdown
+        self.drift = drift.DriftFeature(self)
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         # pygls would pop an error dialog per background exception; a daemon logs instead.
@@ -150,6 +152,7 @@ class MplpLanguageServer(LanguageServer):
                 self._warn(f"mplp-lsp is not recording {root}: {exc}")
                 continue
             workspace.on_commit(lambda _count: self.status_changed())
+            self.drift.attach(workspace)
         self.workspaces = workspaces
         early, self._early = self._early, []
         for replay in early:
@@ -368,6 +371,7 @@ def create_server(
             if path := to_fs_path(added.uri):
                 workspace = await ls.workspaces.add(Path(path), await ls._settings_for(added.uri))
                 workspace.on_commit(lambda _count: ls.status_changed())
+                ls.drift.attach(workspace)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def did_change_configuration(
@@ -380,6 +384,8 @@ def create_server(
     @server.feature(STATUS_REQUEST)
     async def status(ls: MplpLanguageServer, _params: Any) -> dict[str, Any]:
         return await ls.status()
+
+    drift.register(server)
 
     @server.feature(types.SHUTDOWN)
     async def shutdown(ls: MplpLanguageServer, _params: Any) -> None:

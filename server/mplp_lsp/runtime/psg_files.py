@@ -14,7 +14,7 @@ import hashlib
 import logging
 import sqlite3
 import stat
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,6 +23,7 @@ from typing import Any
 
 from mplp_lsp.intake import Intake, Submission
 from mplp_lsp.protocol.kinds import Kind
+from mplp_lsp.runtime import psg_snapshots
 from mplp_lsp.runtime.graph_events import UpdateKind, graph_id, graph_update
 from mplp_lsp.store.events import StoredEvent
 from mplp_lsp.store.writer import StoreWriter
@@ -42,6 +43,8 @@ class FileFacts:
     size: int
     mtime_ns: int
     content_hash: str | None
+    inode: int | None = None
+    content: bytes | None = None  # kept as the node's snapshot: a text file under the cap
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,29 +73,60 @@ def content_hash(path: Path) -> str:
     return "blake2b-128:" + digest.hexdigest()
 
 
-def file_facts(path: Path) -> FileFacts | None:
-    """Size, mtime and hash of a regular file; None if it is gone or not a regular file."""
+def bytes_hash(data: bytes) -> str:
+    return "blake2b-128:" + hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def file_facts(path: Path, *, snapshot_cap: int = 0) -> FileFacts | None:
+    """Size, mtime, inode and hash of a regular file; None if it is gone or not a regular file.
+
+    A text file of at most ``snapshot_cap`` bytes is read whole, and its bytes come back with
+    the facts (hashed from the same read, so the snapshot and the hash always agree).
+    """
     try:
         info = path.stat(follow_symlinks=False)
         if not stat.S_ISREG(info.st_mode):  # a symlink, a directory, a fifo...
             return None
+        if info.st_size <= snapshot_cap:
+            with path.open("rb") as handle:
+                data = handle.read(snapshot_cap + 1)
+            if len(data) <= snapshot_cap:
+                kept = data if psg_snapshots.is_text(data) else None
+                return FileFacts(len(data), info.st_mtime_ns, bytes_hash(data), info.st_ino, kept)
         digest = content_hash(path) if info.st_size <= HASH_SIZE_CAP else None
     except OSError:
         return None
-    return FileFacts(info.st_size, info.st_mtime_ns, digest)
+    return FileFacts(info.st_size, info.st_mtime_ns, digest, info.st_ino)
 
 
 def _instant(timestamp: str) -> datetime:
     return datetime.fromisoformat(timestamp.replace("z", "Z"))
 
 
+AppliedListener = Callable[[Sequence[FileChange]], Awaitable[None]]
+
+
 class FileNodes:
-    def __init__(self, root: Path, writer: StoreWriter, intake: Intake, executor: Executor) -> None:
+    def __init__(
+        self,
+        root: Path,
+        writer: StoreWriter,
+        intake: Intake,
+        executor: Executor,
+        *,
+        snapshot_cap: int = 0,
+    ) -> None:
         self._root = root
         self._writer = writer
         self._intake = intake
         self._executor = executor
         self._graph_id: str | None = None
+        self.snapshot_cap = snapshot_cap
+        self._applied: list[AppliedListener] = []
+
+    def on_applied(self, listener: AppliedListener) -> None:
+        """Called with each batch of file changes once the PSG has applied it (drift checks)."""
+        self._applied.append(listener)
 
     async def handle(self, events: Sequence[StoredEvent]) -> None:
         changes = [_file_change(event) for event in events if event.kind == Kind.FILE_UPDATE.value]
@@ -101,6 +135,8 @@ class FileNodes:
         loop = asyncio.get_running_loop()
         facts = await loop.run_in_executor(self._executor, self._gather, changes)
         graph_changes = await self._writer.run(lambda conn: _apply(conn, changes, facts))
+        for listener in self._applied:
+            await listener(changes)
         if not graph_changes:
             return
         graph_id = await self._ensure_graph_id()
@@ -112,7 +148,7 @@ class FileNodes:
 
     def _gather(self, changes: Sequence[FileChange]) -> dict[str, FileFacts | None]:
         return {
-            change.path: file_facts(self._root / change.path)
+            change.path: file_facts(self._root / change.path, snapshot_cap=self.snapshot_cap)
             for change in changes
             if change.change_type != "deleted"
         }
@@ -145,13 +181,12 @@ def _apply(
             continue  # a late event: the node already records something newer
         if change.change_type == "deleted":
             if known is not None:
-                conn.execute("DELETE FROM psg_files WHERE path = ?", (change.path,))
+                delete_node(conn, change.path)
                 out.append(GraphChange("node_delete", -1, change.path, None, change.cause_event_id))
             continue
         moved_from = None
         if change.change_type == "renamed" and change.previous_path:
-            removed = conn.execute("DELETE FROM psg_files WHERE path = ?", (change.previous_path,))
-            moved_from = change.previous_path if removed.rowcount else None
+            moved_from = change.previous_path if delete_node(conn, change.previous_path) else None
         _upsert(conn, change, facts.get(change.path))
         if moved_from is not None:
             delta = 0 if known is None else -1
@@ -168,21 +203,42 @@ def _recorded_at(conn: sqlite3.Connection, path: str) -> str | None:
     return None if row is None else str(row[0])
 
 
-def _upsert(conn: sqlite3.Connection, change: FileChange, facts: FileFacts | None) -> None:
+def delete_node(conn: sqlite3.Connection, path: str) -> bool:
+    row = conn.execute("DELETE FROM psg_files WHERE path = ? RETURNING content_hash", (path,))
+    found = row.fetchone()
+    if found is not None:
+        psg_snapshots.release(conn, found[0])
+    return found is not None
+
+
+def record_node(
+    conn: sqlite3.Connection, path: str, timestamp: str, facts: FileFacts | None
+) -> None:
+    """Write a file node's facts (and its snapshot); on the writer thread, in a transaction."""
+    old = conn.execute("SELECT content_hash FROM psg_files WHERE path = ?", (path,)).fetchone()
     conn.execute(
-        "INSERT INTO psg_files(path, last_modified, size, mtime_ns, content_hash, updated_seq) "
-        "VALUES (?, ?, ?, ?, ?, COALESCE((SELECT MAX(seq) FROM events), 0)) "
+        "INSERT INTO psg_files(path, last_modified, size, mtime_ns, content_hash, inode, "
+        "updated_seq) VALUES (?, ?, ?, ?, ?, ?, COALESCE((SELECT MAX(seq) FROM events), 0)) "
         "ON CONFLICT(path) DO UPDATE SET last_modified = excluded.last_modified, "
         "size = excluded.size, mtime_ns = excluded.mtime_ns, content_hash = excluded.content_hash, "
-        "updated_seq = excluded.updated_seq",
+        "inode = excluded.inode, updated_seq = excluded.updated_seq",
         (
-            change.path,
-            change.timestamp,
+            path,
+            timestamp,
             facts.size if facts else None,
             facts.mtime_ns if facts else None,
             facts.content_hash if facts else None,
+            facts.inode if facts else None,
         ),
     )
+    if facts is not None and facts.content is not None and facts.content_hash is not None:
+        psg_snapshots.keep(conn, facts.content_hash, facts.content)
+    if old is not None and old[0] != (facts.content_hash if facts else None):
+        psg_snapshots.release(conn, old[0])
+
+
+def _upsert(conn: sqlite3.Connection, change: FileChange, facts: FileFacts | None) -> None:
+    record_node(conn, change.path, change.timestamp, facts)
 
 
 _EVENT_TYPES = {

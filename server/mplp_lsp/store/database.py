@@ -201,7 +201,37 @@ BEGIN
 END;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _TOOL_INVOCATIONS, _GIT, _OUTBOX)
+_DRIFT: Final = """
+-- Drift (spec §6.5). The inode joins size and mtime as a stat fact: a file replaced by
+-- another with the same size and mtime (cp -p, an atomic rename) is still noticed.
+ALTER TABLE psg_files ADD COLUMN inode INTEGER;
+CREATE INDEX psg_files_content_hash ON psg_files (content_hash);
+
+-- The recorded content of tracked text files up to a size cap, so "PSG wins" can restore
+-- it. Content-addressed: one row per distinct content, deleted once no node references it.
+-- Never forwarded and never logged: it is not an event.
+CREATE TABLE psg_snapshots (
+    content_hash TEXT PRIMARY KEY,
+    content      BLOB NOT NULL
+);
+
+-- What the last checks found. state 'open' is shown to the user; 'deferred' was put off
+-- by the user until the file changes again (the disk facts then differ from these).
+CREATE TABLE psg_drift (
+    path          TEXT PRIMARY KEY,
+    reason        TEXT NOT NULL,
+    detected_at   TEXT NOT NULL,
+    recorded_at   TEXT,
+    disk_size     INTEGER,
+    disk_mtime_ns INTEGER,
+    disk_inode    INTEGER,
+    disk_hash     TEXT,
+    note          TEXT,
+    state         TEXT NOT NULL DEFAULT 'open'
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _TOOL_INVOCATIONS, _GIT, _OUTBOX, _DRIFT)
 """Schema scripts; index ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append only."""
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

@@ -1,0 +1,168 @@
+"""``mplp-lsp drift``: where the project graph and the files disagree, and fixing it.
+
+Without a running daemon the command opens the workspace itself, scans, and can resolve.
+While a daemon records the workspace it owns the store (one writer per state dir), so the
+command prints the daemon's latest findings read-only and refuses ``--resolve``; use the
+editor's quick fixes or stop the daemon.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from mplp_lsp.cli.common import add_state_options, add_workspace_option, workspace_path
+
+EXIT_CLEAN = 0
+EXIT_DRIFT = 1
+EXIT_REFUSED = 2
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser(
+        "drift",
+        help="scan for drift between the project graph and the files; resolve it",
+        description=(
+            "Compare what the PSG recorded for each file with the disk (and the recorded "
+            "HEAD with the repository). Exit status 0: no drift; 1: drift; 2: refused."
+        ),
+    )
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="only these files")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--resolve",
+        choices=("fs", "psg", "merge"),
+        help="fs: the PSG takes the disk's version; psg: restore the recorded content; "
+        "merge: three-way merge (conflicts left as markers)",
+    )
+    add_workspace_option(parser)
+    add_state_options(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mplp_lsp.cli.store_access import state_paths
+    from mplp_lsp.statedir import StateDirLock
+
+    root = workspace_path(args.workspace)
+    paths = state_paths(root, args.state_dir)
+    wanted = [_relative(root, raw) for raw in args.paths]
+    owner = StateDirLock(paths.lock, workspace=root).owner()
+    if owner is not None:
+        return _read_only(root, paths, wanted, owner, args)
+    return asyncio.run(_scan(root, wanted, args))
+
+
+def _relative(root: Path, raw: str) -> str:
+    """Lexically: a drifted file may be gone, so it cannot be resolved through the disk."""
+    absolute = Path(raw) if Path(raw).is_absolute() else Path.cwd() / raw
+    try:
+        relative = Path(*_normal(absolute.parts)).relative_to(root)
+    except ValueError:
+        raise SystemExit(f"mplp-lsp drift: {raw} is outside the workspace {root}") from None
+    return relative.as_posix()
+
+
+def _normal(parts: tuple[str, ...]) -> list[str]:
+    out: list[str] = []
+    for part in parts:
+        if part == "..":
+            if len(out) > 1:
+                out.pop()
+        elif part != ".":
+            out.append(part)
+    return out
+
+
+def _read_only(
+    root: Path, paths: Any, wanted: list[str], owner: dict[str, Any], args: argparse.Namespace
+) -> int:
+    from mplp_lsp.cli.store_access import open_read_only
+    from mplp_lsp.runtime.drift import records
+
+    daemon = f"the mplp-lsp daemon (pid {owner.get('pid')}) owns this workspace's store"
+    if args.resolve:
+        print(
+            f"mplp-lsp drift: {daemon}; resolve drift from the editor's quick fixes, or stop "
+            "the daemon first",
+            file=sys.stderr,
+        )
+        return EXIT_REFUSED
+    conn = open_read_only(paths)
+    try:
+        found = records.load(conn) if conn is not None else {}
+    finally:
+        if conn is not None:
+            conn.close()
+    drifts = [d for d in found.values() if d.state == "open" and _selected(d.path, wanted)]
+    report = {
+        "workspace": str(root),
+        "read_only": True,
+        "daemon": owner,
+        "drift": [d.to_json() for d in sorted(drifts, key=lambda d: d.path)],
+    }
+    _print(report, args.json, note=f"{daemon}: its latest findings, read-only")
+    return EXIT_DRIFT if drifts else EXIT_CLEAN
+
+
+def _selected(path: str, wanted: list[str]) -> bool:
+    return not wanted or any(path == w or path.startswith(w.rstrip("/") + "/") for w in wanted)
+
+
+async def _scan(root: Path, wanted: list[str], args: argparse.Namespace) -> int:
+    from mplp_lsp.runtime.drift import Strategy
+    from mplp_lsp.settings import parse_settings
+    from mplp_lsp.workspace import StateDirBusy, Workspace
+
+    try:
+        workspace = await Workspace.open(
+            root, parse_settings({"driftInterval": 0})[0], state_dir=args.state_dir
+        )
+    except StateDirBusy as busy:
+        print(f"mplp-lsp drift: {busy}", file=sys.stderr)
+        return EXIT_REFUSED
+    try:
+        summary = await workspace.drift.scan()
+        resolved = []
+        if args.resolve:
+            for path in sorted(workspace.drift.open_drifts):
+                if _selected(path, wanted):
+                    result = await workspace.drift.resolve(path, Strategy(args.resolve))
+                    resolved.append(result.to_json())
+        drifts = [d for d in workspace.drift.open_drifts.values() if _selected(d.path, wanted)]
+        report = {
+            "workspace": str(root),
+            "read_only": False,
+            "checked": summary.checked,
+            "seconds": round(summary.seconds, 3),
+            "repository": summary.repository.to_json() if summary.repository else None,
+            "resolved": resolved,
+            "drift": [d.to_json() for d in sorted(drifts, key=lambda d: d.path)],
+        }
+    finally:
+        await workspace.close()
+    _print(report, args.json)
+    return EXIT_DRIFT if drifts or report["repository"] else EXIT_CLEAN
+
+
+def _print(report: dict[str, Any], as_json: bool, note: str | None = None) -> None:
+    if as_json:
+        print(json.dumps(report, ensure_ascii=False))
+        return
+    if note:
+        print(note)
+    for result in report.get("resolved", []):
+        mark = "resolved" if result["ok"] else "not resolved"
+        print(f"{mark:<13} {result['strategy']:<6} {result['path']}: {result['message']}")
+    if report.get("repository"):
+        print(report["repository"]["message"])
+    if not report["drift"]:
+        print("no drift" + (f" ({report['checked']} files checked)" if "checked" in report else ""))
+        return
+    print(f"{'PATH':<40} {'REASON':<11} MESSAGE")
+    for drift in report["drift"]:
+        print(f"{drift['path']:<40} {drift['reason']:<11} {drift['message']}")

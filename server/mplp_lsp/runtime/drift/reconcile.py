@@ -1,0 +1,199 @@
+"""The reconciliation strategies of spec §6.5, each recorded in the PSG.
+
+* file system wins: the node takes the disk's facts and content (or is removed when the
+  file is gone);
+* PSG wins: the recorded content is written back (from the snapshot; a Git blob at HEAD
+  serves when it has the recorded hash), atomically, keeping the file's mode;
+* merge: see :mod:`mplp_lsp.runtime.drift.merge`; a clean merge is written and recorded, a
+  conflicting one is written with markers and the drift stays, with a note.
+
+Each resolution that changes the graph returns the ``graph_update`` it causes (built with
+:func:`~mplp_lsp.runtime.graph_events.graph_update`); the monitor submits it to the intake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import stat
+import tempfile
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from mplp_lsp.protocol.envelope import utc_timestamp
+from mplp_lsp.runtime import psg_snapshots
+from mplp_lsp.runtime.drift import merge, records
+from mplp_lsp.runtime.drift.model import DiskFacts, Drift, Reason, Strategy
+from mplp_lsp.runtime.graph_events import graph_update
+from mplp_lsp.runtime.psg_files import (
+    FileFacts,
+    bytes_hash,
+    delete_node,
+    file_facts,
+    record_node,
+)
+from mplp_lsp.store.writer import StoreWriter
+
+EventFor = Callable[[str], dict[str, Any]]  # graph id -> the graph_update event
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    path: str
+    strategy: Strategy
+    ok: bool
+    message: str
+    conflicts: int = 0
+    event: EventFor | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "strategy": str(self.strategy),
+            "ok": self.ok,
+            "message": self.message,
+            "conflicts": self.conflicts,
+        }
+
+
+class Reconciler:
+    def __init__(self, root: Path, writer: StoreWriter, snapshot_cap: Callable[[], int]) -> None:
+        self._root = root
+        self._writer = writer
+        self._cap = snapshot_cap
+
+    async def resolve(
+        self, drift: Drift, strategy: Strategy, loop: asyncio.AbstractEventLoop, pool: Executor
+    ) -> Resolution:
+        if strategy is Strategy.FS:
+            return await self._file_system_wins(drift, loop, pool)
+        recorded = await self._writer.read(lambda conn: _recorded(conn, drift.path))
+        content = recorded[1] if recorded else None
+        if recorded is not None and content is None and recorded[0] is not None:
+            blob = await loop.run_in_executor(pool, merge.head_blob, self._root, drift.path)
+            content = blob if blob is not None and bytes_hash(blob) == recorded[0] else None
+        if content is None:
+            return Resolution(
+                drift.path, strategy, False,
+                "the PSG holds no recorded content for this file (binary, over the snapshot "
+                "size cap, or recorded before snapshots were kept)",
+            )  # fmt: skip
+        if strategy is Strategy.PSG:
+            return await self._psg_wins(drift, content, loop, pool)
+        return await self._merge(drift, content, loop, pool)
+
+    async def _file_system_wins(
+        self, drift: Drift, loop: asyncio.AbstractEventLoop, pool: Executor
+    ) -> Resolution:
+        path = drift.path
+        facts = await loop.run_in_executor(
+            pool, lambda: file_facts(self._root / path, snapshot_cap=self._cap())
+        )
+        now = utc_timestamp()
+        if facts is None:
+            await self._writer.run(lambda conn: _remove_node(conn, path))
+            return Resolution(
+                path, Strategy.FS, True, "the PSG no longer records the file",
+                event=_event(path, Strategy.FS, "node_delete", -1),
+            )  # fmt: skip
+        await self._writer.run(lambda conn: _record(conn, path, now, facts))
+        return Resolution(
+            path, Strategy.FS, True, "the PSG now records the file as it is on disk",
+            event=_event(path, Strategy.FS, "node_update", 0),
+        )  # fmt: skip
+
+    async def _psg_wins(
+        self, drift: Drift, content: bytes, loop: asyncio.AbstractEventLoop, pool: Executor
+    ) -> Resolution:
+        facts = await loop.run_in_executor(pool, self._write, drift.path, content)
+        now = utc_timestamp()
+        await self._writer.run(lambda conn: _record(conn, drift.path, now, facts))
+        return Resolution(
+            drift.path, Strategy.PSG, True, "the recorded content was restored",
+            event=_event(drift.path, Strategy.PSG, "node_update", 0),
+        )  # fmt: skip
+
+    async def _merge(
+        self, drift: Drift, recorded: bytes, loop: asyncio.AbstractEventLoop, pool: Executor
+    ) -> Resolution:
+        if drift.reason is not Reason.MODIFIED:
+            return Resolution(
+                drift.path, Strategy.MERGE, False, f"cannot merge a file that is {drift.reason}"
+            )
+
+        def work() -> tuple[int, FileFacts | None]:
+            disk = (self._root / drift.path).read_bytes()
+            base = merge.head_blob(self._root, drift.path)
+            merged = merge.merge(disk, base, recorded, name=drift.path)
+            return merged.conflicts, self._write(drift.path, merged.content)
+
+        try:
+            conflicts, facts = await loop.run_in_executor(pool, work)
+        except (OSError, RuntimeError) as error:
+            return Resolution(drift.path, Strategy.MERGE, False, f"merge failed: {error}")
+        if conflicts:
+            note = (
+                f"the merge left {conflicts} conflict(s) marked in the file; edit them, then "
+                "choose 'file system wins'"
+            )
+            disk = (
+                DiskFacts(facts.size, facts.mtime_ns, facts.inode or 0, facts.content_hash)
+                if facts
+                else None
+            )
+            conflicted = replace(drift, disk=disk, note=note, state="open")
+            await self._writer.run(lambda conn: records.put(conn, conflicted))
+            return Resolution(drift.path, Strategy.MERGE, False, note, conflicts)
+        now = utc_timestamp()
+        await self._writer.run(lambda conn: _record(conn, drift.path, now, facts))
+        return Resolution(
+            drift.path, Strategy.MERGE, True, "merged cleanly; the PSG records the result",
+            event=_event(drift.path, Strategy.MERGE, "node_update", 0),
+        )  # fmt: skip
+
+    def _write(self, path: str, content: bytes) -> FileFacts | None:
+        """Replace the file atomically (a reader never sees half of it), keeping its mode."""
+        target = self._root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            mode = stat.S_IMODE(target.stat(follow_symlinks=False).st_mode)
+        except OSError:
+            mode = 0o644
+        handle, scratch = tempfile.mkstemp(dir=target.parent, prefix=".mplp-restore-")
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(content)
+            Path(scratch).chmod(mode)
+            Path(scratch).replace(target)
+        except BaseException:
+            Path(scratch).unlink(missing_ok=True)
+            raise
+        return file_facts(target, snapshot_cap=max(self._cap(), len(content)))
+
+
+def _recorded(conn: sqlite3.Connection, path: str) -> tuple[str | None, bytes | None] | None:
+    row = conn.execute("SELECT content_hash FROM psg_files WHERE path = ?", (path,)).fetchone()
+    if row is None:
+        return None
+    digest = row[0]
+    return digest, psg_snapshots.content(conn, digest) if digest else None
+
+
+def _record(conn: sqlite3.Connection, path: str, now: str, facts: FileFacts | None) -> None:
+    record_node(conn, path, now, facts)
+    records.clear(conn, path)
+
+
+def _remove_node(conn: sqlite3.Connection, path: str) -> None:
+    delete_node(conn, path)
+    records.clear(conn, path)
+
+
+def _event(path: str, strategy: Strategy, kind: Any, delta: int) -> EventFor:
+    event_type = "file_node_removed" if kind == "node_delete" else "file_drift_resolved"
+    payload = {"node_type": "file", "node_id": path, "cause": "drift", "strategy": str(strategy)}
+    return lambda graph: graph_update(graph, kind, event_type, payload, node_delta=delta)

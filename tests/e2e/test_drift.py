@@ -1,0 +1,228 @@
+"""End to end: drift found by a real daemon, shown as diagnostics, fixed by quick fixes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pytest_lsp import client_capabilities
+
+from tests.e2e.harness import Session, lsp_session, plain, read_events
+
+GIT_ENV = {
+    **os.environ,
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+}
+BASE = "".join(f"line {i}\n" for i in range(1, 11))
+
+
+def commit(workspace: Path, path: str, text: str) -> None:
+    (workspace / path).parent.mkdir(parents=True, exist_ok=True)
+    (workspace / path).write_text(text)
+    for args in (["add", path], ["commit", "-qm", path]):
+        subprocess.run(["git", "-C", str(workspace), *args], check=True, env=GIT_ENV)
+
+
+async def record(workspace: Path, state_dir: Path, files: dict[str, str]) -> None:
+    """A first daemon session records the files in the PSG, then stops."""
+    async with lsp_session(workspace, state_dir) as session:
+        for path, text in files.items():
+            session.save(path, text)
+        await session.wait_for_events(len(files), settle=0.3)
+        await wait_for_nodes(state_dir, len(files))
+
+
+async def wait_for_nodes(state_dir: Path, count: int, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if len(read_events(state_dir, "graph_update")) >= count:
+            return
+        await asyncio.sleep(0.05)
+    raise TimeoutError("the PSG did not record the files")
+
+
+async def wait_for_diagnostics(
+    session: Session, path: str, *, present: bool, timeout: float = 20.0
+) -> Sequence[types.Diagnostic]:
+    uri = session.uri(path)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = session.client.diagnostics.get(uri)
+        if found is not None and bool(found) == present:
+            return found
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"diagnostics of {path} never became {'set' if present else 'empty'}")
+
+
+async def quick_fixes(
+    session: Session, path: str, diagnostics: Sequence[types.Diagnostic]
+) -> list[dict[str, Any]]:
+    """The raw JSON answer: the client's converter cannot tell a CodeAction from a Command,
+    so the message is read before it is converted."""
+    protocol = session.client.protocol
+    raw: list[dict[str, Any]] = []
+    convert = protocol.structure_message
+
+    def spy(data: dict[str, Any]) -> Any:
+        if "result" in data:
+            raw.append(data)
+        return convert(data)
+
+    protocol.structure_message = spy  # type: ignore[method-assign]
+    try:
+        await session.client.text_document_code_action_async(
+            types.CodeActionParams(
+                text_document=types.TextDocumentIdentifier(uri=session.uri(path)),
+                range=types.Range(start=types.Position(0, 0), end=types.Position(0, 0)),
+                context=types.CodeActionContext(diagnostics=list(diagnostics)),
+            )
+        )
+    finally:
+        protocol.structure_message = convert  # type: ignore[method-assign]
+    result = raw[-1]["result"]
+    assert isinstance(result, list)
+    return result
+
+
+async def resolve(session: Session, path: str, strategy: str) -> dict[str, Any]:
+    result = await session.client.workspace_execute_command_async(
+        types.ExecuteCommandParams(
+            command="mplp.resolveDrift", arguments=[session.uri(path), strategy]
+        )
+    )
+    answer = plain(result)
+    assert isinstance(answer, dict)
+    return answer
+
+
+async def test_drift_after_restart_then_file_system_wins(workspace: Path, state_dir: Path) -> None:
+    await record(workspace, state_dir, {"src/a.py": "x = 1\n"})
+    (workspace / "src/a.py").write_text("x = 2  # changed while the daemon was stopped\n")
+    async with lsp_session(workspace, state_dir) as session:
+        [diagnostic] = await wait_for_diagnostics(session, "src/a.py", present=True)
+        assert (diagnostic.source, diagnostic.code) == ("mplp", "drift")
+        assert diagnostic.severity == types.DiagnosticSeverity.Warning
+        assert "differs" in diagnostic.message and "changed on disk at" in diagnostic.message
+        status = await session.status()
+        assert status["workspaces"][0]["drift"] == 1
+        actions = await quick_fixes(session, "src/a.py", [diagnostic])
+        assert [a["command"]["arguments"][1] for a in actions] == ["fs", "psg", "merge", "ignore"]
+        assert {a["command"]["command"] for a in actions} == {"mplp.resolveDrift"}
+        assert {a["kind"] for a in actions} == {"quickfix"}
+        assert actions[0]["title"].startswith("Drift: file system wins")
+        answer = await resolve(session, "src/a.py", "fs")
+        assert answer["ok"], answer
+        await wait_for_diagnostics(session, "src/a.py", present=False)
+        assert (await session.status())["workspaces"][0]["drift"] == 0
+    resolved = [
+        e
+        for e in read_events(state_dir, "graph_update")
+        if e["event_type"] == "file_drift_resolved"
+    ]
+    assert [e["payload"]["strategy"] for e in resolved] == ["fs"]
+
+
+async def test_psg_wins_restores_the_old_bytes(workspace: Path, state_dir: Path) -> None:
+    original = "keep\r\nthese bytes\tü\n"
+    await record(workspace, state_dir, {"src/a.py": original})
+    recorded = (workspace / "src/a.py").read_bytes()
+    (workspace / "src/a.py").write_text("overwritten\n")
+    async with lsp_session(workspace, state_dir) as session:
+        await wait_for_diagnostics(session, "src/a.py", present=True)
+        answer = await resolve(session, "src/a.py", "psg")
+        assert answer["ok"], answer
+        await wait_for_diagnostics(session, "src/a.py", present=False)
+    assert (workspace / "src/a.py").read_bytes() == recorded
+
+
+async def test_merge_clean_and_with_conflict(workspace: Path, state_dir: Path) -> None:
+    commit(workspace, "src/clean.txt", BASE)
+    commit(workspace, "src/clash.txt", BASE)
+    await record(
+        workspace,
+        state_dir,
+        {
+            "src/clean.txt": BASE.replace("line 1\n", "line 1 psg\n"),
+            "src/clash.txt": BASE.replace("line 5\n", "line 5 psg\n"),
+        },
+    )
+    (workspace / "src/clean.txt").write_text(BASE.replace("line 10\n", "line 10 disk\n"))
+    (workspace / "src/clash.txt").write_text(BASE.replace("line 5\n", "line 5 disk\n"))
+    async with lsp_session(workspace, state_dir) as session:
+        await wait_for_diagnostics(session, "src/clean.txt", present=True)
+        await wait_for_diagnostics(session, "src/clash.txt", present=True)
+        assert (await resolve(session, "src/clean.txt", "merge"))["ok"]
+        await wait_for_diagnostics(session, "src/clean.txt", present=False)
+        answer = await resolve(session, "src/clash.txt", "merge")
+        assert not answer["ok"] and answer["conflicts"] == 1
+        await asyncio.sleep(0.5)
+        [diagnostic] = session.client.diagnostics[session.uri("src/clash.txt")]
+        assert "conflict" in diagnostic.message
+    merged = (workspace / "src/clean.txt").read_text()
+    assert "line 1 psg\n" in merged and "line 10 disk\n" in merged
+    clash = (workspace / "src/clash.txt").read_text()
+    assert "<<<<<<<" in clash and "line 5 psg" in clash and "line 5 disk" in clash
+
+
+async def test_deleting_or_renaming_a_drifted_file_clears_it(
+    workspace: Path, state_dir: Path
+) -> None:
+    await record(workspace, state_dir, {"src/del.py": "a\n", "src/ren.py": "b\n"})
+    (workspace / "src/del.py").write_text("a changed\n")
+    (workspace / "src/ren.py").write_text("b changed\n")
+    async with lsp_session(workspace, state_dir) as session:
+        await wait_for_diagnostics(session, "src/del.py", present=True)
+        await wait_for_diagnostics(session, "src/ren.py", present=True)
+        (workspace / "src/del.py").unlink()
+        session.client.workspace_did_delete_files(
+            types.DeleteFilesParams(files=[types.FileDelete(uri=session.uri("src/del.py"))])
+        )
+        (workspace / "src/ren.py").rename(workspace / "src/moved.py")
+        session.client.workspace_did_rename_files(
+            types.RenameFilesParams(
+                files=[
+                    types.FileRename(
+                        old_uri=session.uri("src/ren.py"), new_uri=session.uri("src/moved.py")
+                    )
+                ]
+            )
+        )
+        await wait_for_diagnostics(session, "src/del.py", present=False)
+        await wait_for_diagnostics(session, "src/ren.py", present=False)
+        assert not session.client.diagnostics.get(session.uri("src/moved.py"))
+
+
+async def test_pull_diagnostics_and_the_scan_command(workspace: Path, state_dir: Path) -> None:
+    await record(workspace, state_dir, {"src/a.py": "x\n", "src/b.py": "y\n"})
+    capabilities = client_capabilities("neovim")
+    capabilities.workspace.diagnostics = types.DiagnosticWorkspaceClientCapabilities(
+        refresh_support=True
+    )
+    async with lsp_session(workspace, state_dir, capabilities=capabilities) as session:
+        await asyncio.sleep(0.5)
+        (workspace / "src/b.py").write_text("changed with the daemon running\n")
+        result = await session.client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="mplp.scanDrift", arguments=[])
+        )
+        [summary] = plain(result)
+        assert summary["drifted"] == 1
+        report = await session.client.workspace_diagnostic_async(
+            types.WorkspaceDiagnosticParams(previous_result_ids=[])
+        )
+        assert [item.uri for item in report.items] == [session.uri("src/b.py")]
+        document = await session.client.text_document_diagnostic_async(
+            types.DocumentDiagnosticParams(
+                text_document=types.TextDocumentIdentifier(uri=session.uri("src/b.py"))
+            )
+        )
+        assert [d.source for d in document.items] == ["mplp"]
+        assert session.client.diagnostics == {}  # pulled, not pushed
