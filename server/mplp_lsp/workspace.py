@@ -21,6 +21,7 @@ from mplp_lsp.protocol.envelope import FamilyForm, utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ValidationResult
 from mplp_lsp.runtime.psg_files import FileNodes
+from mplp_lsp.runtime.psg_service import PsgService
 from mplp_lsp.settings import Settings
 from mplp_lsp.sources.debounce import Change, Debouncer, Observation, Settled
 from mplp_lsp.sources.files import LANGUAGE, TIMESTAMP, EditorDocuments, payload_for
@@ -70,6 +71,8 @@ class Workspace:
         self._files_executor = ThreadPoolExecutor(1, thread_name_prefix="mplp-files")
         self.file_nodes = FileNodes(root, writer, self.intake, self._files_executor)
         self.bus.subscribe("psg-files", self.file_nodes.handle, kinds={Kind.FILE_UPDATE.value})
+        self.psg = PsgService(writer, self.intake)
+        self.bus.subscribe("psg-ci", self.psg.handle_ci, kinds={Kind.CI.value})
         self.ignore = IgnoreRules(root, excludes=settings.exclude, internal_dirs=[paths.root])
         self.documents = EditorDocuments()
         self.debouncer = self._new_debouncer(settings)
@@ -91,7 +94,17 @@ class Workspace:
         except BaseException:
             lock.release()
             raise
-        return cls(root, settings, paths, lock, writer)
+        workspace = cls(root, settings, paths, lock, writer)
+        try:
+            await workspace.psg.start()
+        except BaseException:
+            await workspace.close()
+            raise
+        return workspace
+
+    @property
+    def writer(self) -> StoreWriter:
+        return self._writer
 
     def _new_debouncer(self, settings: Settings) -> Debouncer:
         quiet = settings.debounce_ms / 1000
@@ -192,6 +205,7 @@ class Workspace:
             await self.debouncer.flush()
             await self.debouncer.aclose()
             await self.bus.close()
+            await self.psg.close()
             await self._writer.close()
         finally:
             self._files_executor.shutdown(wait=True)
