@@ -64,6 +64,7 @@ class Settings(BaseModel):
     log_level: LogLevel = Field(default="warning", alias="logLevel")
     state_dir: Annotated[_Str, Field(min_length=1)] | None = Field(default=None, alias="stateDir")
     api_port: _Int = Field(default=0, alias="apiPort", ge=0, le=65_535)
+    api_enabled: Annotated[bool, Strict()] = Field(default=True, alias="apiEnabled")
 
 
 _ALIASES: dict[str, str] = {

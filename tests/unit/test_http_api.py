@@ -15,7 +15,8 @@ import aiohttp
 import pytest
 
 from mplp_lsp.api.app import ROUTES, Engine, build_app, openapi_document
-from mplp_lsp.api.server import ApiServer, read_endpoint
+from mplp_lsp.api.endpoint import read_endpoint
+from mplp_lsp.api.server import ApiServer
 from mplp_lsp.protocol.envelope import new_id
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import validate

@@ -109,6 +109,7 @@ def test_a_full_valid_object_is_taken_as_is() -> None:
         "logLevel": "debug",
         "stateDir": "~/state",
         "apiPort": 65535,
+        "apiEnabled": False,
     }
     loaded, warnings = parse_settings(raw)
     assert warnings == []

@@ -10,40 +10,20 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from aiohttp import web
 
 from mplp_lsp.api.app import Engine, build_app
+from mplp_lsp.api.endpoint import ENDPOINT_NAME, TOKEN_NAME, Endpoint
 from mplp_lsp.api.security import allowed_hosts, new_token, write_token
+from mplp_lsp.settings import Settings
 from mplp_lsp.statedir import StatePaths
 from mplp_lsp.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"
-TOKEN_NAME = "api-token"
-ENDPOINT_NAME = "api.json"
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    url: str
-    token_file: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"url": self.url, "token_file": self.token_file}
-
-
-def read_endpoint(paths: StatePaths) -> Endpoint | None:
-    """What a running daemon wrote into ``paths``; None if no API is listening there."""
-    try:
-        data: Any = json.loads((paths.root / ENDPOINT_NAME).read_text(encoding="utf-8"))
-        return Endpoint(str(data["url"]), str(data["token_file"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 class ApiServer:
@@ -98,6 +78,13 @@ class ApiServer:
             await runner.cleanup()
 
 
+def api_port(settings: Settings, port: int | None, disabled: bool) -> int | None:
+    """The port to serve on (0: any free one), or None when the API is switched off."""
+    if disabled or not settings.api_enabled:
+        return None
+    return settings.api_port if port is None else port
+
+
 async def start_api(workspace: Workspace, port: int) -> ApiServer | None:
     """Start the API, or log why not (a taken port must not stop the daemon recording)."""
     engine = Engine(workspace.intake, workspace.psg, workspace.writer)
@@ -109,3 +96,28 @@ async def start_api(workspace: Workspace, port: int) -> ApiServer | None:
         await server.stop()
         return None
     return server
+
+
+class ApiServers:
+    """One API per open workspace (each workspace has its own store), for a front end."""
+
+    def __init__(self, port: int) -> None:
+        self._port = port
+        self._servers: dict[Path, ApiServer] = {}
+
+    async def open(self, workspace: Workspace) -> ApiServer | None:
+        if workspace.root in self._servers:
+            return self._servers[workspace.root]
+        server = await start_api(workspace, self._port)
+        if server is not None:
+            self._servers[workspace.root] = server
+        return server
+
+    async def close(self, root: Path) -> None:
+        server = self._servers.pop(root, None)
+        if server is not None:
+            await server.stop()
+
+    async def close_all(self) -> None:
+        for root in list(self._servers):
+            await self.close(root)

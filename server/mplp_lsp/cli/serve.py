@@ -6,7 +6,12 @@ import argparse
 import ipaddress
 from typing import Any
 
-from mplp_lsp.cli.common import add_log_options, add_state_options, configure_logging
+from mplp_lsp.cli.common import (
+    add_api_options,
+    add_log_options,
+    add_state_options,
+    configure_logging,
+)
 
 
 def register(commands: Any) -> None:
@@ -26,6 +31,7 @@ def register(commands: Any) -> None:
         help="listen on a loopback TCP port instead of stdio",
     )
     add_state_options(parser)
+    add_api_options(parser)
     add_log_options(parser)
     parser.set_defaults(handler=run)
 
@@ -49,4 +55,4 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, args.log_file)
     from mplp_lsp.lsp.server import serve
 
-    return serve(state_dir=args.state_dir, tcp=args.tcp)
+    return serve(state_dir=args.state_dir, tcp=args.tcp, api_port=args.api_port, no_api=args.no_api)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mplp_lsp.cli.common import (
+    add_api_options,
     add_log_options,
     add_state_options,
     configure_logging,
@@ -31,6 +32,7 @@ def register(commands: Any) -> None:
     parser.add_argument("path", nargs="?", default=".", help="the folder to watch")
     parser.add_argument("--json", action="store_true", help="print each stored envelope as JSON")
     add_state_options(parser)
+    add_api_options(parser)
     add_log_options(parser)
     parser.set_defaults(handler=run)
 
@@ -45,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _watch(root: Path, args: argparse.Namespace) -> int:
+    from mplp_lsp.api.server import api_port, start_api
     from mplp_lsp.cli.events import summary
     from mplp_lsp.settings import parse_settings
     from mplp_lsp.sources.debounce import Change
@@ -70,6 +73,10 @@ async def _watch(root: Path, args: argparse.Namespace) -> int:
             print(line, flush=True)
 
     workspace.bus.subscribe("print", show)
+    port = api_port(settings, args.api_port, args.no_api)
+    api = await start_api(workspace, port) if port is not None else None
+    if api is not None:
+        print(f"HTTP API on {api.url} (token: {api.token_file})", file=sys.stderr, flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -87,5 +94,7 @@ async def _watch(root: Path, args: argparse.Namespace) -> int:
             skip=(workspace.paths.root,),
         )
     finally:
+        if api is not None:
+            await api.stop()
         await workspaces.close()
     return 0
