@@ -34,7 +34,9 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 async def wait_for_api(state_dir: Path, workspace: Path, timeout: float = 30) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        done = cli("status", "--json", "--state-dir", str(state_dir), "--workspace", str(workspace))
+        done = await asyncio.to_thread(
+            cli, "status", "--json", "--state-dir", str(state_dir), "--workspace", str(workspace)
+        )
         report = json.loads(done.stdout)
         if report.get("api"):
             return dict(report["api"])
@@ -49,7 +51,8 @@ async def lifecycle(url: str, token: str) -> int:
     plan = plan_doc(context["context_id"])
     plan_id = plan["plan_id"]
     changes = [
-        (f"/psg/plans/{plan_id}/status", status) for status in ("proposed", "approved", "in_progress")
+        (f"/psg/plans/{plan_id}/status", status)
+        for status in ("proposed", "approved", "in_progress")
     ]
     for step in plan["steps"]:
         changes += [
@@ -73,31 +76,52 @@ async def lifecycle(url: str, token: str) -> int:
 
 def stored(state_dir: Path, workspace: Path, kind: str) -> list[dict[str, Any]]:
     done = cli(
-        "events", "--json", "--kind", kind, "--state-dir", str(state_dir), "--workspace",
+        "events",
+        "--json",
+        "--kind",
+        kind,
+        "--state-dir",
+        str(state_dir),
+        "--workspace",
         str(workspace),
     )
     assert done.returncode == 0, done.stderr
     return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
 
 
+async def start_watch(workspace: Path, state_dir: Path, *extra: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "mplp_lsp",
+        "watch",
+        str(workspace),
+        "--state-dir",
+        str(state_dir),
+        *extra,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def stop(daemon: asyncio.subprocess.Process) -> bytes:
+    daemon.send_signal(signal.SIGINT)
+    _, err = await asyncio.wait_for(daemon.communicate(), 30)
+    return err
+
+
 async def test_watch_serves_the_api_and_its_events_reach_the_store(tmp_path: Path) -> None:
     workspace, state_dir = tmp_path / "ws", tmp_path / "state"
     workspace.mkdir()
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "mplp_lsp", "watch", str(workspace), "--state-dir", str(state_dir)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    daemon = await start_watch(workspace, state_dir)
     try:
         api = await wait_for_api(state_dir, workspace)
         assert api["url"].startswith("http://127.0.0.1:")
         token = Path(api["token_file"]).read_text()
         changes = await lifecycle(api["url"], token)
     finally:
-        daemon.send_signal(signal.SIGINT)
-        daemon.wait(timeout=30)
-    assert daemon.returncode == 0, daemon.stderr.read() if daemon.stderr else ""
+        err = await stop(daemon)
+    assert daemon.returncode == 0, err
     report = json.loads(
         cli("status", "--json", "--state-dir", str(state_dir), "--workspace", str(workspace)).stdout
     )
@@ -135,28 +159,23 @@ async def test_serve_answers_psg_requests_and_serves_the_api(tmp_path: Path) -> 
         assert (refused.ok, refused.errors[0].code) == (False, "transition_forbidden")
         api = await wait_for_api(state_dir, workspace)
         token = Path(api["token_file"]).read_text()
-        async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http:
-            async with http.get(f"{api['url']}/psg/plans/{plan['plan_id']}") as response:
-                assert response.status == 200
-                assert (await response.json())["status"] == "draft"
+        async with (
+            aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http,
+            http.get(f"{api['url']}/psg/plans/{plan['plan_id']}") as response,
+        ):
+            assert response.status == 200
+            assert (await response.json())["status"] == "draft"
 
 
 @pytest.mark.parametrize("flag", ["--no-api"])
 async def test_the_api_can_be_switched_off(tmp_path: Path, flag: str) -> None:
     workspace, state_dir = tmp_path / "ws", tmp_path / "state"
     workspace.mkdir()
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "mplp_lsp", "watch", str(workspace), "--state-dir", str(state_dir),
-         flag],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    daemon = await start_watch(workspace, state_dir, flag)
     try:
         assert daemon.stderr is not None
-        line = await asyncio.to_thread(daemon.stderr.readline)  # "watching ..." once ready
-        assert "watching" in line
+        line = await asyncio.wait_for(daemon.stderr.readline(), 30)  # "watching ..." once ready
+        assert b"watching" in line
         assert not (state_dir / "api.json").exists()
     finally:
-        daemon.send_signal(signal.SIGINT)
-        daemon.wait(timeout=30)
+        await stop(daemon)

@@ -90,9 +90,7 @@ async def api(tmp_path: Path) -> AsyncIterator[Api]:
     root = tmp_path / "ws"
     root.mkdir()
     workspace = await Workspace.open(root, Settings(), state_dir=tmp_path / "state")
-    server = ApiServer(
-        Engine(workspace.intake, workspace.psg, workspace.writer), workspace.paths
-    )
+    server = ApiServer(Engine(workspace.intake, workspace.psg, workspace.writer), workspace.paths)
     await server.start()
     try:
         async with aiohttp.ClientSession() as session:
@@ -210,8 +208,9 @@ async def test_a_cyclic_plan_is_refused_naming_the_cycle(api: Api) -> None:
 async def test_a_dependency_outside_the_plan_is_refused(api: Api) -> None:
     context = context_doc()
     await api.call("POST", "/psg/contexts", context)
-    steps = [{"step_id": new_id(), "description": "a", "status": "pending",
-              "dependencies": [new_id()]}]
+    steps = [
+        {"step_id": new_id(), "description": "a", "status": "pending", "dependencies": [new_id()]}
+    ]
     status, body = await api.call("POST", "/psg/plans", plan_doc(context["context_id"], steps))
     assert (status, body["errors"][0]["code"]) == (422, "dependency_outside_plan")
     assert body["errors"][0]["path"] == "steps[0].dependencies[0]"
@@ -222,7 +221,11 @@ async def test_a_plan_for_a_missing_context_is_refused(api: Api) -> None:
     status, body = await api.call("POST", "/psg/plans", plan_doc(new_id()))
     assert status == 422
     assert body["errors"] == [
-        {"path": "context_id", "code": "reference_unresolved", "message": body["errors"][0]["message"]}
+        {
+            "path": "context_id",
+            "code": "reference_unresolved",
+            "message": body["errors"][0]["message"],
+        }
     ]
     assert await api.dump() == before
 
@@ -257,8 +260,12 @@ async def test_trace_segments_append_but_never_change(api: Api) -> None:
         "segments": [{"segment_id": first, "label": "parse", "status": "completed"}],
     }
     assert (await api.call("POST", "/psg/traces", trace))[0] == 201
-    second = {"segment_id": new_id(), "parent_segment_id": first, "label": "check",
-              "status": "running"}
+    second = {
+        "segment_id": new_id(),
+        "parent_segment_id": first,
+        "label": "check",
+        "status": "running",
+    }
     status, stored = await api.call(
         "POST", f"/psg/traces/{trace_id}/segments", {"segments": [second]}
     )
@@ -271,7 +278,9 @@ async def test_trace_segments_append_but_never_change(api: Api) -> None:
         status, body = await api.call(method, f"/psg/traces/{trace_id}/segments/{first}", edited)
         assert (status, body["errors"][0]["code"]) == (409, "trace_segment_immutable")
     # Appending a segment with a stored id is an edit in disguise.
-    status, body = await api.call("POST", f"/psg/traces/{trace_id}/segments", {"segments": [edited]})
+    status, body = await api.call(
+        "POST", f"/psg/traces/{trace_id}/segments", {"segments": [edited]}
+    )
     assert (status, body["errors"][0]["code"]) == (409, "duplicate_id")
     assert await api.dump() == before
     assert await api.events("graph_update") != []
@@ -284,10 +293,16 @@ async def test_trace_segments_append_but_never_change(api: Api) -> None:
 
 async def test_a_stale_status_change_never_moves_back(api: Api) -> None:
     plan_id, _ = await _started_plan(api)
-    await api.call("PATCH", f"/psg/plans/{plan_id}/status",
-                   {"status": "proposed", "timestamp": "2030-01-01T00:00:00Z"})
-    status, body = await api.call("PATCH", f"/psg/plans/{plan_id}/status",
-                                  {"status": "draft", "timestamp": "2029-01-01T00:00:00Z"})
+    await api.call(
+        "PATCH",
+        f"/psg/plans/{plan_id}/status",
+        {"status": "proposed", "timestamp": "2030-01-01T00:00:00Z"},
+    )
+    status, body = await api.call(
+        "PATCH",
+        f"/psg/plans/{plan_id}/status",
+        {"status": "draft", "timestamp": "2029-01-01T00:00:00Z"},
+    )
     assert (status, body["errors"][0]["code"]) == (409, "stale_change")
 
 

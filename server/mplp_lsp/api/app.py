@@ -63,7 +63,9 @@ async def _json(request: web.Request) -> Any:
     try:
         return json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise _BadRequest(422, "", ErrorCode.INVALID_JSON, f"the body is not JSON: {error}") from None
+        raise _BadRequest(
+            422, "", ErrorCode.INVALID_JSON, f"the body is not JSON: {error}"
+        ) from None
 
 
 def _engine(request: web.Request) -> Engine:
@@ -201,13 +203,17 @@ async def events(request: web.Request) -> web.Response:
     if kinds is not None:
         unknown = sorted(set(kinds) - _EVENT_KINDS)
         if unknown:
-            raise _BadRequest(422, "kind", ErrorCode.INVALID_PARAMETER, f"unknown kind {unknown[0]!r}")
+            raise _BadRequest(
+                422, "kind", ErrorCode.INVALID_PARAMETER, f"unknown kind {unknown[0]!r}"
+            )
     since = request.query.get("since")
     after = _int_param(request, "after", 0)
     limit = _int_param(request, "limit", 0, EVENTS_LIMIT) or EVENTS_LIMIT
     try:
         found = await _engine(request).writer.read(
-            lambda conn: EventLog(conn).query(kinds=kinds, since=since, after_seq=after, limit=limit)
+            lambda conn: EventLog(conn).query(
+                kinds=kinds, since=since, after_seq=after, limit=limit
+            )
         )
     except ValueError:
         raise _BadRequest(

@@ -8,7 +8,7 @@ from typing import Any
 
 from mplp_lsp.statedir import StatePaths
 
-TOKEN_NAME = "api-token"
+TOKEN_NAME = "api-token"  # noqa: S105 - the file name, not a token
 ENDPOINT_NAME = "api.json"
 
 

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from mplp_lsp.api.errors import error_response
 from mplp_lsp.protocol.result import ErrorCode
@@ -65,7 +66,9 @@ def is_loopback_peer(peername: object) -> bool:
     return address.is_loopback
 
 
-def guard(token: str, hosts: Callable[[], Collection[str]], max_body: int = MAX_BODY) -> Handler:
+def guard(
+    token: str, hosts: Callable[[], Collection[str]], max_body: int = MAX_BODY
+) -> Middleware:
     expected = token.encode()
 
     @web.middleware
@@ -94,4 +97,4 @@ def guard(token: str, hosts: Callable[[], Collection[str]], max_body: int = MAX_
             )
         return await handler(request)
 
-    return middleware  # type: ignore[no-any-return]
+    return middleware

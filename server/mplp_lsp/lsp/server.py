@@ -423,11 +423,20 @@ def _psg_request(method: str) -> Callable[[MplpLanguageServer, Any], Any]:
 
         await ls.ready.wait()
         plain = _plain(params)
-        workspace = ls.workspace_for(plain.pop("workspace", None) if isinstance(plain, dict) else None)
+        workspace = ls.workspace_for(
+            plain.pop("workspace", None) if isinstance(plain, dict) else None
+        )
         if workspace is None:
-            return {"ok": False, "errors": [
-                {"path": "workspace", "code": "not_found", "message": "no such workspace folder"}
-            ]}
+            return {
+                "ok": False,
+                "errors": [
+                    {
+                        "path": "workspace",
+                        "code": "not_found",
+                        "message": "no such workspace folder",
+                    }
+                ],
+            }
         return await handle(workspace.psg, method, plain)
 
     return handler

@@ -17,7 +17,15 @@ from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 ObjectType = Literal["plan", "step"]
 StageStatus = Literal["pending", "running", "completed", "failed", "skipped"]
 
-PLAN_STATES: Final = ("draft", "proposed", "approved", "in_progress", "completed", "failed", "cancelled")
+PLAN_STATES: Final = (
+    "draft",
+    "proposed",
+    "approved",
+    "in_progress",
+    "completed",
+    "failed",
+    "cancelled",
+)
 STEP_STATES: Final = ("pending", "in_progress", "completed", "blocked", "skipped", "failed")
 
 PLAN_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
@@ -83,7 +91,9 @@ def check_table(kind: ObjectType, old: str, new: str) -> ValidationResult:
     if not allowed:
         return _refuse(ErrorCode.TRANSITION_FROM_TERMINAL, kind, old, new, f"{old} is final")
     if old == new:
-        return _refuse(ErrorCode.TRANSITION_FORBIDDEN, kind, old, new, f"the {kind} is already {old}")
+        return _refuse(
+            ErrorCode.TRANSITION_FORBIDDEN, kind, old, new, f"the {kind} is already {old}"
+        )
     why = f"not an allowed move; from {old} a {kind} may go to {', '.join(sorted(allowed))}"
     if (kind, old, new) == ("plan", "draft", "in_progress"):
         why = "a plan must be proposed and approved before it starts; " + why

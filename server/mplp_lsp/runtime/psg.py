@@ -76,14 +76,18 @@ class GraphChange:
     target: str | None = None
 
     def to_json(self) -> dict[str, str]:
-        return {k: v for k, v in (
-            ("op", self.op),
-            ("node_type", self.node_type),
-            ("node_id", self.node_id),
-            ("edge_type", self.edge_type),
-            ("from", self.source),
-            ("to", self.target),
-        ) if v is not None}
+        return {
+            k: v
+            for k, v in (
+                ("op", self.op),
+                ("node_type", self.node_type),
+                ("node_id", self.node_id),
+                ("edge_type", self.edge_type),
+                ("from", self.source),
+                ("to", self.target),
+            )
+            if v is not None
+        }
 
 
 def node(node_type: str, node_id: str) -> GraphChange:
@@ -115,8 +119,9 @@ def _require_valid(kind: ObjectKind, data: Any, prefix: str = "") -> dict[str, A
     if not result.ok:
         if prefix:
             result = ValidationResult.failure(
-                type(issue)(f"{prefix}.{issue.path}" if issue.path else prefix, issue.code,
-                            issue.message)
+                type(issue)(
+                    f"{prefix}.{issue.path}" if issue.path else prefix, issue.code, issue.message
+                )
                 for issue in result.errors
             )
         raise Rejected(result)
@@ -168,8 +173,12 @@ def _structural(
     cause: str | None = None,
 ) -> dict[str, Any]:
     """One graph_update for a write's structural changes; ``bulk`` when there are several."""
-    node_delta = sum(1 if c.op == "node_add" else -1 if c.op == "node_delete" else 0 for c in changes)
-    edge_delta = sum(1 if c.op == "edge_add" else -1 if c.op == "edge_delete" else 0 for c in changes)
+    node_delta = sum(
+        1 if c.op == "node_add" else -1 if c.op == "node_delete" else 0 for c in changes
+    )
+    edge_delta = sum(
+        1 if c.op == "edge_add" else -1 if c.op == "edge_delete" else 0 for c in changes
+    )
     kind: UpdateKind = changes[0].op if len(changes) == 1 else "bulk"
     payload: dict[str, Any] = {
         "changes": [c.to_json() for c in changes[:_SAMPLE]],
@@ -248,8 +257,9 @@ def create_context(conn: sqlite3.Connection, data: Any) -> Outcome:
         "INSERT INTO psg_contexts (context_id, status, created_at, body) VALUES (?, ?, ?, ?)",
         (context_id, context["status"], utc_timestamp(), _canonical(body)),
     )
-    event = _structural(conn, "context_created", [node("context", context_id)],
-                        source_module="context")
+    event = _structural(
+        conn, "context_created", [node("context", context_id)], source_module="context"
+    )
     return _finish(conn, context, [event])
 
 
@@ -271,30 +281,41 @@ def create_plan(conn: sqlite3.Connection, data: Any) -> Outcome:
     plan = _require_valid(ObjectKind.PLAN, data)
     plan_id, context_id, steps = plan["plan_id"], plan["context_id"], plan["steps"]
     if plan["status"] != lifecycle.INITIAL["plan"]:
-        raise Rejected.single("status", ErrorCode.INITIAL_STATUS,
-                              f"a new plan starts as draft, not {plan['status']}")
+        raise Rejected.single(
+            "status", ErrorCode.INITIAL_STATUS, f"a new plan starts as draft, not {plan['status']}"
+        )
     _require_new_id(conn, "plan_id", plan_id)
     _require_ref(conn, "context_id", "psg_contexts", "context_id", context_id)
     ids = [step["step_id"] for step in steps]
     for index, step in enumerate(steps):
         path = f"steps[{index}]"
         if step["status"] != lifecycle.INITIAL["step"]:
-            raise Rejected.single(f"{path}.status", ErrorCode.INITIAL_STATUS,
-                                  f"a new step starts as pending, not {step['status']}")
+            raise Rejected.single(
+                f"{path}.status",
+                ErrorCode.INITIAL_STATUS,
+                f"a new step starts as pending, not {step['status']}",
+            )
         if step["step_id"] == plan_id or ids.index(step["step_id"]) != index:
-            raise Rejected.single(f"{path}.step_id", ErrorCode.DUPLICATE_ID,
-                                  f"{step['step_id']} is used twice in this plan")
+            raise Rejected.single(
+                f"{path}.step_id",
+                ErrorCode.DUPLICATE_ID,
+                f"{step['step_id']} is used twice in this plan",
+            )
         _require_new_id(conn, f"{path}.step_id", step["step_id"])
         for dep_index, dep in enumerate(step.get("dependencies", ())):
             if dep not in ids:
                 raise Rejected.single(
-                    f"{path}.dependencies[{dep_index}]", ErrorCode.DEPENDENCY_OUTSIDE_PLAN,
+                    f"{path}.dependencies[{dep_index}]",
+                    ErrorCode.DEPENDENCY_OUTSIDE_PLAN,
                     f"step {step['step_id']} depends on {dep}, which is not a step of this plan",
                 )
     cycle = find_cycle({step["step_id"]: step.get("dependencies", []) for step in steps})
     if cycle:
-        raise Rejected.single("steps", ErrorCode.DEPENDENCY_CYCLE,
-                              "the steps depend on each other in a cycle: " + " → ".join(cycle))
+        raise Rejected.single(
+            "steps",
+            ErrorCode.DEPENDENCY_CYCLE,
+            "the steps depend on each other in a cycle: " + " → ".join(cycle),
+        )
     now = utc_timestamp()
     body = {k: v for k, v in plan.items() if k not in ("status", "steps")}
     conn.execute(
@@ -340,7 +361,7 @@ def find_cycle(dependencies: Mapping[str, Sequence[str]]) -> list[str]:
                 path.pop()
                 state[current] = 2
             elif state.get(child) == 1:
-                return [*path[path.index(child):], child]
+                return [*path[path.index(child) :], child]
             elif not state.get(child):
                 state[child] = 1
                 path.append(child)
@@ -349,7 +370,9 @@ def find_cycle(dependencies: Mapping[str, Sequence[str]]) -> list[str]:
 
 
 def get_plan(conn: sqlite3.Connection, plan_id: str) -> dict[str, Any] | None:
-    row = conn.execute("SELECT status, body FROM psg_plans WHERE plan_id = ?", (plan_id,)).fetchone()
+    row = conn.execute(
+        "SELECT status, body FROM psg_plans WHERE plan_id = ?", (plan_id,)
+    ).fetchone()
     if row is None:
         return None
     plan: dict[str, Any] = json.loads(row[1])
@@ -377,7 +400,8 @@ def _change_time(path: str, at: str | None, recorded: str, what: str) -> str:
         raise Rejected.single(path, ErrorCode.FORMAT, f"{at!r} has no UTC offset")
     if moment < _instant(recorded):
         raise Rejected.single(
-            path, ErrorCode.STALE_CHANGE,
+            path,
+            ErrorCode.STALE_CHANGE,
             f"{what} changed at {recorded}; a change dated {at} is older and would move it back",
         )
     return utc_timestamp(moment)
@@ -396,29 +420,54 @@ def set_plan_status(
         raise Rejected.single("status", ErrorCode.TYPE, "status must be a string")
     steps = conn.execute(
         "SELECT step_id, status, status_at, position, body FROM psg_steps WHERE plan_id = ?"
-        " ORDER BY position", (plan_id,)
+        " ORDER BY position",
+        (plan_id,),
     ).fetchall()
     result = lifecycle.check_plan(old, status, [s[1] for s in steps])
     if not result.ok:
         raise Rejected(result)
     when = _change_time("timestamp", at, recorded, f"plan {plan_id}")
-    conn.execute("UPDATE psg_plans SET status = ?, status_at = ? WHERE plan_id = ?",
-                 (status, when, plan_id))
+    conn.execute(
+        "UPDATE psg_plans SET status = ?, status_at = ? WHERE plan_id = ?", (status, when, plan_id)
+    )
     title = json.loads(body).get("title")
-    events = [pipeline_stage(
-        pipeline_id=plan_id, stage_id=plan_id, stage_status=lifecycle.PLAN_STAGE[status],
-        event_type="plan_status_changed", timestamp=when, stage_name=title, stage_order=None,
-        payload={"object_type": "plan", "plan_id": plan_id, "context_id": context_id,
-                 "from": old, "to": status},
-        source_module="plan",
-    )]
+    events = [
+        pipeline_stage(
+            pipeline_id=plan_id,
+            stage_id=plan_id,
+            stage_status=lifecycle.PLAN_STAGE[status],
+            event_type="plan_status_changed",
+            timestamp=when,
+            stage_name=title,
+            stage_order=None,
+            payload={
+                "object_type": "plan",
+                "plan_id": plan_id,
+                "context_id": context_id,
+                "from": old,
+                "to": status,
+            },
+            source_module="plan",
+        )
+    ]
     if status in ("failed", "cancelled"):
         # A step runs only while its plan does: the plan's running steps fail with it.
         for step_id, step_status, _at, position, step_body in steps:
             if step_status == "in_progress":
-                events.append(_move_step(conn, plan_id, context_id, step_id, step_status,
-                                         "failed", when, position, step_body,
-                                         reason=f"plan {status}"))
+                events.append(
+                    _move_step(
+                        conn,
+                        plan_id,
+                        context_id,
+                        step_id,
+                        step_status,
+                        "failed",
+                        when,
+                        position,
+                        step_body,
+                        reason=f"plan {status}",
+                    )
+                )
     return _finish(conn, get_plan(conn, plan_id), events)
 
 
@@ -435,14 +484,19 @@ def set_step_status(
         (step_id, plan_id),
     ).fetchone()
     if row is None:
-        raise Rejected.single("step_id", ErrorCode.NOT_FOUND, f"plan {plan_id} has no step {step_id}")
+        raise Rejected.single(
+            "step_id", ErrorCode.NOT_FOUND, f"plan {plan_id} has no step {step_id}"
+        )
     if not isinstance(status, str):
         raise Rejected.single("status", ErrorCode.TYPE, "status must be a string")
     old, recorded, position, body = row
-    deps = dict(conn.execute(
-        "SELECT d.depends_on, s.status FROM psg_step_dependencies d"
-        " JOIN psg_steps s ON s.step_id = d.depends_on WHERE d.step_id = ?", (step_id,)
-    ).fetchall())
+    deps = dict(
+        conn.execute(
+            "SELECT d.depends_on, s.status FROM psg_step_dependencies d"
+            " JOIN psg_steps s ON s.step_id = d.depends_on WHERE d.step_id = ?",
+            (step_id,),
+        ).fetchall()
+    )
     result = lifecycle.check_step(old, status, plan_status=plan[0], dependency_states=deps)
     if not result.ok:
         raise Rejected(result)
@@ -470,18 +524,30 @@ def _move_step(
     body: str,
     reason: str | None = None,
 ) -> dict[str, Any]:
-    conn.execute("UPDATE psg_steps SET status = ?, status_at = ? WHERE step_id = ?",
-                 (new, when, step_id))
+    conn.execute(
+        "UPDATE psg_steps SET status = ?, status_at = ? WHERE step_id = ?", (new, when, step_id)
+    )
     step = json.loads(body)
-    payload: dict[str, Any] = {"object_type": "step", "plan_id": plan_id, "step_id": step_id,
-                               "context_id": context_id, "from": old, "to": new}
+    payload: dict[str, Any] = {
+        "object_type": "step",
+        "plan_id": plan_id,
+        "step_id": step_id,
+        "context_id": context_id,
+        "from": old,
+        "to": new,
+    }
     if reason:
         payload["reason"] = reason
     return pipeline_stage(
-        pipeline_id=plan_id, stage_id=step_id, stage_status=lifecycle.STEP_STAGE[new],
-        event_type=_STEP_EVENT_TYPES.get(new, "step_status_changed"), timestamp=when,
-        stage_name=step.get("description"), stage_order=step.get("order_index", position),
-        payload=payload, source_module="plan",
+        pipeline_id=plan_id,
+        stage_id=step_id,
+        stage_status=lifecycle.STEP_STAGE[new],
+        event_type=_STEP_EVENT_TYPES.get(new, "step_status_changed"),
+        timestamp=when,
+        stage_name=step.get("description"),
+        stage_order=step.get("order_index", position),
+        payload=payload,
+        source_module="plan",
     )
 
 
@@ -497,12 +563,17 @@ _TARGETS: Final = {
 def create_confirm(conn: sqlite3.Connection, data: Any) -> Outcome:
     confirm = _require_valid(ObjectKind.CONFIRM, data)
     confirm_id, target_type, target_id = (
-        confirm["confirm_id"], confirm["target_type"], confirm["target_id"]
+        confirm["confirm_id"],
+        confirm["target_type"],
+        confirm["target_id"],
     )
     _require_new_id(conn, "confirm_id", confirm_id)
     if target_type not in _TARGETS:
-        raise Rejected.single("target_type", ErrorCode.REFERENCE_UNRESOLVED,
-                              f"the graph holds no {target_type} nodes to confirm")
+        raise Rejected.single(
+            "target_type",
+            ErrorCode.REFERENCE_UNRESOLVED,
+            f"the graph holds no {target_type} nodes to confirm",
+        )
     _require_ref(conn, "target_id", *_TARGETS[target_type], target_id)
     body = {k: v for k, v in confirm.items() if k != "status"}
     conn.execute(
@@ -537,19 +608,29 @@ def create_trace(conn: sqlite3.Connection, data: Any) -> Outcome:
     changes = [node("trace", trace_id), edge("belongs_to", trace_id, context_id)]
     if plan_id is not None:
         _require_ref(conn, "plan_id", "psg_plans", "plan_id", plan_id)
-        (owner,) = conn.execute("SELECT context_id FROM psg_plans WHERE plan_id = ?",
-                                (plan_id,)).fetchone()
+        (owner,) = conn.execute(
+            "SELECT context_id FROM psg_plans WHERE plan_id = ?", (plan_id,)
+        ).fetchone()
         if owner != context_id:
-            raise Rejected.single("plan_id", ErrorCode.REFERENCE_UNRESOLVED,
-                                  f"plan {plan_id} belongs to context {owner}, not {context_id}")
+            raise Rejected.single(
+                "plan_id",
+                ErrorCode.REFERENCE_UNRESOLVED,
+                f"plan {plan_id} belongs to context {owner}, not {context_id}",
+            )
         changes.append(edge("belongs_to", trace_id, plan_id))
     root = trace["root_span"]
     if root["trace_id"] != trace_id:
-        raise Rejected.single("root_span.trace_id", ErrorCode.REFERENCE_UNRESOLVED,
-                              "the root span must belong to this trace")
+        raise Rejected.single(
+            "root_span.trace_id",
+            ErrorCode.REFERENCE_UNRESOLVED,
+            "the root span must belong to this trace",
+        )
     if root.get("context_id", context_id) != context_id:
-        raise Rejected.single("root_span.context_id", ErrorCode.REFERENCE_UNRESOLVED,
-                              "the root span must name the trace's context")
+        raise Rejected.single(
+            "root_span.context_id",
+            ErrorCode.REFERENCE_UNRESOLVED,
+            "the root span must name the trace's context",
+        )
     body = {k: v for k, v in trace.items() if k not in ("status", "segments")}
     conn.execute(
         "INSERT INTO psg_traces (trace_id, context_id, plan_id, status, body)"
@@ -565,8 +646,9 @@ def append_segments(conn: sqlite3.Connection, trace_id: str, segments: Any) -> O
     if not _exists(conn, "psg_traces", "trace_id", trace_id):
         raise Rejected.single("trace_id", ErrorCode.NOT_FOUND, f"no trace {trace_id}")
     if not isinstance(segments, list) or not segments:
-        raise Rejected.single("segments", ErrorCode.MIN_ITEMS,
-                              "segments must be a non-empty list of trace segments")
+        raise Rejected.single(
+            "segments", ErrorCode.MIN_ITEMS, "segments must be a non-empty list of trace segments"
+        )
     changes = _insert_segments(conn, trace_id, segments, "segments")
     event = _structural(conn, "trace_segments_appended", changes, source_module="trace")
     return _finish(conn, get_trace(conn, trace_id), [event])
@@ -590,8 +672,11 @@ def _insert_segments(
                 "SELECT trace_id FROM psg_trace_segments WHERE segment_id = ?", (parent,)
             ).fetchone()
             if found is None or found[0] != trace_id:
-                raise Rejected.single(f"{where}.parent_segment_id", ErrorCode.REFERENCE_UNRESOLVED,
-                                      f"no segment {parent} in trace {trace_id}")
+                raise Rejected.single(
+                    f"{where}.parent_segment_id",
+                    ErrorCode.REFERENCE_UNRESOLVED,
+                    f"no segment {parent} in trace {trace_id}",
+                )
         conn.execute(
             "INSERT INTO psg_trace_segments (segment_id, trace_id, parent_segment_id, position,"
             " body) VALUES (?, ?, ?, ?, ?)",
@@ -610,22 +695,30 @@ def refuse_segment_edit(conn: sqlite3.Connection, trace_id: str, segment_id: str
         (segment_id, trace_id),
     ).fetchone()
     if found is None:
-        raise Rejected.single("segment_id", ErrorCode.NOT_FOUND,
-                              f"trace {trace_id} has no segment {segment_id}")
-    raise Rejected.single("segment_id", ErrorCode.TRACE_SEGMENT_IMMUTABLE,
-                          f"segment {segment_id} is stored; trace segments are append-only")
+        raise Rejected.single(
+            "segment_id", ErrorCode.NOT_FOUND, f"trace {trace_id} has no segment {segment_id}"
+        )
+    raise Rejected.single(
+        "segment_id",
+        ErrorCode.TRACE_SEGMENT_IMMUTABLE,
+        f"segment {segment_id} is stored; trace segments are append-only",
+    )
 
 
 def get_trace(conn: sqlite3.Connection, trace_id: str) -> dict[str, Any] | None:
-    row = conn.execute("SELECT status, body FROM psg_traces WHERE trace_id = ?",
-                       (trace_id,)).fetchone()
+    row = conn.execute(
+        "SELECT status, body FROM psg_traces WHERE trace_id = ?", (trace_id,)
+    ).fetchone()
     if row is None:
         return None
     trace: dict[str, Any] = json.loads(row[1])
     trace["status"] = row[0]
-    segments = [json.loads(body) for (body,) in conn.execute(
-        "SELECT body FROM psg_trace_segments WHERE trace_id = ? ORDER BY position", (trace_id,)
-    )]
+    segments = [
+        json.loads(body)
+        for (body,) in conn.execute(
+            "SELECT body FROM psg_trace_segments WHERE trace_id = ? ORDER BY position", (trace_id,)
+        )
+    ]
     if segments:
         trace["segments"] = segments
     return trace
@@ -673,7 +766,8 @@ def apply_ci(conn: sqlite3.Connection, runs: Sequence[CiRun]) -> Outcome:
         when = utc_timestamp(_instant(run.happened_at))
         row = conn.execute(
             "SELECT node_id, status, status_at FROM psg_pipelines"
-            " WHERE ci_provider = ? AND pipeline_id = ? AND run_id = ?", key
+            " WHERE ci_provider = ? AND pipeline_id = ? AND run_id = ?",
+            key,
         ).fetchone()
         if row is None:
             node_id, old = new_id(), None
@@ -681,8 +775,15 @@ def apply_ci(conn: sqlite3.Connection, runs: Sequence[CiRun]) -> Outcome:
                 "INSERT INTO psg_pipelines (node_id, ci_provider, pipeline_id, run_id, status,"
                 " status_at, branch_name, commit_id, cause_event_id)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (node_id, *key, p["status"], when, p.get("branch_name"), p.get("commit_id"),
-                 run.event_id),
+                (
+                    node_id,
+                    *key,
+                    p["status"],
+                    when,
+                    p.get("branch_name"),
+                    p.get("commit_id"),
+                    run.event_id,
+                ),
             )
             added.append(node("pipeline", node_id))
         else:
@@ -696,17 +797,30 @@ def apply_ci(conn: sqlite3.Connection, runs: Sequence[CiRun]) -> Outcome:
                 continue  # already known, final, or older: placed on the timeline, no move
             conn.execute(
                 "UPDATE psg_pipelines SET status = ?, status_at = ?, cause_event_id = ?"
-                " WHERE node_id = ?", (p["status"], when, run.event_id, node_id),
+                " WHERE node_id = ?",
+                (p["status"], when, run.event_id, node_id),
             )
-        events.append(pipeline_stage(
-            pipeline_id=node_id, stage_id=str(p["run_id"]), stage_status=_CI_STAGE[p["status"]],
-            event_type="ci_pipeline_status_changed", timestamp=when,
-            stage_name=str(p["pipeline_id"]), stage_order=None,
-            payload={"object_type": "pipeline", "ci_provider": p["ci_provider"],
-                     "ci_pipeline_id": p["pipeline_id"], "run_id": p["run_id"],
-                     "from": old, "to": p["status"], "cause_event_id": run.event_id},
-            source_module="ci",
-        ))
+        events.append(
+            pipeline_stage(
+                pipeline_id=node_id,
+                stage_id=str(p["run_id"]),
+                stage_status=_CI_STAGE[p["status"]],
+                event_type="ci_pipeline_status_changed",
+                timestamp=when,
+                stage_name=str(p["pipeline_id"]),
+                stage_order=None,
+                payload={
+                    "object_type": "pipeline",
+                    "ci_provider": p["ci_provider"],
+                    "ci_pipeline_id": p["pipeline_id"],
+                    "run_id": p["run_id"],
+                    "from": old,
+                    "to": p["status"],
+                    "cause_event_id": run.event_id,
+                },
+                source_module="ci",
+            )
+        )
     if added:
         events.insert(0, _structural(conn, "pipeline_created", added, source_module="ci"))
     return _finish(conn, None, events)

@@ -52,9 +52,13 @@ async def handle(service: PsgService, method: str, params: Any) -> dict[str, Any
         return ValidationResult.single("", ErrorCode.TYPE, "params must be an object").to_dict()
     for name in required:
         if name not in params:
-            return ValidationResult.single(name, ErrorCode.REQUIRED, f"{name} is required").to_dict()
+            return ValidationResult.single(
+                name, ErrorCode.REQUIRED, f"{name} is required"
+            ).to_dict()
         if name.endswith("_id") and not isinstance(params[name], str):
-            return ValidationResult.single(name, ErrorCode.TYPE, f"{name} must be a string").to_dict()
+            return ValidationResult.single(
+                name, ErrorCode.TYPE, f"{name} must be a string"
+            ).to_dict()
     try:
         answer = await call(service, params)
     except Rejected as rejected:

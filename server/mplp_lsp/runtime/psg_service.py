@@ -78,8 +78,11 @@ class PsgService:
         )
         for event, result in zip(events, results, strict=True):
             if result.outcome is Outcome.REJECTED:  # a bug in a builder; logged by the intake
-                log.error("the intake refused a PSG event %s: %s", event["event_type"],
-                          result.result.to_dict())
+                log.error(
+                    "the intake refused a PSG event %s: %s",
+                    event["event_type"],
+                    result.result.to_dict(),
+                )
         self._published.extend(event["event_id"] for event in events)
 
     # --- operations (each a thin wrapper, so every front end calls the same code) ----------
@@ -90,13 +93,17 @@ class PsgService:
     async def create_plan(self, data: Any) -> psg.Outcome:
         return await self.write(lambda conn: psg.create_plan(conn, data))
 
-    async def set_plan_status(self, plan_id: str, status: Any, at: str | None = None) -> psg.Outcome:
+    async def set_plan_status(
+        self, plan_id: str, status: Any, at: str | None = None
+    ) -> psg.Outcome:
         return await self.write(lambda conn: psg.set_plan_status(conn, plan_id, status, at))
 
     async def set_step_status(
         self, plan_id: str, step_id: str, status: Any, at: str | None = None
     ) -> psg.Outcome:
-        return await self.write(lambda conn: psg.set_step_status(conn, plan_id, step_id, status, at))
+        return await self.write(
+            lambda conn: psg.set_step_status(conn, plan_id, step_id, status, at)
+        )
 
     async def create_confirm(self, data: Any) -> psg.Outcome:
         return await self.write(lambda conn: psg.create_confirm(conn, data))
