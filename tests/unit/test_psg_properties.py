@@ -256,7 +256,7 @@ class PsgMachine(RuleBasedStateMachine):
     @invariant()
     def ids_are_lowercase_uuid4(self) -> None:
         for table, column in psg._ID_TABLES:
-            for (value,) in self.conn.execute(f"SELECT {column} FROM {table}"):  # noqa: S608
+            for (value,) in self.conn.execute(f"SELECT {column} FROM {table}"):
                 assert UUID4.fullmatch(value), (table, value)
 
     @invariant()

@@ -66,9 +66,7 @@ def is_loopback_peer(peername: object) -> bool:
     return address.is_loopback
 
 
-def guard(
-    token: str, hosts: Callable[[], Collection[str]], max_body: int = MAX_BODY
-) -> Middleware:
+def guard(token: str, hosts: Callable[[], Collection[str]], max_body: int = MAX_BODY) -> Middleware:
     expected = token.encode()
 
     @web.middleware

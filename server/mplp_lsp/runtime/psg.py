@@ -502,7 +502,8 @@ def set_step_status(
         raise Rejected(result)
     when = _change_time("timestamp", at, recorded, f"step {step_id}")
     event = _move_step(conn, plan_id, plan[1], step_id, old, status, when, position, body)
-    return _finish(conn, get_plan(conn, plan_id), [event])
+    # The step, not the whole plan: a plan may hold thousands of steps.
+    return _finish(conn, {**json.loads(body), "status": status}, [event])
 
 
 _STEP_EVENT_TYPES: Final = {

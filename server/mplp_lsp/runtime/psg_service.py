@@ -9,18 +9,25 @@ ones it already has, by event id).
 
 A ``ci_event`` committed by the intake reaches :meth:`PsgService.handle_ci` through the bus:
 ingestion and PSG updates are decoupled (spec §6.4).
+
+Reads run on their own thread and read-only connection, each in one transaction (one
+consistent snapshot): in WAL mode they neither wait for the writer thread nor block it, so
+reading a plan of thousands of steps does not hold up status changes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from mplp_lsp.intake import Intake, Outcome, Submission
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.runtime import psg
+from mplp_lsp.store.database import connect
 from mplp_lsp.store.events import StoredEvent
 from mplp_lsp.store.writer import StoreWriter
 
@@ -35,6 +42,8 @@ class PsgService:
         self._writer = writer
         self._intake = intake
         self._published: list[str] = []  # outbox rows to clear in the next transaction
+        self._reads = ThreadPoolExecutor(1, thread_name_prefix="mplp-psg-read")
+        self._read_conn: sqlite3.Connection | None = None  # touched on that thread only
 
     async def start(self) -> None:
         """Submit events a previous run recorded but may not have handed to the intake."""
@@ -47,6 +56,13 @@ class PsgService:
         if self._published:
             done, self._published = self._published, []
             await self._writer.run(lambda conn: psg.clear_outbox(conn, done))
+        await asyncio.get_running_loop().run_in_executor(self._reads, self._close_reader)
+        self._reads.shutdown(wait=True)
+
+    def _close_reader(self) -> None:
+        if self._read_conn is not None:
+            self._read_conn.close()
+            self._read_conn = None
 
     async def write(self, change: Callable[[sqlite3.Connection], psg.Outcome]) -> psg.Outcome:
         """Run one graph write in its own transaction, then publish its events.
@@ -68,7 +84,18 @@ class PsgService:
         return outcome
 
     async def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
-        return await self._writer.read(query)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._reads, self._read_snapshot, query)
+
+    def _read_snapshot(self, query: Callable[[sqlite3.Connection], T]) -> T:
+        if self._read_conn is None:
+            self._read_conn = connect(self._writer.path, read_only=True)
+        conn = self._read_conn
+        conn.execute("BEGIN")
+        try:
+            return query(conn)
+        finally:
+            conn.execute("ROLLBACK")
 
     async def _publish(self, events: Sequence[dict[str, Any]]) -> None:
         if not events:
