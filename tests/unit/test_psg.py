@@ -137,3 +137,67 @@ async def test_a_confirm_must_target_a_node(tmp_path: Path) -> None:
         assert await workspace.psg.get_confirm(confirm["confirm_id"]) == confirm
     finally:
         await workspace.close()
+
+
+_ANNOTATIONS = {"$comment", "$id", "$schema", "title", "description", "examples", "x-mplp-meta"}
+_UPSTREAM_ONLY_DEFS = {
+    "context_core_properties",
+    "plan_core_properties",
+    "confirm_core_properties",
+    "trace_core_properties",
+    "uuid",
+}
+MODULE_SCHEMAS = [
+    "mplp-context.schema.json",
+    "mplp-plan.schema.json",
+    "mplp-confirm.schema.json",
+    "mplp-trace.schema.json",
+    "common/identifiers.schema.json",
+    "common/metadata.schema.json",
+    "common/common-types.schema.json",
+    "common/trace-base.schema.json",
+    "common/events.schema.json",
+]
+
+
+def _structure(node: object, in_properties: bool = False) -> object:
+    """A schema without its annotations (property names are kept, whatever they are)."""
+    if isinstance(node, dict):
+        out = {}
+        for key, value in node.items():
+            if not in_properties and key in _ANNOTATIONS:
+                continue
+            if key == "$defs" and not in_properties:
+                value = {k: v for k, v in value.items() if k not in _UPSTREAM_ONLY_DEFS}
+                if not value:
+                    continue
+            nested = key in ("properties", "definitions", "$defs") and not in_properties
+            out[key] = _structure(value, nested)
+        return out
+    if isinstance(node, list):
+        return [_structure(item) for item in node]
+    return node
+
+
+@pytest.mark.parametrize("name", MODULE_SCHEMAS)
+def test_our_module_schemas_equal_upstream_in_structure(reference: Path, name: str) -> None:
+    import json
+
+    from mplp_lsp.protocol.schemas import load_json
+
+    upstream = json.loads((reference / "schemas" / "v2" / name).read_text(encoding="utf-8"))
+    assert _structure(load_json(f"v2/{name}")) == _structure(upstream)
+
+
+def test_the_upstream_examples_validate(reference: Path) -> None:
+    import json
+
+    from mplp_lsp.protocol.objects import ObjectKind, validate_object
+
+    for path in sorted((reference / "schemas" / "v2" / "examples").glob("*.json")):
+        kind = path.name.split(".")[0]
+        if kind == "event":
+            continue
+        example = json.loads(path.read_text(encoding="utf-8"))
+        example.pop("$comment", None)  # upstream examples carry one their schemas reject
+        assert validate_object(ObjectKind(kind), example).ok, path.name
