@@ -96,7 +96,7 @@ def test_connect_sets_durability_pragmas(conn: sqlite3.Connection) -> None:
     assert pragma("busy_timeout") == 5000
     assert pragma("foreign_keys") == 1
     assert pragma("auto_vacuum") == 2  # INCREMENTAL
-    assert pragma("user_version") == SCHEMA_VERSION == 1
+    assert pragma("user_version") == SCHEMA_VERSION == len(database.MIGRATIONS)
     assert conn.isolation_level is None
     assert not conn.in_transaction
 
@@ -123,7 +123,7 @@ def test_reopening_keeps_data_and_does_not_reapply(
     monkeypatch.setattr(database, "MIGRATIONS", (*database.MIGRATIONS, v2))
     for _ in range(3):
         again = connect(db)
-        assert again.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert again.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + 1
         assert again.execute("SELECT count(*) FROM meta WHERE key = 'v2'").fetchone()[0] == 1
         assert len(EventLog(again).query()) == 1
         again.close()
@@ -139,7 +139,7 @@ def test_failed_migration_leaves_previous_version(
         connect(db)
     monkeypatch.undo()
     conn = connect(db)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert "extra" not in tables
     conn.close()

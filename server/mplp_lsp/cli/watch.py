@@ -75,8 +75,6 @@ async def _watch(root: Path, args: argparse.Namespace) -> int:
     workspace.bus.subscribe("print", show)
     port = api_port(settings, args.api_port, args.no_api)
     api = await start_api(workspace, port) if port is not None else None
-    if api is not None:
-        print(f"HTTP API on {api.url} (token: {api.token_file})", file=sys.stderr, flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -86,6 +84,8 @@ async def _watch(root: Path, args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
+    if api is not None:
+        print(f"HTTP API on {api.url} (token: {api.token_file})", file=sys.stderr, flush=True)
     try:
         await watch_files(
             root,

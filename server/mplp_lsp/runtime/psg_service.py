@@ -56,7 +56,8 @@ class PsgService:
         if self._published:
             done, self._published = self._published, []
             await self._writer.run(lambda conn: psg.clear_outbox(conn, done))
-        await asyncio.get_running_loop().run_in_executor(self._reads, self._close_reader)
+        if self._read_conn is not None:
+            await asyncio.get_running_loop().run_in_executor(self._reads, self._close_reader)
         self._reads.shutdown(wait=True)
 
     def _close_reader(self) -> None:
