@@ -16,6 +16,7 @@ from mplp_lsp.protocol.envelope import FamilyForm
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.runtime.psg_files import FileNodes
 from mplp_lsp.runtime.psg_git import CommitGraph
+from mplp_lsp.runtime.psg_service import PsgService
 from mplp_lsp.runtime.tool_invocations import ToolInvocations
 from mplp_lsp.settings import Settings
 from mplp_lsp.statedir import StatePaths
@@ -46,6 +47,12 @@ class Engine:
         self.bus.subscribe("psg-git", self.commit_graph.handle, kinds={Kind.GIT.value})
         self.tool_invocations = ToolInvocations(writer)
         self.bus.subscribe("tools", self.tool_invocations.handle, kinds={Kind.TOOL.value})
+        self.psg = PsgService(writer, self.intake)
+        self.bus.subscribe("psg-ci", self.psg.handle_ci, kinds={Kind.CI.value})
+
+    async def start(self) -> None:
+        """Finish what a crash interrupted (PSG events not yet handed to the intake)."""
+        await self.psg.start()
 
     def apply_settings(self, settings: Settings) -> None:
         self.intake.family = family(settings)
@@ -60,6 +67,7 @@ class Engine:
         """Stop the consumers; the caller closes the writer afterwards."""
         try:
             await self.bus.close()
+            await self.psg.close()
         finally:
             self._files_executor.shutdown(wait=True)
             self.error_log.close()

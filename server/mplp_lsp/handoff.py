@@ -150,6 +150,7 @@ async def _own(
         await writer.start()
         engine = Engine(root, Settings(), paths, writer)
         try:
+            await engine.start()
             await inbox.drain(paths.inbox, engine.intake)
             results = await engine.intake.submit_many(submissions)
             if also is not None:

@@ -103,6 +103,7 @@ class Settings(BaseModel):
     snapshot_max_bytes: _Int = Field(
         default=1_048_576, alias="snapshotMaxBytes", ge=0, le=67_108_864
     )
+    api_enabled: Annotated[bool, Strict()] = Field(default=True, alias="apiEnabled")
 
 
 _ALIASES: dict[str, str] = {

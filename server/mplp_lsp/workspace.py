@@ -79,6 +79,7 @@ class Workspace:
             email_policy=settings.git_author_email,
         )
         self.inbox = InboxSource(paths.inbox, self.intake)
+        self.psg = self.engine.psg
         self.ignore = IgnoreRules(root, excludes=settings.exclude, internal_dirs=[paths.root])
         self.ignore_epoch = 0  # bumped whenever the ignore rules change
         self.drift = DriftMonitor(
@@ -125,6 +126,7 @@ class Workspace:
             raise
         workspace = cls(root, settings, paths, lock, writer)
         try:
+            await workspace.engine.start()
             workspace.forwarding = await Forwarding.start(
                 writer, workspace.bus, settings, remote_url
             )
@@ -140,6 +142,10 @@ class Workspace:
             name="drift-scans",
         )
         return workspace
+
+    @property
+    def writer(self) -> StoreWriter:
+        return self._writer
 
     def _new_debouncer(self, settings: Settings) -> Debouncer:
         quiet = settings.debounce_ms / 1000

@@ -123,6 +123,7 @@ def test_a_full_valid_object_is_taken_as_is() -> None:
         "driftInterval": 0,
         "driftSeverity": "hint",
         "snapshotMaxBytes": 0,
+        "apiEnabled": False,
     }
     loaded, warnings = parse_settings(raw)
     assert warnings == []

@@ -29,6 +29,22 @@ def add_remote_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_api_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--api-port",
+        type=_port,
+        metavar="PORT",
+        help="port of the loopback HTTP API (default: the apiPort setting; 0 picks a free port)",
+    )
+    parser.add_argument("--no-api", action="store_true", help="do not serve the HTTP API")
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"not a port number (0-65535): {text!r}")
+    return int(text)
+
+
 def add_workspace_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workspace",

@@ -7,6 +7,7 @@ import ipaddress
 from typing import Any
 
 from mplp_lsp.cli.common import (
+    add_api_options,
     add_log_options,
     add_remote_option,
     add_state_options,
@@ -32,6 +33,7 @@ def register(commands: Any) -> None:
     )
     add_state_options(parser)
     add_remote_option(parser)
+    add_api_options(parser)
     add_log_options(parser)
     parser.set_defaults(handler=run)
 
@@ -55,4 +57,10 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, args.log_file)
     from mplp_lsp.lsp.server import serve
 
-    return serve(state_dir=args.state_dir, tcp=args.tcp, remote_url=args.remote)
+    return serve(
+        state_dir=args.state_dir,
+        tcp=args.tcp,
+        remote_url=args.remote,
+        api_port=args.api_port,
+        no_api=args.no_api,
+    )

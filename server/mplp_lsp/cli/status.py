@@ -25,6 +25,7 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mplp_lsp.api.endpoint import read_endpoint
     from mplp_lsp.cli.store_access import open_read_only, state_paths
     from mplp_lsp.statedir import StateDirLock
     from mplp_lsp.workspace_status import WorkspaceStatus, read_status
@@ -42,13 +43,21 @@ def run(args: argparse.Namespace) -> int:
         if conn is not None:
             conn.close()
     owner = StateDirLock(paths.lock, workspace=workspace).owner()
-    report: dict[str, Any] = {"workspace": str(workspace), **status.to_json(), "daemon": owner}
+    endpoint = read_endpoint(paths) if owner else None  # a dead daemon's file is stale
+    api = endpoint.to_json() if endpoint else None
+    report: dict[str, Any] = {
+        "workspace": str(workspace),
+        **status.to_json(),
+        "daemon": owner,
+        "api": api,
+    }
     if args.json:
         print(json.dumps(report, ensure_ascii=False))
         return 0
     print(f"workspace     {workspace}")
     print(f"state dir     {status.state_dir}")
     print(f"daemon        {'pid ' + str(owner['pid']) if owner else 'not running'}")
+    print(f"http api      {api['url'] + ' (token: ' + api['token_file'] + ')' if api else '-'}")
     print(f"events        {status.events_total} ({status.events_today} today)")
     for kind, count in sorted(status.events_by_kind.items()):
         print(f"  {kind:<18}{count}")

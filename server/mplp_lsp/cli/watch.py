@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mplp_lsp.cli.common import (
+    add_api_options,
     add_log_options,
     add_remote_option,
     add_state_options,
@@ -33,6 +34,7 @@ def register(commands: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print each stored envelope as JSON")
     add_state_options(parser)
     add_remote_option(parser)
+    add_api_options(parser)
     add_log_options(parser)
     parser.set_defaults(handler=run)
 
@@ -47,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _watch(root: Path, args: argparse.Namespace) -> int:
+    from mplp_lsp.api.server import api_port, start_api
     from mplp_lsp.cli.events import summary
     from mplp_lsp.settings import parse_settings
     from mplp_lsp.sources.debounce import Change
@@ -72,6 +75,8 @@ async def _watch(root: Path, args: argparse.Namespace) -> int:
             print(line, flush=True)
 
     workspace.bus.subscribe("print", show)
+    port = api_port(settings, args.api_port, args.no_api)
+    api = await start_api(workspace, port) if port is not None else None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -81,6 +86,8 @@ async def _watch(root: Path, args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
+    if api is not None:
+        print(f"HTTP API on {api.url} (token: {api.token_file})", file=sys.stderr, flush=True)
     try:
         await watch_files(
             root,
@@ -89,5 +96,7 @@ async def _watch(root: Path, args: argparse.Namespace) -> int:
             skip=(workspace.paths.root,),
         )
     finally:
+        if api is not None:
+            await api.stop()
         await workspaces.close()
     return 0

@@ -25,8 +25,11 @@ from pygls.uris import to_fs_path
 from mplp_lsp import __version__
 from mplp_lsp.lsp import drift
 from mplp_lsp.lsp.stdio import serve_stdio, watch_parent
+from mplp_lsp.runtime.psg_requests import METHODS as PSG_METHODS
 
 if TYPE_CHECKING:
+    from mplp_lsp.api.server import ApiServers
+    from mplp_lsp.workspace import Workspace
     from mplp_lsp.workspaces import Workspaces
 
 log = logging.getLogger(__name__)
@@ -48,12 +51,21 @@ _WATCHED_CHANGE = {
 
 
 class MplpLanguageServer(LanguageServer):
-    def __init__(self, *, state_dir: str | None = None, remote_url: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        state_dir: str | None = None,
+        remote_url: str | None = None,
+        api_port: int | None = None,
+        no_api: bool = False,
+    ) -> None:
         super().__init__(
             "mplp-lsp", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental
         )
         self.state_dir = state_dir
         self.remote_url = remote_url
+        self.api_port, self.no_api = api_port, no_api
+        self.apis: ApiServers | None = None
         self.initialization_options: Any = None
         self.workspaces: Workspaces | None = None
         self.ready = asyncio.Event()
@@ -153,12 +165,23 @@ class MplpLanguageServer(LanguageServer):
                 continue
             workspace.on_commit(lambda _count: self.status_changed())
             self.drift.attach(workspace)
+            await self.open_api(workspace)
         self.workspaces = workspaces
         early, self._early = self._early, []
         for replay in early:
             replay()
         self.ready.set()
         self.status_changed()
+
+    async def open_api(self, workspace: Workspace) -> None:
+        """Serve the loopback HTTP API for this workspace, unless it is switched off."""
+        from mplp_lsp.api.server import ApiServers, api_port
+
+        port = api_port(workspace.settings, self.api_port, self.no_api)
+        if port is not None:
+            if self.apis is None:
+                self.apis = ApiServers(port)
+            await self.apis.open(workspace)
 
     def _folders(self) -> list[tuple[Path, str | None]]:
         folders = []
@@ -210,6 +233,8 @@ class MplpLanguageServer(LanguageServer):
         if self._stopped:
             return
         self._stopped = True
+        if self.apis is not None:
+            await self.apis.close_all()
         if self.workspaces is not None:
             await self.workspaces.close()
         for task in list(self._tasks):
@@ -232,6 +257,19 @@ class MplpLanguageServer(LanguageServer):
         self._last_status = time.monotonic()
         if not self._stopped:
             self.protocol.notify(STATUS_NOTIFICATION, await self.status())
+
+    def workspace_for(self, folder: Any) -> Workspace | None:
+        """The workspace of a folder URI or path; the first one when none is named."""
+        if self.workspaces is None:
+            return None
+        if folder is None:
+            return next(iter(self.workspaces), None)
+        from mplp_lsp.sanitize.paths import PathRejected
+
+        try:
+            return self.workspaces.locate(str(folder))[0]
+        except PathRejected:
+            return None
 
     async def status(self) -> dict[str, Any]:
         folders = []
@@ -277,9 +315,15 @@ def _supports(capabilities: Any, *path: str) -> bool:
 
 
 def create_server(
-    *, state_dir: str | None = None, remote_url: str | None = None
+    *,
+    state_dir: str | None = None,
+    remote_url: str | None = None,
+    api_port: int | None = None,
+    no_api: bool = False,
 ) -> MplpLanguageServer:
-    server = MplpLanguageServer(state_dir=state_dir, remote_url=remote_url)
+    server = MplpLanguageServer(
+        state_dir=state_dir, remote_url=remote_url, api_port=api_port, no_api=no_api
+    )
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: MplpLanguageServer, params: types.InitializeParams) -> None:
@@ -366,12 +410,15 @@ def create_server(
         assert ls.workspaces is not None
         for removed in params.event.removed:
             if path := to_fs_path(removed.uri):
+                if ls.apis is not None:
+                    await ls.apis.close(Path(path).resolve())
                 await ls.workspaces.remove(Path(path))
         for added in params.event.added:
             if path := to_fs_path(added.uri):
                 workspace = await ls.workspaces.add(Path(path), await ls._settings_for(added.uri))
                 workspace.on_commit(lambda _count: ls.status_changed())
                 ls.drift.attach(workspace)
+                await ls.open_api(workspace)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def did_change_configuration(
@@ -386,6 +433,8 @@ def create_server(
         return await ls.status()
 
     drift.register(server)
+    for method in PSG_METHODS:
+        server.feature(method)(_psg_request(method))
 
     @server.feature(types.SHUTDOWN)
     async def shutdown(ls: MplpLanguageServer, _params: Any) -> None:
@@ -393,6 +442,40 @@ def create_server(
         await ls.stop_engine()
 
     return server
+
+
+def _psg_request(method: str) -> Callable[[MplpLanguageServer, Any], Any]:
+    async def handler(ls: MplpLanguageServer, params: Any) -> dict[str, Any]:
+        from mplp_lsp.runtime.psg_requests import handle
+
+        await ls.ready.wait()
+        plain = _plain(params)
+        workspace = ls.workspace_for(
+            plain.pop("workspace", None) if isinstance(plain, dict) else None
+        )
+        if workspace is None:
+            return {
+                "ok": False,
+                "errors": [
+                    {
+                        "path": "workspace",
+                        "code": "not_found",
+                        "message": "no such workspace folder",
+                    }
+                ],
+            }
+        return await handle(workspace.psg, method, plain)
+
+    return handler
+
+
+def _plain(params: Any) -> Any:
+    """pygls hands unknown requests' params over as namedtuples; the core takes JSON."""
+    if hasattr(params, "_asdict"):
+        return {key: _plain(value) for key, value in params._asdict().items()}
+    if isinstance(params, list | tuple):
+        return [_plain(item) for item in params]
+    return params
 
 
 def _expand_directory_rename(old_uri: str, new_uri: str) -> list[tuple[str, str]]:
@@ -413,8 +496,12 @@ def serve(
     state_dir: str | None = None,
     tcp: tuple[str, int] | None = None,
     remote_url: str | None = None,
+    api_port: int | None = None,
+    no_api: bool = False,
 ) -> int:
-    server = create_server(state_dir=state_dir, remote_url=remote_url)
+    server = create_server(
+        state_dir=state_dir, remote_url=remote_url, api_port=api_port, no_api=no_api
+    )
     if tcp is not None:
         server.start_tcp(*tcp)
         return 0

@@ -52,6 +52,26 @@ class ErrorCode(StrEnum):
     PATH_NOT_UTF8 = "path_not_utf8"
     PATH_INVALID = "path_invalid"
     UNSUPPORTED_URI = "unsupported_uri"
+    # The PSG and the L2 lifecycles (runtime errors; the message names the specifics).
+    TRANSITION_FORBIDDEN = "transition_forbidden"  # not a move of the lifecycle table
+    TRANSITION_FROM_TERMINAL = "transition_from_terminal"  # the object's state is final
+    TRANSITION_PRECONDITION = "transition_precondition"  # a move of the table, guard unmet
+    INITIAL_STATUS = "initial_status"  # new plans start draft, new steps pending
+    STALE_CHANGE = "stale_change"  # older than what the graph records: never moves back
+    REFERENCE_UNRESOLVED = "reference_unresolved"
+    DEPENDENCY_CYCLE = "dependency_cycle"
+    DEPENDENCY_OUTSIDE_PLAN = "dependency_outside_plan"
+    DUPLICATE_ID = "duplicate_id"
+    TRACE_SEGMENT_IMMUTABLE = "trace_segment_immutable"
+    NOT_FOUND = "not_found"
+    # The loopback HTTP API.
+    UNAUTHORIZED = "unauthorized"
+    FORBIDDEN_HOST = "forbidden_host"
+    FORBIDDEN_PEER = "forbidden_peer"
+    BODY_TOO_LARGE = "body_too_large"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    INVALID_PARAMETER = "invalid_parameter"
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,14 +148,7 @@ class EventValidator:
     """Compiled once (at first use), then shared; thread-safe for concurrent reads."""
 
     def __init__(self) -> None:
-        documents = all_schema_documents()
-        registry: Registry[Any] = Registry().with_resources(
-            (uri, DRAFT7.create_resource(_without_dialect(doc))) for uri, doc in documents.items()
-        )
-        fast_registry = jsonschema_rs.Registry(list(documents.items()))
-        checker = FormatChecker(formats=())
-        for name, check in FORMAT_CHECKS.items():
-            checker.checks(name)(check)
+        registry, fast_registry, checker = _engines()
         self._oracle: dict[Kind, Any] = {}
         self._fast: dict[Kind, Any] = {}
         for kind, spec in SPECS.items():
@@ -225,6 +218,57 @@ class EventValidator:
         faulted = {issue.path for issue in schema_issues}
         extra = [issue for issue in invariant_issues if issue.path not in faulted]
         return ValidationResult.failure([*schema_issues, *extra])
+
+
+@cache
+def _engines() -> tuple[Registry[Any], Any, FormatChecker]:
+    """Both engines' view of every schema file, and the format checks they share."""
+    documents = all_schema_documents()
+    registry: Registry[Any] = Registry().with_resources(
+        (uri, DRAFT7.create_resource(_without_dialect(doc))) for uri, doc in documents.items()
+    )
+    fast_registry = jsonschema_rs.Registry(list(documents.items()))
+    checker = FormatChecker(formats=())
+    for name, check in FORMAT_CHECKS.items():
+        checker.checks(name)(check)
+    return registry, fast_registry, checker
+
+
+class SchemaCheck:
+    """One schema (a file, or a ``$ref`` into one) with the fast path and the oracle.
+
+    For objects that are not events (the PSG's Context, Plan, Confirm, Trace): schema only,
+    the same verdicts and error shape as :class:`EventValidator`.
+    """
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        registry, fast_registry, checker = _engines()
+        self._oracle = _Oracle(_without_dialect(schema), registry=registry, format_checker=checker)
+        self._fast = jsonschema_rs.Draft7Validator(
+            schema, formats=FORMAT_CHECKS, validate_formats=True, registry=fast_registry
+        )
+
+    @classmethod
+    def for_ref(cls, ref: str) -> SchemaCheck:
+        return cls({"$ref": ref})
+
+    def validate(self, data: Any) -> ValidationResult:
+        try:
+            try:
+                if self._fast.is_valid(data):
+                    return ValidationResult.success()
+            except Exception:  # noqa: S110 - input the fast path cannot take goes to the oracle
+                pass
+            issues: dict[tuple[str, str], ValidationIssue] = {}
+            for error in self._oracle.iter_errors(data):
+                issue = _issue(error)
+                issues.setdefault((issue.path, issue.code), issue)
+        except RecursionError:
+            return ValidationResult.single("", ErrorCode.UNKNOWN, "input is nested too deeply")
+        if not issues:
+            log.error("schema engines disagree on an input; rejecting it")
+            return ValidationResult.single("", ErrorCode.UNKNOWN, "rejected by the fast validator")
+        return ValidationResult.failure(issues.values())
 
 
 def _without_dialect(schema: dict[str, Any]) -> dict[str, Any]:

@@ -231,7 +231,100 @@ CREATE TABLE psg_drift (
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _TOOL_INVOCATIONS, _GIT, _OUTBOX, _DRIFT)
+_PSG_NODES: Final = """
+-- The project semantic graph's protocol nodes (File nodes are psg_files). One table per node
+-- type; ownership and dependency edges are foreign keys, so a dangling reference cannot be
+-- stored even by a bug. body: the object as accepted, canonical JSON, minus the parts kept
+-- in columns or child rows (status, steps, segments).
+CREATE TABLE psg_contexts (
+    context_id TEXT PRIMARY KEY,
+    status     TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    body       TEXT NOT NULL
+);
+
+CREATE TABLE psg_plans (
+    plan_id    TEXT PRIMARY KEY,
+    context_id TEXT NOT NULL REFERENCES psg_contexts (context_id),
+    status     TEXT NOT NULL,
+    status_at  TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    body       TEXT NOT NULL
+);
+CREATE INDEX psg_plans_context ON psg_plans (context_id);
+
+CREATE TABLE psg_steps (
+    step_id   TEXT PRIMARY KEY,
+    plan_id   TEXT NOT NULL REFERENCES psg_plans (plan_id),
+    position  INTEGER NOT NULL,
+    status    TEXT NOT NULL,
+    status_at TEXT NOT NULL,
+    body      TEXT NOT NULL,
+    UNIQUE (plan_id, position)
+);
+
+CREATE TABLE psg_step_dependencies (
+    step_id    TEXT NOT NULL REFERENCES psg_steps (step_id),
+    depends_on TEXT NOT NULL REFERENCES psg_steps (step_id),
+    PRIMARY KEY (step_id, depends_on)
+) WITHOUT ROWID;
+CREATE INDEX psg_step_dependencies_target ON psg_step_dependencies (depends_on);
+
+CREATE TABLE psg_confirms (
+    confirm_id  TEXT PRIMARY KEY,
+    target_type TEXT NOT NULL,
+    target_id   TEXT NOT NULL,
+    status      TEXT NOT NULL,
+    body        TEXT NOT NULL
+);
+CREATE INDEX psg_confirms_target ON psg_confirms (target_id);
+
+CREATE TABLE psg_traces (
+    trace_id   TEXT PRIMARY KEY,
+    context_id TEXT NOT NULL REFERENCES psg_contexts (context_id),
+    plan_id    TEXT REFERENCES psg_plans (plan_id),
+    status     TEXT NOT NULL,
+    body       TEXT NOT NULL
+);
+
+CREATE TABLE psg_trace_segments (
+    segment_id        TEXT PRIMARY KEY,
+    trace_id          TEXT NOT NULL REFERENCES psg_traces (trace_id),
+    parent_segment_id TEXT REFERENCES psg_trace_segments (segment_id),
+    position          INTEGER NOT NULL,
+    body              TEXT NOT NULL,
+    UNIQUE (trace_id, position)
+);
+-- Trace segments are immutable once created (spec 2.3): the store itself refuses.
+CREATE TRIGGER psg_trace_segments_no_update BEFORE UPDATE ON psg_trace_segments
+BEGIN SELECT RAISE(ABORT, 'trace segments are append-only'); END;
+CREATE TRIGGER psg_trace_segments_no_delete BEFORE DELETE ON psg_trace_segments
+BEGIN SELECT RAISE(ABORT, 'trace segments are append-only'); END;
+
+-- One CI pipeline run; node_id is the pipeline_id of its pipeline_stage events.
+CREATE TABLE psg_pipelines (
+    node_id        TEXT PRIMARY KEY,
+    ci_provider    TEXT NOT NULL,
+    pipeline_id    TEXT NOT NULL,
+    run_id         TEXT NOT NULL,
+    status         TEXT NOT NULL,
+    status_at      TEXT NOT NULL,
+    branch_name    TEXT,
+    commit_id      TEXT,
+    cause_event_id TEXT NOT NULL,
+    UNIQUE (ci_provider, pipeline_id, run_id)
+);
+
+-- Events a PSG change produced, written in the change's own transaction and removed once the
+-- intake has stored them: a crash in between loses none (they are resubmitted at start-up).
+CREATE TABLE psg_outbox (
+    event_id TEXT PRIMARY KEY,
+    kind     TEXT NOT NULL,
+    body     TEXT NOT NULL
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _TOOL_INVOCATIONS, _GIT, _OUTBOX, _DRIFT, _PSG_NODES)
 """Schema scripts; index ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append only."""
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

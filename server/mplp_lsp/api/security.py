@@ -1,0 +1,98 @@
+"""Who may talk to the loopback API: a local peer, a loopback Host, the bearer token.
+
+Checked in this order, before a handler runs and before any body is read:
+
+1. the peer address is loopback (the listener binds 127.0.0.1 only; this holds even if a
+   socket is ever handed to it from elsewhere);
+2. the ``Host`` header names a loopback host (``127.0.0.1``, ``localhost``, ``[::1]``,
+   optionally with our port): a web page that rebinds its own DNS name to 127.0.0.1 still
+   sends its own name, so a browser cannot be turned into a client (DNS rebinding);
+3. ``Authorization: Bearer <token>`` matches the token in the state dir's 0600 file,
+   compared in constant time;
+4. a declared body larger than the limit is refused from its ``Content-Length`` alone; a
+   chunked body is cut off by aiohttp's ``client_max_size`` once it passes the limit.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import os
+import secrets
+from collections.abc import Awaitable, Callable, Collection
+from pathlib import Path
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+from mplp_lsp.api.errors import error_response
+from mplp_lsp.protocol.result import ErrorCode
+
+MAX_BODY = 1024 * 1024  # bytes; the largest integration payload or plan is far below this
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def write_token(path: Path, token: str) -> None:
+    """Write the token readable by this user only, replacing any older file atomically."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # the umask cannot widen it, an old file's mode does not matter
+        os.write(fd, token.encode())
+    finally:
+        os.close(fd)
+    temporary.replace(path)
+
+
+def allowed_hosts(port: int) -> frozenset[str]:
+    return frozenset(LOOPBACK_NAMES) | {f"{name}:{port}" for name in LOOPBACK_NAMES}
+
+
+def is_loopback_peer(peername: object) -> bool:
+    if not isinstance(peername, tuple) or not peername:
+        return False
+    try:
+        address = ipaddress.ip_address(str(peername[0]).split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback
+
+
+def guard(token: str, hosts: Callable[[], Collection[str]], max_body: int = MAX_BODY) -> Middleware:
+    expected = token.encode()
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        transport = request.transport
+        peer = transport.get_extra_info("peername") if transport is not None else None
+        if not is_loopback_peer(peer):
+            return error_response(403, "", ErrorCode.FORBIDDEN_PEER, "only local clients")
+        if request.headers.get("Host", "").lower() not in hosts():
+            return error_response(
+                403, "Host", ErrorCode.FORBIDDEN_HOST, "the Host header must name a loopback host"
+            )
+        scheme, _, offered = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            offered.strip().encode(), expected
+        ):
+            response = error_response(
+                401, "Authorization", ErrorCode.UNAUTHORIZED, "a valid bearer token is required"
+            )
+            response.headers["WWW-Authenticate"] = 'Bearer realm="mplp-lsp"'
+            return response
+        length = request.content_length
+        if length is not None and length > max_body:
+            return error_response(
+                413, "", ErrorCode.BODY_TOO_LARGE, f"the body is larger than {max_body} bytes"
+            )
+        return await handler(request)
+
+    return middleware

@@ -1,0 +1,123 @@
+"""Running the API for one workspace: bind 127.0.0.1, write the token and endpoint files.
+
+While it listens, the state dir holds ``api-token`` (0600, a fresh random token each start)
+and ``api.json`` (``{url, token_file, pid}``) so scripts and hooks can find it;
+``mplp-lsp status --json`` reports the same. Both are removed when it stops.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+from aiohttp import web
+
+from mplp_lsp.api.app import Engine, build_app
+from mplp_lsp.api.endpoint import ENDPOINT_NAME, TOKEN_NAME, Endpoint
+from mplp_lsp.api.security import allowed_hosts, new_token, write_token
+from mplp_lsp.settings import Settings
+from mplp_lsp.statedir import StatePaths
+from mplp_lsp.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+HOST = "127.0.0.1"
+
+
+class ApiServer:
+    def __init__(self, engine: Engine, paths: StatePaths, *, port: int = 0) -> None:
+        self._engine = engine
+        self._paths = paths
+        self._requested_port = port
+        self._runner: web.AppRunner | None = None
+        self.port: int | None = None
+        self.token = new_token()
+
+    @property
+    def token_file(self) -> Path:
+        return self._paths.root / TOKEN_NAME
+
+    @property
+    def endpoint_file(self) -> Path:
+        return self._paths.root / ENDPOINT_NAME
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    async def start(self) -> Endpoint:
+        write_token(self.token_file, self.token)
+        hosts: frozenset[str] = frozenset()
+        app = build_app(self._engine, self.token, lambda: hosts)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, HOST, self._requested_port, reuse_address=False)
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self.port = int(runner.addresses[0][1])
+        hosts = allowed_hosts(self.port)
+        endpoint = Endpoint(self.url, str(self.token_file))
+        payload = {**endpoint.to_json(), "pid": os.getpid()}
+        temporary = self.endpoint_file.with_name(f".{ENDPOINT_NAME}.tmp")
+        temporary.write_text(json.dumps(payload), encoding="utf-8")
+        temporary.replace(self.endpoint_file)
+        log.info("HTTP API listening on %s", self.url)
+        return endpoint
+
+    async def stop(self) -> None:
+        for path in (self.endpoint_file, self.token_file):
+            path.unlink(missing_ok=True)
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.cleanup()
+
+
+def api_port(settings: Settings, port: int | None, disabled: bool) -> int | None:
+    """The port to serve on (0: any free one), or None when the API is switched off."""
+    if disabled or not settings.api_enabled:
+        return None
+    return settings.api_port if port is None else port
+
+
+async def start_api(workspace: Workspace, port: int) -> ApiServer | None:
+    """Start the API, or log why not (a taken port must not stop the daemon recording)."""
+    engine = Engine(workspace.intake, workspace.psg, workspace.writer)
+    server = ApiServer(engine, workspace.paths, port=port)
+    try:
+        await server.start()
+    except OSError as error:
+        log.warning("the HTTP API could not listen on %s:%s: %s", HOST, port, error)
+        await server.stop()
+        return None
+    return server
+
+
+class ApiServers:
+    """One API per open workspace (each workspace has its own store), for a front end."""
+
+    def __init__(self, port: int) -> None:
+        self._port = port
+        self._servers: dict[Path, ApiServer] = {}
+
+    async def open(self, workspace: Workspace) -> ApiServer | None:
+        if workspace.root in self._servers:
+            return self._servers[workspace.root]
+        server = await start_api(workspace, self._port)
+        if server is not None:
+            self._servers[workspace.root] = server
+        return server
+
+    async def close(self, root: Path) -> None:
+        server = self._servers.pop(root, None)
+        if server is not None:
+            await server.stop()
+
+    async def close_all(self) -> None:
+        for root in list(self._servers):
+            await self.close(root)

@@ -1,0 +1,168 @@
+"""The PSG's front door: the operations the HTTP API, the LSP requests and consumers call.
+
+Each write is one transaction on the store's writer thread (:mod:`mplp_lsp.runtime.psg`);
+the events it caused were recorded in ``psg_outbox`` by that same transaction, and are then
+handed to the intake like any other event (validated, stored, published on the bus, so
+forwarded too). Outbox rows are cleared in the next write's transaction, so a crash between
+the two steps only means the events are submitted again at start-up (the intake drops the
+ones it already has, by event id).
+
+A ``ci_event`` committed by the intake reaches :meth:`PsgService.handle_ci` through the bus:
+ingestion and PSG updates are decoupled (spec §6.4).
+
+Reads run on their own thread and read-only connection, each in one transaction (one
+consistent snapshot): in WAL mode they neither wait for the writer thread nor block it, so
+reading a plan of thousands of steps does not hold up status changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from mplp_lsp.intake import Intake, Outcome, Submission
+from mplp_lsp.protocol.kinds import Kind
+from mplp_lsp.runtime import psg
+from mplp_lsp.store.database import connect
+from mplp_lsp.store.events import StoredEvent
+from mplp_lsp.store.writer import StoreWriter
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+Rejected = psg.Rejected
+
+
+class PsgService:
+    def __init__(self, writer: StoreWriter, intake: Intake) -> None:
+        self._writer = writer
+        self._intake = intake
+        self._published: list[str] = []  # outbox rows to clear in the next transaction
+        self._reads = ThreadPoolExecutor(1, thread_name_prefix="mplp-psg-read")
+        self._read_conn: sqlite3.Connection | None = None  # touched on that thread only
+
+    async def start(self) -> None:
+        """Submit events a previous run recorded but may not have handed to the intake."""
+        leftover = await self._writer.read(psg.outbox)
+        if leftover:
+            log.info("resubmitting %d PSG events left in the outbox", len(leftover))
+            await self._publish(leftover)
+
+    async def close(self) -> None:
+        if self._published:
+            done, self._published = self._published, []
+            await self._writer.run(lambda conn: psg.clear_outbox(conn, done))
+        if self._read_conn is not None:
+            await asyncio.get_running_loop().run_in_executor(self._reads, self._close_reader)
+        self._reads.shutdown(wait=True)
+
+    def _close_reader(self) -> None:
+        if self._read_conn is not None:
+            self._read_conn.close()
+            self._read_conn = None
+
+    async def write(self, change: Callable[[sqlite3.Connection], psg.Outcome]) -> psg.Outcome:
+        """Run one graph write in its own transaction, then publish its events.
+
+        Raises :class:`Rejected` (nothing changed) if the graph refuses the write.
+        """
+        done, self._published = self._published, []
+
+        def transaction(conn: sqlite3.Connection) -> psg.Outcome:
+            psg.clear_outbox(conn, done)
+            return change(conn)
+
+        try:
+            outcome = await self._writer.run(transaction)
+        except BaseException:
+            self._published = done + self._published  # rolled back: still to clear
+            raise
+        await self._publish(outcome.events)
+        return outcome
+
+    async def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._reads, self._read_snapshot, query)
+
+    def _read_snapshot(self, query: Callable[[sqlite3.Connection], T]) -> T:
+        if self._read_conn is None:
+            self._read_conn = connect(self._writer.path, read_only=True)
+        conn = self._read_conn
+        conn.execute("BEGIN")
+        try:
+            return query(conn)
+        finally:
+            conn.execute("ROLLBACK")
+
+    async def _publish(self, events: Sequence[dict[str, Any]]) -> None:
+        if not events:
+            return
+        results = await self._intake.submit_many(
+            [Submission(Kind(event["event_family"]), event, "psg") for event in events]
+        )
+        for event, result in zip(events, results, strict=True):
+            if result.outcome is Outcome.REJECTED:  # a bug in a builder; logged by the intake
+                log.error(
+                    "the intake refused a PSG event %s: %s",
+                    event["event_type"],
+                    result.result.to_dict(),
+                )
+        self._published.extend(event["event_id"] for event in events)
+
+    # --- operations (each a thin wrapper, so every front end calls the same code) ----------
+
+    async def create_context(self, data: Any) -> psg.Outcome:
+        return await self.write(lambda conn: psg.create_context(conn, data))
+
+    async def create_plan(self, data: Any) -> psg.Outcome:
+        return await self.write(lambda conn: psg.create_plan(conn, data))
+
+    async def set_plan_status(
+        self, plan_id: str, status: Any, at: str | None = None
+    ) -> psg.Outcome:
+        return await self.write(lambda conn: psg.set_plan_status(conn, plan_id, status, at))
+
+    async def set_step_status(
+        self, plan_id: str, step_id: str, status: Any, at: str | None = None
+    ) -> psg.Outcome:
+        return await self.write(
+            lambda conn: psg.set_step_status(conn, plan_id, step_id, status, at)
+        )
+
+    async def create_confirm(self, data: Any) -> psg.Outcome:
+        return await self.write(lambda conn: psg.create_confirm(conn, data))
+
+    async def create_trace(self, data: Any) -> psg.Outcome:
+        return await self.write(lambda conn: psg.create_trace(conn, data))
+
+    async def append_segments(self, trace_id: str, segments: Any) -> psg.Outcome:
+        return await self.write(lambda conn: psg.append_segments(conn, trace_id, segments))
+
+    async def edit_segment(self, trace_id: str, segment_id: str) -> psg.Outcome:
+        return await self.write(lambda conn: psg.refuse_segment_edit(conn, trace_id, segment_id))
+
+    async def get_context(self, context_id: str) -> dict[str, Any] | None:
+        return await self.read(lambda conn: psg.get_context(conn, context_id))
+
+    async def get_plan(self, plan_id: str) -> dict[str, Any] | None:
+        return await self.read(lambda conn: psg.get_plan(conn, plan_id))
+
+    async def get_confirm(self, confirm_id: str) -> dict[str, Any] | None:
+        return await self.read(lambda conn: psg.get_confirm(conn, confirm_id))
+
+    async def get_trace(self, trace_id: str) -> dict[str, Any] | None:
+        return await self.read(lambda conn: psg.get_trace(conn, trace_id))
+
+    async def handle_ci(self, events: Sequence[StoredEvent]) -> None:
+        """Bus consumer for committed ci_events: pipeline nodes and their pipeline_stage."""
+        runs = [
+            psg.CiRun(event.event_id, event.timestamp, event.envelope["payload"])
+            for event in events
+            if event.kind == Kind.CI.value
+        ]
+        if runs:
+            await self.write(lambda conn: psg.apply_ci(conn, runs))
