@@ -131,6 +131,17 @@ vim.api.nvim_create_autocmd('VimEnter', { nested = true, callback = function()
   result.commands = vim.tbl_filter(function(name) return name:match('^Mplp') end,
     vim.tbl_keys(vim.api.nvim_get_commands({})))
   table.sort(result.commands)
+  -- Work-done progress from the server shows in the statusline until it ends.
+  local function progress(value)
+    vim.api.nvim_exec_autocmds('LspProgress', { pattern = value.kind,
+      data = { client_id = client.id, params = { token = 'scan', value = value } } })
+    return require('mplp').statusline()
+  end
+  result.progress = {
+    progress({ kind = 'begin', title = 'scanning', percentage = 0 }),
+    progress({ kind = 'report', percentage = 40 }),
+    progress({ kind = 'end' }),
+  }
   -- A file of no known type attaches too (FileType never fires for it).
   vim.cmd('edit ' .. ROOT .. '/NOTES')
   local notes = vim.api.nvim_get_current_buf()
@@ -219,6 +230,7 @@ def test_plugin_write_is_stored_and_status_is_shown(session: dict[str, Any]) -> 
     )
     assert result["watched_files_opt_in"] is True
     assert result["untyped_attached"] is True
+    assert result["progress"] == ["mplp: scanning 0%", "mplp: scanning 40%", result["statusline"]]
     assert result["commands"] == ["MplpDrift", "MplpHooksInstall", "MplpRestart", "MplpStatus"]
     assert result["statusline"].startswith("mplp ")
     assert " today" in result["statusline"]
@@ -229,8 +241,10 @@ def test_plugin_write_is_stored_and_status_is_shown(session: dict[str, Any]) -> 
     # Today's server has no outbox: absent, said so, not an error.
     assert "outbox depth: not reported" in status.splitlines()
     listed = subprocess.run(
-        [sys.executable, "-m", "mplp_lsp", "events", "--json", "--kind", "file_update"]
-        + ["--state-dir", str(session["state"]), "--workspace", str(session["root"])],
+        [
+            *(sys.executable, "-m", "mplp_lsp", "events", "--json", "--kind", "file_update"),
+            *("--state-dir", str(session["state"]), "--workspace", str(session["root"])),
+        ],
         capture_output=True,
         text=True,
         timeout=60,
