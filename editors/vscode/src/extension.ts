@@ -52,6 +52,7 @@ class Extension implements vscode.Disposable {
     await this.stop();
     this.bar.starting();
     this.problem = undefined;
+    this.launch = undefined;
     const config = vscode.workspace.getConfiguration(SECTION);
     const folder = vscode.workspace.workspaceFolders?.[0];
     const launch = chooseLaunch(
