@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, test } from "node:test";
@@ -75,16 +75,14 @@ test("an interpreter with mplp_lsp passes the check and reports its version", as
   assert.match(result.version, /^\d+\.\d+/);
 });
 
-test("an interpreter without mplp_lsp: a clear message and the fix", async (t) => {
-  // A real interpreter in isolated mode (-I ignores PYTHONPATH and user site) with no mplp_lsp.
+test("an interpreter without mplp_lsp: a clear message and the fix", async () => {
+  // The same real interpreter with no site-packages at all (-S) and no PYTHONPATH (-I).
   const dir = mkdtempSync(join(tmpdir(), "mplp-probe-"));
   const python = join(dir, "python");
-  writeFileSync(python, `#!/bin/sh\nexec python3 -I "$@"\n`, { mode: 0o755 });
+  writeFileSync(python, `#!/bin/sh\nexec ${JSON.stringify(PYTHON)} -I -S "$@"\n`, { mode: 0o755 });
   const result = await probe(chooseLaunch({ interpreter: python }));
-  if (result.ok) {
-    t.skip("the system python3 has mplp_lsp installed");
-    return;
-  }
+  rmSync(dir, { recursive: true, force: true });
+  assert.ok(!result.ok, "mplp_lsp must not be importable without site-packages");
   assert.equal(result.problem, `mplp-lsp is not installed in ${python} (from mplp.interpreter).`);
   assert.match(result.fix, new RegExp(`^Run \`${python} -m pip install mplp-lsp\``));
 });
