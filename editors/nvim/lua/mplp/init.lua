@@ -1,0 +1,324 @@
+--- mplp-lsp in Neovim 0.11+: configuration, user commands, status for the statusline.
+---
+--- require('mplp').setup({
+---   python = '/path/to/venv/bin/python',  -- or cmd = { 'mplp-lsp', 'serve' }
+---   settings = { debounceMs = 300 },      -- the `mplp` settings (docs/settings.md)
+--- })
+local M = {}
+
+local NAME = 'mplp'
+local STATUS = 'mplp/status'
+local SCAN_DRIFT = 'mplp.scanDrift'
+local INSTALL_HOOKS = 'mplp.installHooks'
+
+--- The last `mplp/status` the server sent, and the work it reports progress on.
+M.state = { status = nil, progress = nil }
+
+---@class mplp.Options
+---@field cmd? string[] how to start the server (default: `mplp-lsp serve`)
+---@field python? string a Python with mplp_lsp installed; runs `python -m mplp_lsp serve`
+---@field settings? table the `mplp` settings
+---@field enable? boolean call vim.lsp.enable('mplp') (default true)
+
+---@param opts? mplp.Options
+function M.setup(opts)
+  opts = opts or {}
+  local config = {}
+  if opts.cmd then
+    config.cmd = opts.cmd
+  elseif opts.python then
+    config.cmd = { opts.python, '-m', 'mplp_lsp', 'serve' }
+  end
+  if opts.settings then
+    config.settings = { mplp = opts.settings }
+  end
+  vim.lsp.config(NAME, config)
+  if opts.enable ~= false then
+    vim.lsp.enable(NAME)
+    -- vim.lsp.enable attaches on FileType, which never fires for a file of no known type.
+    vim.api.nvim_create_autocmd({ 'BufReadPost', 'BufNewFile' }, {
+      group = vim.api.nvim_create_augroup('mplp.untyped', {}),
+      callback = function(args)
+        if vim.bo[args.buf].filetype == '' then
+          M.attach(args.buf)
+        end
+      end,
+    })
+  end
+end
+
+--- Start (or reuse) the client for a buffer inside a Git work tree.
+function M.attach(buf)
+  if vim.bo[buf].buftype ~= '' then
+    return
+  end
+  local root = vim.fs.root(buf, '.git')
+  if root then
+    vim.lsp.start(vim.tbl_extend('force', vim.lsp.config[NAME], { root_dir = root }), { bufnr = buf })
+  end
+end
+
+local function client_for(buf)
+  return vim.lsp.get_clients({ bufnr = buf or 0, name = NAME })[1] or vim.lsp.get_clients({ name = NAME })[1]
+end
+
+local function has_command(client, name)
+  local provider = client.server_capabilities.executeCommandProvider
+  return type(provider) == 'table' and vim.list_contains(provider.commands or {}, name)
+end
+
+local function notify(message, level)
+  vim.notify('mplp: ' .. message, level or vim.log.levels.INFO)
+end
+
+-- --- status -------------------------------------------------------------------------------
+
+local function number(value)
+  return type(value) == 'number' and value or nil
+end
+
+--- Sum of the values present; nil when no folder reports the field (an older server).
+local function total(folders, get)
+  local sum
+  for _, folder in ipairs(folders) do
+    local ok, value = pcall(get, folder)
+    value = ok and number(value) or nil
+    if value then
+      sum = (sum or 0) + value
+    end
+  end
+  return sum
+end
+
+--- The status summed over workspace folders. Fields the server does not report stay nil.
+function M.summary(status)
+  status = status or M.state.status
+  if type(status) ~= 'table' then
+    return nil
+  end
+  local folders = type(status.workspaces) == 'table' and status.workspaces or {}
+  local states = {}
+  for _, folder in ipairs(folders) do
+    local state = type(folder.remote) == 'table' and folder.remote.state
+    if type(state) == 'string' and not vim.list_contains(states, state) then
+      table.insert(states, state)
+    end
+  end
+  return {
+    ready = status.ready == true,
+    folders = #folders,
+    events_today = total(folders, function(f)
+      return f.events_today
+    end) or 0,
+    outbox_depth = total(folders, function(f)
+      return f.outbox.depth
+    end),
+    remote = #states > 0 and table.concat(states, '/') or nil,
+    drift = total(folders, function(f)
+      return f.drift.count
+    end),
+  }
+end
+
+--- For the statusline: `mplp 12 today · outbox 3 · remote ok · drift 2`, '' when not running.
+--- Example: vim.o.statusline = "%f %= %{v:lua.require'mplp'.statusline()}"
+function M.statusline()
+  local progress = M.state.progress
+  if progress then
+    local percent = progress.percentage and (' ' .. progress.percentage .. '%') or ''
+    return 'mplp: ' .. (progress.title or 'working') .. percent
+  end
+  local summary = M.summary()
+  if not summary then
+    return ''
+  end
+  if not summary.ready then
+    return 'mplp: starting'
+  end
+  if summary.folders == 0 then
+    return 'mplp: not recording'
+  end
+  local parts = { ('mplp %d today'):format(summary.events_today) }
+  if summary.outbox_depth then
+    table.insert(parts, ('outbox %d'):format(summary.outbox_depth))
+  end
+  if summary.remote then
+    table.insert(parts, 'remote ' .. summary.remote)
+  end
+  if summary.drift then
+    table.insert(parts, ('drift %d'):format(summary.drift))
+  end
+  return table.concat(parts, ' · ')
+end
+
+local function changed()
+  vim.api.nvim_exec_autocmds('User', { pattern = 'MplpStatus', modeline = false })
+  vim.cmd.redrawstatus()
+end
+
+function M.on_status(result, _ctx)
+  M.state.status = result
+  changed()
+end
+
+--- Work-done progress of the mplp client (an LspProgress event's params).
+function M.on_progress(params)
+  local value = params and params.value or {}
+  if value.kind == 'end' then
+    M.state.progress = nil
+  elseif value.kind == 'begin' then
+    M.state.progress = { title = value.title, percentage = value.percentage }
+  elseif M.state.progress then
+    M.state.progress.percentage = value.percentage or M.state.progress.percentage
+  end
+  changed()
+end
+
+local function shown(value)
+  if value == nil or value == vim.NIL then
+    return 'not reported'
+  end
+  return type(value) == 'table' and vim.json.encode(value) or tostring(value)
+end
+
+--- The lines :MplpStatus prints.
+function M.status_lines(status)
+  local summary = M.summary(status)
+  if not summary then
+    return { 'mplp: no status yet' }
+  end
+  local lines = {
+    ('mplp-lsp %s, %s; refused input: %s'):format(
+      shown(status.version),
+      summary.ready and 'ready' or 'starting',
+      shown(status.refused or 0)
+    ),
+    ('events today: %d in %d folder(s)'):format(summary.events_today, summary.folders),
+    'outbox depth: ' .. shown(summary.outbox_depth),
+    'remote: ' .. shown(summary.remote),
+    'drift: ' .. shown(summary.drift),
+  }
+  for _, folder in ipairs(status.workspaces or {}) do
+    local kinds = {}
+    for kind, count in vim.spairs(folder.events_by_kind or {}) do
+      table.insert(kinds, ('%s %d'):format(kind, count))
+    end
+    vim.list_extend(lines, {
+      '',
+      shown(folder.root),
+      '  events: ' .. shown(folder.events_total) .. (#kinds > 0 and (' (' .. table.concat(kinds, ', ') .. ')') or ''),
+      '  last event: ' .. shown(folder.last_event_time),
+      '  rejected: ' .. shown(folder.rejected),
+      '  store: ' .. shown(folder.state_dir),
+    })
+  end
+  return lines
+end
+
+function M.show_status()
+  local client = client_for(0)
+  if not client then
+    return notify('mplp-lsp is not running for this buffer', vim.log.levels.WARN)
+  end
+  local reply = client:request_sync(STATUS, vim.NIL, 5000, 0)
+  local status = reply and reply.result or M.state.status
+  if reply and reply.result then
+    M.state.status = reply.result
+  end
+  local chunks = {}
+  for _, line in ipairs(M.status_lines(status)) do
+    table.insert(chunks, { line .. '\n' })
+  end
+  vim.api.nvim_echo(chunks, true, {})
+end
+
+-- --- server commands ----------------------------------------------------------------------
+
+--- Run a server command; false when this server does not have it.
+local function server_command(name, on_done)
+  local client = client_for(0)
+  if not client then
+    notify('mplp-lsp is not running for this buffer', vim.log.levels.WARN)
+    return nil
+  end
+  if not has_command(client, name) then
+    return false
+  end
+  client:exec_cmd({ title = name, command = name, arguments = {} }, { bufnr = 0 }, function(err, result)
+    if err then
+      notify(name .. ' failed: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+    else
+      notify(type(result) == 'string' and result or (name .. ': done'))
+    end
+    if on_done then
+      on_done(err, result)
+    end
+  end)
+  return true
+end
+
+function M.scan_drift()
+  if server_command(SCAN_DRIFT) == false then
+    notify('this mplp-lsp does not detect drift yet; update mplp-lsp', vim.log.levels.WARN)
+  end
+end
+
+--- The server's command when it has one; else `mplp-lsp hooks install` in the root folder.
+function M.install_hooks()
+  if server_command(INSTALL_HOOKS) ~= false then
+    return
+  end
+  local client = client_for(0)
+  local cmd = client.config.cmd
+  local serve = type(cmd) == 'table' and vim.list_contains(cmd, 'serve') and cmd or nil
+  if not serve then
+    return notify('cannot tell how mplp-lsp was started; run `mplp-lsp hooks install`', vim.log.levels.WARN)
+  end
+  local argv = {}
+  for _, arg in ipairs(serve) do
+    if arg == 'serve' then
+      break
+    end
+    table.insert(argv, arg)
+  end
+  vim.list_extend(argv, { 'hooks', 'install' })
+  vim.system(argv, { cwd = client.root_dir, text = true }, function(done)
+    vim.schedule(function()
+      if done.code == 0 then
+        notify('Git hooks installed in ' .. client.root_dir)
+      else
+        notify('hooks install failed: ' .. vim.trim(done.stderr or ''), vim.log.levels.ERROR)
+      end
+    end)
+  end)
+end
+
+function M.restart()
+  local clients = vim.lsp.get_clients({ name = NAME })
+  local buffers = {}
+  for _, client in ipairs(clients) do
+    vim.list_extend(buffers, vim.tbl_keys(client.attached_buffers))
+    client:stop()
+  end
+  M.state.status, M.state.progress = nil, nil
+  local function start_when_stopped(tries)
+    for _, client in ipairs(clients) do
+      if not client:is_stopped() and tries > 0 then
+        return vim.defer_fn(function()
+          start_when_stopped(tries - 1)
+        end, 100)
+      end
+    end
+    for _, buf in ipairs(buffers) do
+      if vim.api.nvim_buf_is_valid(buf) then
+        M.attach(buf)
+      end
+    end
+    if #buffers == 0 then
+      M.attach(vim.api.nvim_get_current_buf())
+    end
+  end
+  start_when_stopped(50)
+end
+
+return M

@@ -1,0 +1,26 @@
+-- User commands of the mplp-lsp plugin; the module loads on first use.
+if vim.g.loaded_mplp then
+  return
+end
+vim.g.loaded_mplp = true
+
+local function command(name, method, desc)
+  vim.api.nvim_create_user_command(name, function()
+    require('mplp')[method]()
+  end, { desc = desc })
+end
+
+command('MplpStatus', 'show_status', 'mplp-lsp: what the daemon recorded, per workspace folder')
+command('MplpDrift', 'scan_drift', 'mplp-lsp: scan the workspace for drift now')
+command('MplpRestart', 'restart', 'mplp-lsp: restart the language server')
+command('MplpHooksInstall', 'install_hooks', 'mplp-lsp: install the Git hooks in the workspace')
+
+vim.api.nvim_create_autocmd('LspProgress', {
+  group = vim.api.nvim_create_augroup('mplp.progress', {}),
+  callback = function(args)
+    local client = vim.lsp.get_client_by_id(args.data.client_id)
+    if client and client.name == 'mplp' then
+      require('mplp').on_progress(args.data.params)
+    end
+  end,
+})

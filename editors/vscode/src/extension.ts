@@ -1,0 +1,292 @@
+/**
+ * The MPLP extension: starts `mplp-lsp serve` for the workspace, shows its status, and gives the
+ * server's commands a place in the command palette. All the logic that can run outside VS Code
+ * (choosing the interpreter, reading the status, the settings) lives in the other modules.
+ */
+
+import { execFile } from "node:child_process";
+import * as vscode from "vscode";
+import {
+  ExecuteCommandRequest,
+  LanguageClient,
+  type LanguageClientOptions,
+  RevealOutputChannelOn,
+  type ServerOptions,
+  TransportKind,
+} from "vscode-languageclient/node";
+import { advertisedCommands, COMMANDS, type ExtensionCommand } from "./commands";
+import { chooseLaunch, cliArgs, type Launch, probe } from "./launch";
+import { onPythonChanged, pythonFromExtension } from "./python";
+import { serverSection } from "./serverSettings";
+import { type ServerStatus, statusReport } from "./status";
+import { StatusBar } from "./statusBar";
+
+const SECTION = "mplp";
+const STATUS_METHOD = "mplp/status";
+const STATUS_URI = vscode.Uri.parse("mplp-status:mplp-lsp%20status.md");
+/** Settings that change how the server is started; the others the server re-reads itself. */
+const RESTART_ON = [`${SECTION}.interpreter`, `${SECTION}.serverPath`];
+
+class Extension implements vscode.Disposable {
+  private client: LanguageClient | undefined;
+  private launch: Launch | undefined;
+  private problem: string | undefined;
+  private queue: Promise<void> = Promise.resolve();
+  private readonly statusChanged = new vscode.EventEmitter<vscode.Uri>();
+
+  constructor(
+    readonly log: vscode.LogOutputChannel,
+    readonly bar: StatusBar,
+  ) {}
+
+  /** Start, or stop and start again; calls are serialised. */
+  restart(): Promise<void> {
+    this.queue = this.queue.then(
+      () => this.stopAndStart(),
+      () => this.stopAndStart(),
+    );
+    return this.queue;
+  }
+
+  private async stopAndStart(): Promise<void> {
+    await this.stop();
+    this.bar.starting();
+    this.problem = undefined;
+    this.launch = undefined;
+    const config = vscode.workspace.getConfiguration(SECTION);
+    const folder = vscode.workspace.workspaceFolders?.[0];
+    const launch = chooseLaunch(
+      { serverPath: config.get("serverPath"), interpreter: config.get("interpreter") },
+      await pythonFromExtension(folder?.uri),
+    );
+    const checked = await probe(launch);
+    if (!checked.ok) {
+      this.fail(`${checked.problem} ${checked.fix}`);
+      return;
+    }
+    this.launch = launch;
+    this.log.info(`starting mplp-lsp ${checked.version} with ${launch.command} (${launch.origin})`);
+    const client = new LanguageClient("mplp", "MPLP", serverOptions(launch, folder), clientOptions(this.log));
+    client.onNotification(STATUS_METHOD, (status: ServerStatus) => {
+      this.bar.update(status);
+      this.statusChanged.fire(STATUS_URI);
+    });
+    this.client = client;
+    try {
+      await client.start();
+    } catch (error) {
+      this.fail(`mplp-lsp did not start: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+
+  private fail(message: string): void {
+    this.problem = message;
+    this.log.error(message);
+    this.bar.failed(message);
+    void vscode.window.showErrorMessage(`MPLP: ${message}`, "Open Settings", "Show Log").then((pick) => {
+      if (pick === "Open Settings") {
+        void vscode.commands.executeCommand("workbench.action.openSettings", SECTION);
+      } else if (pick === "Show Log") {
+        this.log.show();
+      }
+    });
+  }
+
+  async stop(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    if (client?.needsStop()) {
+      try {
+        await client.stop();
+      } catch (error) {
+        this.log.warn(`stopping mplp-lsp: ${String(error)}`);
+      }
+    }
+  }
+
+  startedFromPythonExtension(): boolean {
+    return this.launch?.origin === "the Python extension";
+  }
+
+  /** What the status view shows: the server's answer now, else its last notification. */
+  async report(): Promise<string> {
+    if (this.problem) return `# mplp-lsp is not running\n\n${this.problem}\n`;
+    let status = this.bar.last;
+    if (this.client?.isRunning()) {
+      try {
+        status = await this.client.sendRequest<ServerStatus>(STATUS_METHOD);
+      } catch (error) {
+        this.log.warn(`${STATUS_METHOD}: ${String(error)}`);
+      }
+    }
+    return statusReport(status);
+  }
+
+  async showStatus(): Promise<void> {
+    this.statusChanged.fire(STATUS_URI);
+    const document = await vscode.workspace.openTextDocument(STATUS_URI);
+    await vscode.window.showTextDocument(document, { preview: true });
+  }
+
+  statusProvider(): vscode.TextDocumentContentProvider {
+    return { onDidChange: this.statusChanged.event, provideTextDocumentContent: () => this.report() };
+  }
+
+  /** Run a command the server implements, or say that this server does not have it. */
+  async serverCommand(entry: ExtensionCommand): Promise<unknown> {
+    const client = this.client;
+    if (!entry.server || !client?.isRunning()) {
+      void vscode.window.showWarningMessage("MPLP: mplp-lsp is not running. Run “MPLP: Restart”.");
+      return undefined;
+    }
+    if (!advertisedCommands(client.initializeResult?.capabilities).has(entry.server)) {
+      return NOT_ADVERTISED;
+    }
+    return vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Window, title: `MPLP: ${entry.title}` },
+      async () => {
+        const result = await client.sendRequest(ExecuteCommandRequest.type, {
+          command: entry.server!,
+          arguments: [],
+        });
+        this.log.info(`${entry.server}: ${JSON.stringify(result)}`);
+        void vscode.window.showInformationMessage(
+          typeof result === "string" ? `MPLP: ${result}` : `MPLP: ${entry.title}: done`,
+        );
+        return result;
+      },
+    );
+  }
+
+  async scanDrift(): Promise<void> {
+    if ((await this.serverCommand(COMMANDS.scanDrift)) === NOT_ADVERTISED) {
+      void vscode.window.showWarningMessage(
+        "MPLP: this mplp-lsp does not detect drift yet; update mplp-lsp to get drift diagnostics.",
+      );
+    }
+  }
+
+  /** The server's command when it has one; else `mplp-lsp hooks install` in each folder. */
+  async installHooks(): Promise<void> {
+    if ((await this.serverCommand(COMMANDS.installHooks)) !== NOT_ADVERTISED) return;
+    const launch = this.launch;
+    if (!launch) return;
+    for (const folder of vscode.workspace.workspaceFolders ?? []) {
+      const args = cliArgs(launch, "hooks", "install");
+      execFile(launch.command, args, { cwd: folder.uri.fsPath }, (error, stdout, stderr) => {
+        this.log.info(`${launch.command} ${args.join(" ")} in ${folder.uri.fsPath}\n${stdout}${stderr}`);
+        if (error) {
+          void vscode.window.showErrorMessage(
+            `MPLP: could not install Git hooks in ${folder.name}: ${stderr.trim() || error.message}`,
+          );
+        } else {
+          void vscode.window.showInformationMessage(`MPLP: Git hooks installed in ${folder.name}.`);
+        }
+      });
+    }
+  }
+
+  /** `mplp-lsp events --follow` for a folder, in a terminal. */
+  async openEventLog(): Promise<void> {
+    const folder =
+      (vscode.workspace.workspaceFolders?.length ?? 0) > 1
+        ? await vscode.window.showWorkspaceFolderPick({ placeHolder: "Events of which folder?" })
+        : vscode.workspace.workspaceFolders?.[0];
+    if (!folder || !this.launch) return;
+    const root = folder.uri.fsPath;
+    const stateDir = this.bar.last?.workspaces?.find((w) => w.root === root)?.state_dir;
+    const terminal = vscode.window.createTerminal({
+      name: `MPLP events: ${folder.name}`,
+      cwd: root,
+      shellPath: this.launch.command,
+      shellArgs: cliArgs(
+        this.launch,
+        "events",
+        "--follow",
+        "--workspace",
+        root,
+        ...(stateDir ? ["--state-dir", stateDir] : []),
+      ),
+    });
+    terminal.show();
+  }
+
+  dispose(): void {
+    void this.stop();
+    this.statusChanged.dispose();
+  }
+}
+
+const NOT_ADVERTISED = Symbol("not advertised");
+
+function serverOptions(launch: Launch, folder?: vscode.WorkspaceFolder): ServerOptions {
+  return {
+    command: launch.command,
+    args: cliArgs(launch, "serve"),
+    transport: TransportKind.stdio,
+    options: folder ? { cwd: folder.uri.fsPath } : {},
+  };
+}
+
+function clientOptions(log: vscode.LogOutputChannel): LanguageClientOptions {
+  return {
+    // mplp-lsp records activity on files of every language.
+    documentSelector: [{ scheme: "file" }],
+    outputChannel: log,
+    traceOutputChannel: log,
+    revealOutputChannelOn: RevealOutputChannelOn.Never,
+    initializationOptions: () => ({
+      [SECTION]: serverSection(vscode.workspace.getConfiguration(SECTION)),
+    }),
+    synchronize: { configurationSection: SECTION },
+    middleware: {
+      workspace: {
+        configuration: async (params, token, next) => {
+          const result = await next(params, token);
+          if (!Array.isArray(result)) return result;
+          return result.map((value, index) =>
+            params.items[index]?.section === SECTION ? serverSection(value) : value,
+          );
+        },
+      },
+    },
+  };
+}
+
+let extension: Extension | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  const log = vscode.window.createOutputChannel("MPLP", { log: true });
+  const bar = new StatusBar();
+  extension = new Extension(log, bar);
+  const ext = extension;
+  const handlers: Record<keyof typeof COMMANDS, () => unknown> = {
+    restart: () => ext.restart(),
+    showStatus: () => ext.showStatus(),
+    scanDrift: () => ext.scanDrift(),
+    openEventLog: () => ext.openEventLog(),
+    installHooks: () => ext.installHooks(),
+  };
+  context.subscriptions.push(
+    log,
+    bar,
+    ext,
+    vscode.workspace.registerTextDocumentContentProvider(STATUS_URI.scheme, ext.statusProvider()),
+    ...Object.entries(handlers).map(([name, handler]) =>
+      vscode.commands.registerCommand(COMMANDS[name as keyof typeof COMMANDS].command, handler),
+    ),
+    vscode.workspace.onDidChangeConfiguration((change) => {
+      if (RESTART_ON.some((key) => change.affectsConfiguration(key))) void ext.restart();
+    }),
+  );
+  const pythonWatch = await onPythonChanged(() => {
+    if (ext.startedFromPythonExtension()) void ext.restart();
+  });
+  if (pythonWatch) context.subscriptions.push(pythonWatch);
+  await ext.restart();
+}
+
+export async function deactivate(): Promise<void> {
+  await extension?.stop();
+  extension = undefined;
+}

@@ -1,0 +1,82 @@
+/**
+ * The extension's `contributes.configuration` is made from `schemas/settings.schema.json`, the
+ * one description of the daemon's settings; `npm run sync-settings` writes it into package.json
+ * and a test fails when the two differ.
+ */
+
+/** The part of a JSON Schema property that VS Code's settings editor understands. */
+export interface SchemaProperty {
+  type?: string | string[];
+  enum?: unknown[];
+  enumDescriptions?: string[];
+  default?: unknown;
+  description?: string;
+  minimum?: number;
+  maximum?: number;
+  minLength?: number;
+  items?: unknown;
+  [other: string]: unknown;
+}
+
+export interface SettingsSchema {
+  properties: Record<string, SchemaProperty>;
+}
+
+export type Contribution = Record<string, unknown>;
+
+/** Settings that only the extension reads: how to start the server and how to trace it. */
+export const CLIENT_SETTINGS: Record<string, Contribution> = {
+  "mplp.interpreter": {
+    type: "string",
+    default: "",
+    scope: "machine-overridable",
+    markdownDescription:
+      "Python interpreter that has `mplp_lsp` installed; the server runs as `<interpreter> -m mplp_lsp serve`. Empty: the Python extension's interpreter for the workspace, else `python3`.",
+  },
+  "mplp.serverPath": {
+    type: "string",
+    default: "",
+    scope: "machine-overridable",
+    markdownDescription:
+      "Path of an `mplp-lsp` executable; the server runs as `<serverPath> serve`. Takes precedence over `mplp.interpreter`.",
+  },
+  "mplp.trace.server": {
+    type: "string",
+    enum: ["off", "messages", "verbose"],
+    default: "off",
+    scope: "window",
+    markdownDescription:
+      "Log the LSP messages between VS Code and mplp-lsp in the MPLP output channel.",
+  },
+};
+
+/** Keys JSON Schema has and VS Code reads the same way. */
+const COPIED = ["type", "enum", "default", "minimum", "maximum", "minLength", "items"] as const;
+
+/** `mplp.<name>` contributions for every property of the settings schema. */
+export function settingsFromSchema(schema: SettingsSchema): Record<string, Contribution> {
+  const out: Record<string, Contribution> = {};
+  for (const [name, property] of Object.entries(schema.properties)) {
+    const entry: Contribution = {};
+    for (const key of COPIED) {
+      if (property[key] !== undefined) entry[key] = property[key];
+    }
+    // The schema's descriptions use Markdown (`code`), which VS Code renders only from these keys.
+    if (property.enumDescriptions !== undefined) {
+      entry.markdownEnumDescriptions = property.enumDescriptions;
+    }
+    if (property.description !== undefined) entry.markdownDescription = property.description;
+    // Folders may differ (the server reads settings per workspace folder).
+    entry.scope = "resource";
+    out[`mplp.${name}`] = entry;
+  }
+  return out;
+}
+
+/** The whole `contributes.configuration` block of package.json. */
+export function configurationContribution(schema: SettingsSchema): Contribution {
+  return {
+    title: "MPLP",
+    properties: { ...settingsFromSchema(schema), ...CLIENT_SETTINGS },
+  };
+}
