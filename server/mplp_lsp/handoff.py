@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 from mplp_lsp.engine import Engine
+from mplp_lsp.forward.drain import Drain, DrainReport
 from mplp_lsp.intake import Submission
 from mplp_lsp.protocol.result import ValidationResult
 from mplp_lsp.protocol.validator import default_validator
@@ -63,21 +64,63 @@ def deliver(
     ``also`` runs in the store (one transaction, after the events) only when they are stored
     here; a source uses it to record what it reported, which a daemon does by itself.
     """
+    return _deliver(workspace_root, state_dir_override, submissions, also, None)
+
+
+def _deliver(
+    workspace_root: Path,
+    state_dir_override: str | Path | None,
+    submissions: Sequence[Submission],
+    also: StoreWork | None,
+    forward: _ForwardSlot | None,
+) -> list[Delivery]:
     paths = StatePaths(resolve_state_dir(workspace_root, state_dir_override))
     checked = [_check(submission) for submission in submissions]
     _log_rejections(paths, submissions, checked)
     valid = [s for s, result in zip(submissions, checked, strict=True) if result.ok]
     work = valid or also is not None
-    stored = iter(_store(workspace_root, paths, valid, also) if work else [])
+    stored = iter(_store(workspace_root, paths, valid, also, forward) if work else [])
     return [next(stored) if result.ok else Delivery("rejected", result) for result in checked]
 
 
+@dataclass(frozen=True, slots=True)
+class ForwardRequest:
+    """After storing, forward the store's outbox to ``remote_url`` for up to ``wait`` seconds."""
+
+    remote_url: str
+    wait: float = 20.0
+
+
+def deliver_and_forward(
+    workspace_root: Path,
+    state_dir_override: str | Path | None,
+    submissions: Sequence[Submission],
+    forward: ForwardRequest,
+) -> tuple[list[Delivery], DrainReport | None]:
+    """:func:`deliver`, then send what the store holds to a remote (CI to a central runtime).
+
+    The store is the spool: what cannot be sent now stays queued for the next run. When a
+    daemon owns the store, the events are queued for it and its own forwarding applies (no
+    report).
+    """
+    reports: list[DrainReport] = []
+    deliveries = _deliver(workspace_root, state_dir_override, submissions, None, (forward, reports))
+    return deliveries, (reports[0] if reports else None)
+
+
+_ForwardSlot = tuple[ForwardRequest, list[DrainReport]]
+
+
 def _store(
-    root: Path, paths: StatePaths, submissions: list[Submission], also: StoreWork | None
+    root: Path,
+    paths: StatePaths,
+    submissions: list[Submission],
+    also: StoreWork | None,
+    forward: _ForwardSlot | None = None,
 ) -> list[Delivery]:
     lock = StateDirLock(paths.lock, workspace=root)
     if lock.acquire():
-        return asyncio.run(_own(root, paths, lock, submissions, also))
+        return asyncio.run(_own(root, paths, lock, submissions, also, forward))
     if not submissions:
         return []
     _hand_to_owner(paths, submissions)
@@ -143,6 +186,7 @@ async def _own(
     lock: StateDirLock,
     submissions: list[Submission],
     also: StoreWork | None = None,
+    forward: _ForwardSlot | None = None,
 ) -> list[Delivery]:
     writer = StoreWriter(paths.database)
     try:
@@ -151,12 +195,19 @@ async def _own(
         engine = Engine(root, Settings(), paths, writer)
         try:
             await engine.start()
+            draining = None
+            if forward is not None:
+                draining = Drain(writer, engine.bus, forward[0].remote_url)
+                await draining.start(Settings())
             await inbox.drain(paths.inbox, engine.intake)
             results = await engine.intake.submit_many(submissions)
             if also is not None:
                 await writer.run(also)
             await inbox.drain(paths.inbox, engine.intake)
             await engine.drain()
+            if forward is not None and draining is not None:
+                request, reports = forward
+                reports.append(await draining.finish(request.wait))
         finally:
             await engine.close()
         return [Delivery(r.outcome.value, r.result) for r in results]

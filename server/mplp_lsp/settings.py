@@ -28,7 +28,15 @@ import json
 from typing import Annotated, Any, Literal
 from urllib.parse import unquote
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    Strict,
+    ValidationError,
+)
 
 from mplp_lsp.protocol.schemas import load_json
 
@@ -38,6 +46,7 @@ __all__ = [
     "EventFamily",
     "LogLevel",
     "Settings",
+    "ToolTask",
     "parse_settings",
     "settings_schema",
 ]
@@ -46,6 +55,7 @@ EventFamily = Literal["spec", "upstream"]
 LogLevel = Literal["error", "warning", "info", "debug"]
 EmailPolicy = Literal["keep", "hash", "drop"]
 DriftSeverity = Literal["error", "warning", "information", "hint"]
+ToolKind = Literal["linter", "formatter", "test_runner", "generator", "other"]
 
 _SECTION = "mplp"
 _FOLDER_KEYS = ("scopeUri", "folder")
@@ -61,6 +71,29 @@ _Int = Annotated[int, Strict(), BeforeValidator(_integral)]
 _Str = Annotated[str, Strict()]
 
 
+class ToolTask(BaseModel):
+    """A tool the editor can run by name (``mplp.runTool``); recorded like ``mplp-lsp run``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    command: tuple[_Str, ...] = Field(min_length=1)
+    kind: ToolKind = "other"
+    cwd: _Str | None = None
+
+
+def _tool_pairs(value: Any) -> Any:
+    if not isinstance(value, dict):
+        raise ValueError("tools must be an object of named tool tasks")
+    return tuple(sorted(value.items()))
+
+
+_ToolTable = Annotated[
+    tuple[tuple[_Str, ToolTask], ...],
+    BeforeValidator(_tool_pairs, json_schema_input_type=dict[str, ToolTask]),
+    PlainSerializer(lambda pairs: {name: task for name, task in pairs}),
+]
+
+
 class Settings(BaseModel):
     """The daemon's settings; attribute names are snake_case, wire names camelCase."""
 
@@ -69,6 +102,8 @@ class Settings(BaseModel):
     debounce_ms: _Int = Field(default=500, alias="debounceMs", ge=0, le=60_000)
     max_wait_ms: _Int = Field(default=2000, alias="maxWaitMs", ge=0, le=600_000)
     exclude: tuple[_Str, ...] = Field(default=(), alias="exclude")
+    # Kept as sorted (name, task) pairs so settings stay hashable; an object on the wire.
+    tools: _ToolTable = Field(default=(), alias="tools")
     send_workspace_root: Annotated[bool, Strict()] = Field(default=False, alias="sendWorkspaceRoot")
     event_family: EventFamily = Field(default="spec", alias="eventFamily")
     log_level: LogLevel = Field(default="warning", alias="logLevel")
@@ -104,6 +139,9 @@ class Settings(BaseModel):
         default=1_048_576, alias="snapshotMaxBytes", ge=0, le=67_108_864
     )
     api_enabled: Annotated[bool, Strict()] = Field(default=True, alias="apiEnabled")
+
+    def tool(self, name: str) -> ToolTask | None:
+        return dict(self.tools).get(name)
 
 
 _ALIASES: dict[str, str] = {

@@ -124,6 +124,7 @@ def test_a_full_valid_object_is_taken_as_is() -> None:
         "driftSeverity": "hint",
         "snapshotMaxBytes": 0,
         "apiEnabled": False,
+        "tools": {"lint": {"command": ["ruff", "check", "."], "kind": "linter", "cwd": "src"}},
     }
     loaded, warnings = parse_settings(raw)
     assert warnings == []

@@ -154,3 +154,20 @@ def test_working_directory(tmp_path: Path, cwd: str, expected: str | None) -> No
     workspace = tmp_path / "ws"
     (workspace / "src" / "pkg").mkdir(parents=True)
     assert workspace_relative(workspace / cwd, workspace) == expected
+
+
+async def test_cancelling_the_run_terminates_the_child_and_reports_cancelled(
+    tmp_path: Path,
+) -> None:
+    recorder = Recorder()
+    run = ToolRun(["sleep", "30"], cwd=tmp_path, workspace=tmp_path)
+    task = asyncio.create_task(run_tool(run, recorder, forward_signals=False))
+    while not recorder.events:
+        await asyncio.sleep(0.02)
+    began = asyncio.get_running_loop().time()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert asyncio.get_running_loop().time() - began < 10
+    assert [e["status"] for e in recorder.events] == ["running", "cancelled"]
+    assert recorder.events[-1]["exit_code"] == 128 + signal.SIGTERM

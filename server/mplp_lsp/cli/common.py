@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 LOG_LEVELS = ("error", "warning", "info", "debug")
+TOOL_KINDS = ("linter", "formatter", "test_runner", "generator", "other")
 
 
 def add_state_options(parser: argparse.ArgumentParser) -> None:

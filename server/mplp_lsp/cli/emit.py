@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mplp_lsp.cli.common import add_state_options, workspace_path
+from mplp_lsp.cli.common import TOOL_KINDS, add_state_options, workspace_path
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 
@@ -44,6 +44,20 @@ def _common(parser: argparse.ArgumentParser) -> None:
     add_state_options(parser)
     parser.add_argument(
         "--json", metavar="FILE", dest="json_input", help="the event as JSON (- for stdin)"
+    )
+    parser.add_argument(
+        "--remote",
+        metavar="URL",
+        help="after storing, send the store's queued envelopes to this remote runtime or "
+        "collector (token from MPLP_LSP_REMOTE_TOKEN); what cannot be sent now stays queued "
+        "in the store for the next run",
+    )
+    parser.add_argument(
+        "--wait",
+        metavar="SECONDS",
+        type=float,
+        default=20.0,
+        help="how long --remote keeps retrying before leaving the rest queued (default 20)",
     )
 
 
@@ -95,7 +109,7 @@ def _run_git(args: argparse.Namespace) -> int:
             return _invalid(payload)
     else:
         payload = {k: getattr(args, k) for k in _GIT_FIELDS if getattr(args, k) is not None}
-    return _deliver(root, args.state_dir, Kind.GIT, payload)
+    return _deliver(root, args, Kind.GIT, payload)
 
 
 def _read_json(name: str) -> Any:
@@ -108,14 +122,35 @@ def _read_json(name: str) -> Any:
         raise SystemExit(f"mplp-lsp emit: cannot read {name}: {error}") from None
 
 
-def _deliver(root: Path, state_dir: str | None, kind: Kind, data: Any) -> int:
-    from mplp_lsp.handoff import deliver
+def _deliver(root: Path, args: argparse.Namespace, kind: Kind, data: Any) -> int:
+    from mplp_lsp.handoff import ForwardRequest, deliver, deliver_and_forward
     from mplp_lsp.intake import Submission
 
-    [delivery] = deliver(root, state_dir, [Submission(kind, data, "cli")])
+    submissions = [Submission(kind, data, "cli")]
+    if args.remote is None:
+        [delivery] = deliver(root, args.state_dir, submissions)
+        report = None
+    else:
+        request = ForwardRequest(args.remote, max(0.0, args.wait))
+        [delivery], report = deliver_and_forward(root, args.state_dir, submissions, request)
     if not delivery.ok:
         return _invalid(delivery.result)
     print(delivery.status)
+    if report is not None:
+        if report.problem:
+            print(f"mplp-lsp emit: not forwarded: {report.problem}", file=sys.stderr)
+        elif report.pending:
+            why = f" ({report.last_error})" if report.last_error else ""
+            print(
+                f"mplp-lsp emit: {report.pending} envelope(s) still queued for "
+                f"{report.remote}{why}; they go with the next forwarding run",
+                file=sys.stderr,
+            )
+        if report.dead_lettered:
+            print(
+                f"mplp-lsp emit: the remote refused {report.dead_lettered} envelope(s)",
+                file=sys.stderr,
+            )
     return EXIT_OK
 
 
@@ -124,7 +159,191 @@ def _invalid(result: ValidationResult) -> int:
     return EXIT_INVALID
 
 
-_KINDS: dict[str, Callable[[Any], None]] = {"git": _register_git}
+RUN_STATUSES = ("pending", "running", "succeeded", "failed", "cancelled")
+_STAGE_STATUSES = (*RUN_STATUSES, "skipped")
+_TRIGGERS = ("push", "pull_request", "schedule", "manual", "tag", "other")
+_CI_FLAGS = {  # ci_event field -> the flag that sets it
+    "ci_provider": "--provider",
+    "pipeline_id": "--pipeline-id",
+    "run_id": "--run-id",
+    "branch_name": "--branch",
+    "commit_id": "--commit",
+    "run_url": "--run-url",
+    "trigger_kind": "--trigger",
+    "started_at": "--started-at",
+    "completed_at": "--completed-at",
+}
+
+
+def _register_ci(kinds: Any) -> None:
+    parser = kinds.add_parser(
+        "ci",
+        help="a ci_event (fields read from the CI platform's environment)",
+        description="Record the state of a CI run. Inside GitHub Actions, GitLab CI, Jenkins, "
+        "CircleCI, Buildkite or Azure Pipelines the provider, pipeline, run, branch, commit, "
+        "run URL and trigger come from the environment (docs/events-tool-ci.md); flags "
+        "override them.",
+    )
+    _common(parser)
+    parser.add_argument("--status", choices=RUN_STATUSES, help="the run's status (required)")
+    for field, flag in _CI_FLAGS.items():
+        extra: dict[str, Any] = {"choices": _TRIGGERS} if field == "trigger_kind" else {}
+        parser.add_argument(flag, dest=field, **extra)
+    parser.add_argument("--duration-ms", type=int, dest="duration_ms")
+    parser.add_argument(
+        "--stage",
+        action="append",
+        dest="stages",
+        metavar="NAME:STATUS[:MS]",
+        help="a stage of the run (repeatable)",
+    )
+    parser.set_defaults(handler=_run_ci)
+
+
+def _run_ci(args: argparse.Namespace) -> int:
+    from mplp_lsp.protocol.envelope import utc_timestamp
+    from mplp_lsp.sources.ci_env import ci_fields
+
+    root = workspace_path(args.workspace)
+    if args.json_input:
+        given = _read_json(args.json_input)
+        if isinstance(given, ValidationResult):
+            return _invalid(given)
+        return _deliver(root, args, Kind.CI, given)
+    if args.status is None:
+        return _usage("emit ci: give --status (" + "|".join(RUN_STATUSES) + ")")
+    payload: dict[str, Any] = ci_fields(os.environ)
+    payload.update({f: getattr(args, f) for f in _CI_FLAGS if getattr(args, f) is not None})
+    payload["status"] = args.status
+    now = utc_timestamp()
+    if args.status == "running":
+        payload.setdefault("started_at", now)
+    elif args.status in ("succeeded", "failed", "cancelled"):
+        payload.setdefault("completed_at", now)
+    if args.duration_ms is not None:
+        payload["duration_ms"] = args.duration_ms
+    if args.stages:
+        stages = [_stage(text) for text in args.stages]
+        if (bad := next((s for s in stages if isinstance(s, ValidationResult)), None)) is not None:
+            return _invalid(bad)
+        payload["stages"] = stages
+    missing = [f for f in ("ci_provider", "pipeline_id", "run_id") if f not in payload]
+    if missing:
+        where = "no CI provider was detected in the environment"
+        if "ci_provider" in payload:
+            where = f"the {payload['ci_provider']} environment does not provide them"
+        flags = ", ".join(_CI_FLAGS[f] for f in missing)
+        names = ", ".join(missing)
+        print(f"mplp-lsp emit ci: missing {names} ({where}); give {flags}", file=sys.stderr)
+        return _invalid(
+            ValidationResult.single(missing[0], ErrorCode.REQUIRED, f"{missing[0]} is required")
+        )
+    return _deliver(root, args, Kind.CI, payload)
+
+
+def _stage(text: str) -> dict[str, Any] | ValidationResult:
+    name, _, rest = text.partition(":")
+    status, _, millis = rest.partition(":")
+    problem = None
+    if not name or status not in _STAGE_STATUSES:
+        choices = ", ".join(_STAGE_STATUSES)
+        problem = f"--stage {text!r}: want NAME:STATUS[:MS], STATUS one of {choices}"
+    elif millis and not millis.isdigit():
+        problem = f"--stage {text!r}: MS must be a whole number of milliseconds"
+    if problem:
+        return ValidationResult.single("stages", ErrorCode.PATTERN, problem)
+    stage: dict[str, Any] = {"stage_name": name, "status": status}
+    if millis:
+        stage["duration_ms"] = int(millis)
+    return stage
+
+
+def _register_tool(kinds: Any) -> None:
+    parser = kinds.add_parser(
+        "tool",
+        help="a tool_event",
+        description="Record one state of a tool invocation (to wrap a command, use "
+        "`mplp-lsp run`). Give the same --invocation-id to every state of one invocation.",
+    )
+    _common(parser)
+    parser.add_argument("--tool-id")
+    parser.add_argument(
+        "--kind", dest="tool_kind", choices=TOOL_KINDS, help="what sort of tool it is"
+    )
+    parser.add_argument("--invocation-id", help="lowercase UUID v4 (default: a new one)")
+    parser.add_argument("--status", choices=RUN_STATUSES)
+    parser.add_argument("--started-at")
+    parser.add_argument("--completed-at")
+    parser.add_argument("--exit-code", type=int)
+    parser.add_argument("--summary", dest="output_summary")
+    parser.add_argument("--working-directory")
+    parser.set_defaults(handler=_run_tool)
+
+
+_TOOL_FIELDS = (
+    "tool_id", "tool_kind", "invocation_id", "status", "started_at", "completed_at",
+    "exit_code", "output_summary", "working_directory",
+)  # fmt: skip
+
+
+def _run_tool(args: argparse.Namespace) -> int:
+    from mplp_lsp.protocol.envelope import new_id
+
+    root = workspace_path(args.workspace)
+    if args.json_input:
+        payload = _read_json(args.json_input)
+    else:
+        payload = {f: getattr(args, f) for f in _TOOL_FIELDS if getattr(args, f) is not None}
+        payload.setdefault("invocation_id", new_id())
+    if isinstance(payload, ValidationResult):
+        return _invalid(payload)
+    return _deliver(root, args, Kind.TOOL, payload)
+
+
+def _register_file(kinds: Any) -> None:
+    parser = kinds.add_parser(
+        "file",
+        help="a file_update_event",
+        description="Record a change to a file of the workspace (paths are workspace-relative; "
+        "anything outside the workspace is refused).",
+    )
+    _common(parser)
+    parser.add_argument("--path", dest="file_path")
+    parser.add_argument(
+        "--change", dest="change_type", choices=["created", "modified", "deleted", "renamed"]
+    )
+    parser.add_argument("--previous-path")
+    parser.add_argument("--timestamp")
+    parser.add_argument("--language")
+    parser.set_defaults(handler=_run_file)
+
+
+def _run_file(args: argparse.Namespace) -> int:
+    from mplp_lsp.protocol.envelope import utc_timestamp
+
+    root = workspace_path(args.workspace)
+    if args.json_input:
+        payload = _read_json(args.json_input)
+    else:
+        fields = ("file_path", "change_type", "previous_path", "timestamp", "language")
+        payload = {f: getattr(args, f) for f in fields if getattr(args, f) is not None}
+        payload.setdefault("timestamp", utc_timestamp())
+    if isinstance(payload, ValidationResult):
+        return _invalid(payload)
+    return _deliver(root, args, Kind.FILE_UPDATE, payload)
+
+
+def _usage(message: str) -> int:
+    print(f"mplp-lsp {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+_KINDS: dict[str, Callable[[Any], None]] = {
+    "git": _register_git,
+    "ci": _register_ci,
+    "tool": _register_tool,
+    "file": _register_file,
+}
 
 
 def hook_environment() -> None:

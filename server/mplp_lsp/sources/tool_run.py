@@ -183,8 +183,14 @@ async def run_tool(
     version_cache: MutableMapping[str, str] | None = None,
     stdout_fd: int = 1,
     stderr_fd: int = 2,
+    forward_signals: bool = True,
 ) -> int:
-    """Run ``run.argv`` and report it; returns the exit status to exit with."""
+    """Run ``run.argv`` and report it; returns the exit status to exit with.
+
+    ``forward_signals`` is for a process that is only the wrapper (``mplp-lsp run``); a daemon
+    keeps its own signal handling. Cancelling this coroutine terminates the child, reports
+    ``cancelled`` and then lets the cancellation through.
+    """
     base: dict[str, Any] = {
         "tool_id": run.tool_id,
         "tool_kind": run.tool_kind,
@@ -215,18 +221,27 @@ async def run_tool(
         await _safely(report, failed)
         return COMMAND_NOT_FOUND
     received: list[int] = []
-    restore = _forward_signals(child, received)
+    restore = _forward_signals(child, received) if forward_signals else (lambda: None)
+    tail = _Tail()
+    cancelled: asyncio.CancelledError | None = None
     try:
         if base["tool_id"] is None:
             base["tool_id"] = await _tool_id_or_name(run.argv, version_cache)
         running = asyncio.create_task(
             _safely(report, {**base, "status": "running", "started_at": started_at})
         )
-        tail = _Tail()
         assert child.stdout is not None and child.stderr is not None
-        await asyncio.gather(
+        relays = asyncio.gather(
             _relay(child.stdout, stdout_fd, tail), _relay(child.stderr, stderr_fd, tail)
         )
+        try:
+            await asyncio.shield(relays)
+        except asyncio.CancelledError as error:
+            cancelled = error
+            received.append(signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):
+                child.terminate()
+            await relays
         returncode = await child.wait()
         await running
     finally:
@@ -243,6 +258,8 @@ async def run_tool(
             "output_summary": outcome.summary,
         },
     )
+    if cancelled is not None:
+        raise cancelled
     return outcome.exit_status
 
 
