@@ -71,7 +71,9 @@ async def test_returned_values_are_copies(vsl: ValueStateLayer) -> None:
 
 
 @pytest.mark.parametrize("bad", [b"bytes", {1, 2}, math.nan, object(), {1: "int key"}])
-async def test_non_json_values_are_refused_and_store_nothing(vsl: ValueStateLayer, bad: object) -> None:
+async def test_non_json_values_are_refused_and_store_nothing(
+    vsl: ValueStateLayer, bad: object
+) -> None:
     await vsl.set("k", "before")
     with pytest.raises(VslValueError):
         await vsl.set("k", bad)
@@ -217,13 +219,13 @@ async def test_kill_9_mid_transaction_leaves_the_old_state(tmp_path: Path) -> No
     path = tmp_path / "vsl.sqlite3"
     await _seed(path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(path)], stdout=subprocess.PIPE, text=True, env=env
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _CHILD, str(path), stdout=subprocess.PIPE, env=env
     )
     assert child.stdout is not None
-    assert child.stdout.readline().strip() == "inside"
+    assert (await child.stdout.readline()).strip() == b"inside"
     child.send_signal(signal.SIGKILL)
-    child.wait()
+    await child.wait()
     assert await _states(path) == {"old"}
 
 
@@ -232,11 +234,11 @@ async def test_kill_9_after_commit_leaves_the_new_state(tmp_path: Path) -> None:
     await _seed(path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     script = _CHILD.replace("if n == 100:", "if False:")
-    child = subprocess.Popen(
-        [sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, text=True, env=env
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", script, str(path), stdout=subprocess.PIPE, env=env
     )
     assert child.stdout is not None
-    assert child.stdout.readline().strip() == "committed"
+    assert (await child.stdout.readline()).strip() == b"committed"
     child.send_signal(signal.SIGKILL)
-    child.wait()
+    await child.wait()
     assert await _states(path) == {"new"}

@@ -89,7 +89,9 @@ class Executor:
         try:
             handled = await handler(parsed)
         except asyncio.CancelledError:
-            events.append(self._event(parsed, execution_id, "cancelled", ErrorCode.ACTION_CANCELLED))
+            events.append(
+                self._event(parsed, execution_id, "cancelled", ErrorCode.ACTION_CANCELLED)
+            )
             raise
         except ActionError as error:
             events += error.events
@@ -99,10 +101,10 @@ class Executor:
         except Exception as exc:  # a handler bug must not take the runtime down
             log.exception("%s action raised", parsed.type)
             message = redact(f"{type(exc).__name__}: {exc}")
-            error = ActionError.single(ErrorCode.ACTION_FAILED, message)
-            events.append(self._event(parsed, execution_id, "failed", error.code))
-            error.events = events
-            raise error from exc
+            wrapped = ActionError.single(ErrorCode.ACTION_FAILED, message)
+            events.append(self._event(parsed, execution_id, "failed", wrapped.code))
+            wrapped.events = events
+            raise wrapped from exc
         events += handled.events
         events.append(self._event(parsed, execution_id, "completed"))
         inverse = handled.inverse if parsed.compensate is None else parsed.compensate

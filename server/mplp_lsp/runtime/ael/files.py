@@ -32,7 +32,7 @@ def _write_bytes(target: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
-        os.replace(temp, target)
+        Path(temp).replace(target)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
@@ -111,7 +111,7 @@ class FileHandler:
         if not target.exists():
             raise ActionError.single(ErrorCode.FILE_OP_FAILED, f"rename {relpath}: no such file")
         new.parent.mkdir(parents=True, exist_ok=True)
-        os.rename(target, new)
+        target.rename(new)
         return Handled(
             output={"path": new_rel, "previous_path": relpath},
             inverse={"type": "file", "op": "rename", "path": new_rel, "to": relpath},

@@ -76,7 +76,9 @@ class ToolHandler:
             )
         except OSError as exc:
             finish("failed", COMMAND_NOT_FOUND, f"cannot run {Path(action.argv[0]).name}")
-            raise fail(ErrorCode.TOOL_FAILED, f"cannot run {action.argv[0]}: {exc.strerror}") from None
+            raise fail(
+                ErrorCode.TOOL_FAILED, f"cannot run {action.argv[0]}: {exc.strerror}"
+            ) from None
         tail: deque[bytes] = deque(maxlen=_TAIL_CHUNKS)
         assert child.stdout is not None
         try:
@@ -90,7 +92,10 @@ class ToolHandler:
                 finish("cancelled", 128 + 9, "cancelled")
                 raise
             finish("failed", 128 + 9, f"timed out after {action.timeout_s:g} s")
-            raise fail(ErrorCode.ACTION_TIMEOUT, f"{base['tool_id']} timed out after {action.timeout_s:g} s") from None
+            raise fail(
+                ErrorCode.ACTION_TIMEOUT,
+                f"{base['tool_id']} timed out after {action.timeout_s:g} s",
+            ) from None
         summary = summarise(b"".join(tail))
         exit_code = 128 - returncode if returncode < 0 else returncode
         if returncode != 0:

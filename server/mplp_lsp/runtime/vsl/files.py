@@ -3,8 +3,8 @@
 Each write goes to a temporary file that is flushed to disk and then renamed over the old
 one (``os.replace``), so a key always holds a whole old or a whole new value. File names
 encode the key: every byte outside ``[a-z0-9_-]`` is percent-encoded (so ``.``, ``..``, ``/``
-and case-insensitive file systems cannot alias or escape: ``A`` and ``a`` stay two files), and keys whose encoded form is
-too long for a file name are named by their SHA-256 instead. The file keeps the key, so the
+and case-insensitive file systems cannot alias or escape: ``A`` and ``a`` stay two files),
+and keys whose encoded form is too long for a file name are named by their SHA-256 instead. The file keeps the key, so the
 hashed names stay checkable.
 """
 
@@ -82,7 +82,7 @@ class FileVsl:
                     out.write(body)
                     out.flush()
                     os.fsync(out.fileno())
-                os.replace(temp, self.directory / file_name(key))
+                Path(temp).replace(self.directory / file_name(key))
             except BaseException:
                 Path(temp).unlink(missing_ok=True)
                 raise
