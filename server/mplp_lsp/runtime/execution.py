@@ -35,6 +35,7 @@ from mplp_lsp.sanitize.redact import redact
 from mplp_lsp.store.errorlog import IntegrationErrorLog
 
 if TYPE_CHECKING:
+    from mplp_lsp.engine import Engine
     from mplp_lsp.runtime.flow import RuntimeContext
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,13 @@ class PlanExecution:
     error_log: IntegrationErrorLog | None = None
     settle: Callable[[], Awaitable[None]] | None = None  # wait for consumers (Engine.drain)
     approve: bool = True
+
+    @classmethod
+    def from_engine(
+        cls, engine: Engine, ael: ActionExecutionLayer, actions: Mapping[str, Any] | None = None
+    ) -> PlanExecution:
+        """Run plans in a store's engine (the daemon's workspace, or a CLI's direct store)."""
+        return cls(engine.psg, engine.intake, ael, actions or {}, engine.error_log, engine.drain)
 
 
 @dataclass

@@ -4,8 +4,8 @@ Each write goes to a temporary file that is flushed to disk and then renamed ove
 one (``os.replace``), so a key always holds a whole old or a whole new value. File names
 encode the key: every byte outside ``[a-z0-9_-]`` is percent-encoded (so ``.``, ``..``, ``/``
 and case-insensitive file systems cannot alias or escape: ``A`` and ``a`` stay two files),
-and keys whose encoded form is too long for a file name are named by their SHA-256 instead. The file keeps the key, so the
-hashed names stay checkable.
+and keys whose encoded form is too long for a file name are named by their SHA-256 instead.
+The file keeps the key, so the hashed names stay checkable.
 """
 
 from __future__ import annotations
