@@ -7,13 +7,24 @@ import sys
 from collections.abc import Sequence
 
 from mplp_lsp import __version__
-from mplp_lsp.cli import collector, drift, emit, events, hooks, serve, status, validate, watch
+from mplp_lsp.cli import (
+    collector,
+    drift,
+    emit,
+    events,
+    flow,
+    hooks,
+    serve,
+    status,
+    validate,
+    watch,
+)
 
 EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_USAGE = 2
 
-_COMMANDS = (serve, watch, events, status, validate, emit, hooks, drift, collector)
+_COMMANDS = (serve, watch, events, status, validate, emit, hooks, drift, collector, flow)
 
 
 def build_parser() -> argparse.ArgumentParser:
