@@ -139,6 +139,15 @@ class Settings(BaseModel):
         default=1_048_576, alias="snapshotMaxBytes", ge=0, le=67_108_864
     )
     api_enabled: Annotated[bool, Strict()] = Field(default=True, alias="apiEnabled")
+    # The L3 runtime (docs/runtime-execution.md); the LLM key is never a setting, only a file.
+    vsl_url: Annotated[_Str, Field(min_length=1)] | None = Field(default=None, alias="vslUrl")
+    llm_endpoint_url: Annotated[_Str, Field(min_length=1)] | None = Field(
+        default=None, alias="llmEndpointUrl"
+    )
+    llm_model: Annotated[_Str, Field(min_length=1)] | None = Field(default=None, alias="llmModel")
+    llm_api_key_file: Annotated[_Str, Field(min_length=1)] | None = Field(
+        default=None, alias="llmApiKeyFile"
+    )
 
     def tool(self, name: str) -> ToolTask | None:
         return dict(self.tools).get(name)

@@ -125,6 +125,10 @@ def test_a_full_valid_object_is_taken_as_is() -> None:
         "snapshotMaxBytes": 0,
         "apiEnabled": False,
         "tools": {"lint": {"command": ["ruff", "check", "."], "kind": "linter", "cwd": "src"}},
+        "vslUrl": "file:///var/mplp/values",
+        "llmEndpointUrl": "http://127.0.0.1:8000/v1",
+        "llmModel": "local-model",
+        "llmApiKeyFile": "~/.config/mplp/llm-key",
     }
     loaded, warnings = parse_settings(raw)
     assert warnings == []

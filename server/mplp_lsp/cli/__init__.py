@@ -12,6 +12,7 @@ from mplp_lsp.cli import (
     drift,
     emit,
     events,
+    flow,
     hooks,
     run,
     serve,
@@ -24,7 +25,7 @@ EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_USAGE = 2
 
-_COMMANDS = (serve, watch, events, status, validate, emit, run, hooks, drift, collector)
+_COMMANDS = (serve, watch, events, status, validate, emit, run, hooks, drift, flow, collector)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -64,6 +64,15 @@ class ErrorCode(StrEnum):
     DUPLICATE_ID = "duplicate_id"
     TRACE_SEGMENT_IMMUTABLE = "trace_segment_immutable"
     NOT_FOUND = "not_found"
+    # The action execution layer (runtime/ael): why an action failed.
+    ACTION_FAILED = "action_failed"  # the action raised something unexpected
+    ACTION_TIMEOUT = "action_timeout"
+    ACTION_CANCELLED = "action_cancelled"
+    TOOL_FAILED = "tool_failed"  # the tool ran and exited non-zero (or could not start)
+    FILE_OP_FAILED = "file_op_failed"
+    HTTP_ERROR = "http_error"  # unreachable, or an HTTP status of 400 or more
+    LLM_NOT_CONFIGURED = "llm_not_configured"
+    LLM_BAD_RESPONSE = "llm_bad_response"
     # The loopback HTTP API.
     UNAUTHORIZED = "unauthorized"
     FORBIDDEN_HOST = "forbidden_host"

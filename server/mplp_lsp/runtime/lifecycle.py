@@ -14,7 +14,7 @@ from typing import Final, Literal
 
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 
-ObjectType = Literal["plan", "step"]
+ObjectType = Literal["plan", "step", "trace"]
 StageStatus = Literal["pending", "running", "completed", "failed", "skipped"]
 
 PLAN_STATES: Final = (
@@ -45,6 +45,14 @@ STEP_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
     "failed": frozenset(),
     "skipped": frozenset(),
 }
+# Trace (the upstream trace diagram): recording starts, then ends one way.
+TRACE_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
+    "pending": frozenset({"running", "cancelled"}),
+    "running": frozenset({"completed", "failed", "cancelled"}),
+    "completed": frozenset(),
+    "failed": frozenset(),
+    "cancelled": frozenset(),
+}
 INITIAL: Final[Mapping[ObjectType, str]] = {"plan": "draft", "step": "pending"}
 STEP_DONE: Final = frozenset({"completed", "skipped"})  # what lets a plan complete
 
@@ -71,6 +79,7 @@ STEP_STAGE: Final[Mapping[str, StageStatus]] = {
 _TABLES: Final[Mapping[ObjectType, Mapping[str, frozenset[str]]]] = {
     "plan": PLAN_TRANSITIONS,
     "step": STEP_TRANSITIONS,
+    "trace": TRACE_TRANSITIONS,
 }
 
 

@@ -231,7 +231,7 @@ def _record(conn: sqlite3.Connection, events: Iterable[dict[str, Any]]) -> None:
     )
 
 
-def _finish(conn: sqlite3.Connection, value: Any, events: list[dict[str, Any]]) -> Outcome:
+def finish(conn: sqlite3.Connection, value: Any, events: list[dict[str, Any]]) -> Outcome:
     _record(conn, events)
     return Outcome(value, events)
 
@@ -260,7 +260,7 @@ def create_context(conn: sqlite3.Connection, data: Any) -> Outcome:
     event = _structural(
         conn, "context_created", [node("context", context_id)], source_module="context"
     )
-    return _finish(conn, context, [event])
+    return finish(conn, context, [event])
 
 
 def get_context(conn: sqlite3.Connection, context_id: str) -> dict[str, Any] | None:
@@ -340,7 +340,7 @@ def create_plan(conn: sqlite3.Connection, data: Any) -> Outcome:
             )
             changes.append(edge("depends_on", step["step_id"], dep))
     event = _structural(conn, "plan_created", changes, source_module="plan")
-    return _finish(conn, get_plan(conn, plan_id), [event])
+    return finish(conn, get_plan(conn, plan_id), [event])
 
 
 def find_cycle(dependencies: Mapping[str, Sequence[str]]) -> list[str]:
@@ -468,7 +468,7 @@ def set_plan_status(
                         reason=f"plan {status}",
                     )
                 )
-    return _finish(conn, get_plan(conn, plan_id), events)
+    return finish(conn, get_plan(conn, plan_id), events)
 
 
 def set_step_status(
@@ -503,7 +503,7 @@ def set_step_status(
     when = _change_time("timestamp", at, recorded, f"step {step_id}")
     event = _move_step(conn, plan_id, plan[1], step_id, old, status, when, position, body)
     # The step, not the whole plan: a plan may hold thousands of steps.
-    return _finish(conn, {**json.loads(body), "status": status}, [event])
+    return finish(conn, {**json.loads(body), "status": status}, [event])
 
 
 _STEP_EVENT_TYPES: Final = {
@@ -584,7 +584,7 @@ def create_confirm(conn: sqlite3.Connection, data: Any) -> Outcome:
     )
     changes = [node("confirm", confirm_id), edge("targets", confirm_id, target_id)]
     event = _structural(conn, "confirm_created", changes, source_module="confirm")
-    return _finish(conn, confirm, [event])
+    return finish(conn, confirm, [event])
 
 
 def get_confirm(conn: sqlite3.Connection, confirm_id: str) -> dict[str, Any] | None:
@@ -640,7 +640,24 @@ def create_trace(conn: sqlite3.Connection, data: Any) -> Outcome:
     )
     changes += _insert_segments(conn, trace_id, trace.get("segments", []), "segments")
     event = _structural(conn, "trace_created", changes, source_module="trace")
-    return _finish(conn, get_trace(conn, trace_id), [event])
+    return finish(conn, get_trace(conn, trace_id), [event])
+
+
+def set_trace_status(conn: sqlite3.Connection, trace_id: str, status: Any) -> Outcome:
+    """Move a trace through its lifecycle; its segments stay as they are (append-only)."""
+    row = conn.execute("SELECT status FROM psg_traces WHERE trace_id = ?", (trace_id,)).fetchone()
+    if row is None:
+        raise Rejected.single("trace_id", ErrorCode.NOT_FOUND, f"no trace {trace_id}")
+    if not isinstance(status, str):
+        raise Rejected.single("status", ErrorCode.TYPE, "status must be a string")
+    result = lifecycle.check_table("trace", row[0], status)
+    if not result.ok:
+        raise Rejected(result)
+    conn.execute("UPDATE psg_traces SET status = ? WHERE trace_id = ?", (status, trace_id))
+    change = GraphChange("node_update", node_type="trace", node_id=trace_id)
+    event = _structural(conn, "trace_status_changed", [change], source_module="trace")
+    event["payload"].update({"from": row[0], "to": status})
+    return finish(conn, get_trace(conn, trace_id), [event])
 
 
 def append_segments(conn: sqlite3.Connection, trace_id: str, segments: Any) -> Outcome:
@@ -652,7 +669,7 @@ def append_segments(conn: sqlite3.Connection, trace_id: str, segments: Any) -> O
         )
     changes = _insert_segments(conn, trace_id, segments, "segments")
     event = _structural(conn, "trace_segments_appended", changes, source_module="trace")
-    return _finish(conn, get_trace(conn, trace_id), [event])
+    return finish(conn, get_trace(conn, trace_id), [event])
 
 
 def _insert_segments(
@@ -824,7 +841,7 @@ def apply_ci(conn: sqlite3.Connection, runs: Sequence[CiRun]) -> Outcome:
         )
     if added:
         events.insert(0, _structural(conn, "pipeline_created", added, source_module="ci"))
-    return _finish(conn, None, events)
+    return finish(conn, None, events)
 
 
 # --- inspection (tests, status) -----------------------------------------------------------

@@ -139,6 +139,9 @@ class PsgService:
     async def create_trace(self, data: Any) -> psg.Outcome:
         return await self.write(lambda conn: psg.create_trace(conn, data))
 
+    async def set_trace_status(self, trace_id: str, status: Any) -> psg.Outcome:
+        return await self.write(lambda conn: psg.set_trace_status(conn, trace_id, status))
+
     async def append_segments(self, trace_id: str, segments: Any) -> psg.Outcome:
         return await self.write(lambda conn: psg.append_segments(conn, trace_id, segments))
 

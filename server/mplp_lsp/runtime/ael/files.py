@@ -1,0 +1,126 @@
+"""File operations inside the workspace, each returning its inverse, each a file_update.
+
+* write: the inverse restores the old bytes, or deletes the file if it was new;
+* rename: refused onto an existing file (its inverse could not bring that file back); the
+  inverse renames back;
+* delete: the inverse writes the old bytes back.
+
+Paths are resolved (symlinks included) and must stay inside the workspace. Writes go to a
+temporary file that replaces the target, so a file is never seen half written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from mplp_lsp.protocol.envelope import utc_timestamp
+from mplp_lsp.protocol.kinds import Kind
+from mplp_lsp.protocol.result import ErrorCode
+from mplp_lsp.runtime.ael.actions import FileAction
+from mplp_lsp.runtime.ael.executor import ActionError, Handled, PendingEvent
+from mplp_lsp.runtime.ael.paths import relative_of
+
+
+def _write_bytes(target: Path, data: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=".mplp-")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        Path(temp).replace(target)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def _restore(relpath: str, old: bytes | None) -> dict[str, Any]:
+    if old is None:
+        return {"type": "file", "op": "delete", "path": relpath}
+    return {
+        "type": "file",
+        "op": "write",
+        "path": relpath,
+        "content_base64": base64.b64encode(old).decode("ascii"),
+    }
+
+
+class FileHandler:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    async def __call__(self, action: FileAction) -> Handled:
+        return await asyncio.to_thread(self._run, action)
+
+    def _run(self, action: FileAction) -> Handled:
+        relpath = relative_of(self.root, action.path, "action.path")
+        target = self.root / relpath
+        try:
+            if action.op == "write":
+                return self._write(action, relpath, target)
+            if action.op == "delete":
+                old = target.read_bytes()
+                target.unlink()
+                return Handled(
+                    output={"path": relpath},
+                    inverse=_restore(relpath, old),
+                    events=[_changed(relpath, "deleted")],
+                )
+            return self._rename(action, relpath, target)
+        except OSError as exc:
+            raise ActionError.single(
+                ErrorCode.FILE_OP_FAILED, f"{action.op} {relpath}: {exc.strerror or exc}"
+            ) from None
+
+    def _write(self, action: FileAction, relpath: str, target: Path) -> Handled:
+        if (action.content is None) == (action.content_base64 is None):
+            raise ActionError.single(
+                ErrorCode.REQUIRED, "a write needs exactly one of content, content_base64"
+            )
+        if action.content is not None:
+            data = action.content.encode("utf-8")
+        else:
+            try:
+                data = base64.b64decode(action.content_base64 or "", validate=True)
+            except ValueError:
+                raise ActionError.single(
+                    ErrorCode.FORMAT, "content_base64 is not base64", "action.content_base64"
+                ) from None
+        old = target.read_bytes() if target.is_file() else None
+        _write_bytes(target, data)
+        change = "created" if old is None else "modified"
+        return Handled(
+            output={"path": relpath, "bytes": len(data)},
+            inverse=_restore(relpath, old),
+            events=[_changed(relpath, change)],
+        )
+
+    def _rename(self, action: FileAction, relpath: str, target: Path) -> Handled:
+        if action.to is None:
+            raise ActionError.single(ErrorCode.REQUIRED, "a rename needs `to`", "action.to")
+        new_rel = relative_of(self.root, action.to, "action.to")
+        new = self.root / new_rel
+        if new.exists():
+            raise ActionError.single(
+                ErrorCode.FILE_OP_FAILED, f"rename {relpath}: {new_rel} already exists"
+            )
+        if not target.exists():
+            raise ActionError.single(ErrorCode.FILE_OP_FAILED, f"rename {relpath}: no such file")
+        new.parent.mkdir(parents=True, exist_ok=True)
+        target.rename(new)
+        return Handled(
+            output={"path": new_rel, "previous_path": relpath},
+            inverse={"type": "file", "op": "rename", "path": new_rel, "to": relpath},
+            events=[_changed(new_rel, "renamed", previous=relpath)],
+        )
+
+
+def _changed(relpath: str, change_type: str, previous: str | None = None) -> PendingEvent:
+    payload = {"file_path": relpath, "change_type": change_type, "timestamp": utc_timestamp()}
+    if previous is not None:
+        payload["previous_path"] = previous
+    return PendingEvent(Kind.FILE_UPDATE, payload)
