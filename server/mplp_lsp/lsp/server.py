@@ -23,7 +23,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from mplp_lsp import __version__
-from mplp_lsp.lsp import drift
+from mplp_lsp.lsp import drift, hooks
 from mplp_lsp.lsp.stdio import serve_stdio, watch_parent
 from mplp_lsp.runtime.psg_requests import METHODS as PSG_METHODS
 
@@ -433,6 +433,7 @@ def create_server(
         return await ls.status()
 
     drift.register(server)
+    hooks.register(server)
     for method in PSG_METHODS:
         server.feature(method)(_psg_request(method))
 

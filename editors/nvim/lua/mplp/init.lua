@@ -90,18 +90,36 @@ local function total(folders, get)
   return sum
 end
 
---- The status summed over workspace folders. Fields the server does not report stay nil.
+local function text(value)
+  return type(value) == 'string' and value ~= '' and value or nil
+end
+
+--- A folder's `forward` (outbox and remote); nil when the store has none (JSON null).
+local function forward_of(folder)
+  return type(folder.forward) == 'table' and folder.forward or nil
+end
+
+--- States in which the outbox is not draining; the server says why.
+local TROUBLE = { waiting = true, misconfigured = true }
+
+--- The status summed over workspace folders, read as the server sends it
+--- (server/mplp_lsp/workspace_status.py): `forward` = {state, remote, depth, ...} or null,
+--- `drift` and `drift_deferred` numbers. Fields the server does not report stay nil.
 function M.summary(status)
   status = status or M.state.status
   if type(status) ~= 'table' then
     return nil
   end
   local folders = type(status.workspaces) == 'table' and status.workspaces or {}
-  local states = {}
+  local states, problem = {}, nil
   for _, folder in ipairs(folders) do
-    local state = type(folder.remote) == 'table' and folder.remote.state
-    if type(state) == 'string' and not vim.list_contains(states, state) then
+    local forward = forward_of(folder)
+    local state = forward and text(forward.state)
+    if state and not vim.list_contains(states, state) then
       table.insert(states, state)
+    end
+    if state and TROUBLE[state] then
+      problem = problem or text(forward.problem) or text(forward.last_error)
     end
   end
   return {
@@ -111,11 +129,15 @@ function M.summary(status)
       return f.events_today
     end) or 0,
     outbox_depth = total(folders, function(f)
-      return f.outbox.depth
+      return forward_of(f).depth
     end),
     remote = #states > 0 and table.concat(states, '/') or nil,
+    remote_problem = problem,
     drift = total(folders, function(f)
-      return f.drift.count
+      return f.drift
+    end),
+    drift_deferred = total(folders, function(f)
+      return f.drift_deferred
     end),
   }
 end
@@ -181,6 +203,26 @@ local function shown(value)
   return type(value) == 'table' and vim.json.encode(value) or tostring(value)
 end
 
+--- A folder's forwarding in one line: state, remote, outbox, counters, last error.
+local function forward_line(forward)
+  if not forward then
+    return 'not reported (a store without an outbox)'
+  end
+  local line = ('%s to %s; outbox %s, delivered %s, dead-lettered %s'):format(
+    shown(forward.state),
+    text(forward.remote) or 'no remote',
+    shown(forward.depth),
+    shown(forward.delivered),
+    shown(forward.dead_lettered)
+  )
+  local age = number(forward.oldest_pending_age_s)
+  if age then
+    line = line .. (', oldest waiting %s s'):format(age)
+  end
+  local problem = text(forward.problem) or text(forward.last_error)
+  return problem and (line .. '; last error: ' .. problem) or line
+end
+
 --- The lines :MplpStatus prints.
 function M.status_lines(status)
   local summary = M.summary(status)
@@ -195,8 +237,8 @@ function M.status_lines(status)
     ),
     ('events today: %d in %d folder(s)'):format(summary.events_today, summary.folders),
     'outbox depth: ' .. shown(summary.outbox_depth),
-    'remote: ' .. shown(summary.remote),
-    'drift: ' .. shown(summary.drift),
+    'remote: ' .. shown(summary.remote) .. (summary.remote_problem and (': ' .. summary.remote_problem) or ''),
+    'drift: ' .. shown(summary.drift) .. ((summary.drift_deferred or 0) > 0 and (' (' .. summary.drift_deferred .. ' deferred)') or ''),
   }
   for _, folder in ipairs(status.workspaces or {}) do
     local kinds = {}
@@ -209,7 +251,9 @@ function M.status_lines(status)
       '  events: ' .. shown(folder.events_total) .. (#kinds > 0 and (' (' .. table.concat(kinds, ', ') .. ')') or ''),
       '  last event: ' .. shown(folder.last_event_time),
       '  rejected: ' .. shown(folder.rejected),
-      '  store: ' .. shown(folder.state_dir),
+      '  forwarding: ' .. forward_line(forward_of(folder)),
+      '  drift: ' .. shown(folder.drift) .. ' open, ' .. shown(folder.drift_deferred) .. ' deferred',
+      '  store: ' .. shown(folder.state_dir) .. ' (' .. shown(folder.store_health) .. ')',
     })
   end
   return lines
