@@ -55,7 +55,8 @@ async def test_install_hooks_command_installs_into_each_folder(
     # A commit now reaches the store through the hook (the daemon is gone: directly).
     (workspace / "a.txt").write_text("a\n")
     for args in (["add", "a.txt"], ["commit", "-qm", "a"]):
-        subprocess.run(["git", "-C", str(workspace), *args], check=True, env=GIT_ENV)
+        git = await asyncio.create_subprocess_exec("git", "-C", str(workspace), *args, env=GIT_ENV)
+        assert await git.wait() == 0
     deadline = time.monotonic() + 30
     while not read_events(state_dir, "git") and time.monotonic() < deadline:
         await asyncio.sleep(0.1)

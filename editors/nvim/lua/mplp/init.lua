@@ -278,8 +278,54 @@ end
 
 -- --- server commands ----------------------------------------------------------------------
 
+local function folder_name(root)
+  return type(root) == 'string' and vim.fs.basename(root) or '?'
+end
+
+--- What to tell the user about a server command's answer (shapes: lsp/drift.py, lsp/hooks.py).
+--- Returns the message and whether some folder could not do it.
+function M.describe(name, result)
+  local entries = vim.tbl_filter(function(entry)
+    return type(entry) == 'table'
+  end, vim.islist(result) and result or {})
+  if name == SCAN_DRIFT then
+    local drifted, checked, moved, cancelled = 0, 0, {}, false
+    for _, scan in ipairs(entries) do
+      drifted = drifted + (number(scan.drifted) or 0)
+      checked = checked + (number(scan.checked) or 0)
+      if type(scan.repository) == 'table' then
+        table.insert(moved, folder_name(scan.root))
+      end
+      cancelled = cancelled or scan.cancelled == true
+    end
+    local message = ('drift scan: %d drifted of %d file(s) checked'):format(drifted, checked)
+    if #moved > 0 then
+      message = message .. '; the repository moved in ' .. table.concat(moved, ', ')
+    end
+    return message .. (cancelled and ' (cancelled)' or ''), false
+  elseif name == INSTALL_HOOKS then
+    local done, parts, failed = {}, {}, false
+    for _, folder in ipairs(entries) do
+      if type(folder.hooks) == 'table' then
+        table.insert(done, folder_name(folder.root))
+      end
+    end
+    if #done > 0 then
+      table.insert(parts, 'Git hooks installed in ' .. table.concat(done, ', '))
+    end
+    for _, folder in ipairs(entries) do
+      if type(folder.error) == 'string' then
+        table.insert(parts, ('not in %s: %s'):format(folder_name(folder.root), folder.error))
+        failed = true
+      end
+    end
+    return #parts > 0 and table.concat(parts, '; ') or 'no workspace folder', failed
+  end
+  return type(result) == 'string' and result or (name .. ': done'), false
+end
+
 --- Run a server command; false when this server does not have it.
-local function server_command(name, on_done)
+local function server_command(name)
   local client = client_for(0)
   if not client then
     notify('mplp-lsp is not running for this buffer', vim.log.levels.WARN)
@@ -290,13 +336,10 @@ local function server_command(name, on_done)
   end
   client:exec_cmd({ title = name, command = name, arguments = {} }, { bufnr = 0 }, function(err, result)
     if err then
-      notify(name .. ' failed: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
-    else
-      notify(type(result) == 'string' and result or (name .. ': done'))
+      return notify(name .. ' failed: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
     end
-    if on_done then
-      on_done(err, result)
-    end
+    local message, failed = M.describe(name, result)
+    notify(message, failed and vim.log.levels.WARN or vim.log.levels.INFO)
   end)
   return true
 end
@@ -307,34 +350,14 @@ function M.scan_drift()
   end
 end
 
---- The server's command when it has one; else `mplp-lsp hooks install` in the root folder.
+--- The server installs the hook in each folder, into the store it records into.
 function M.install_hooks()
-  if server_command(INSTALL_HOOKS) ~= false then
-    return
+  if server_command(INSTALL_HOOKS) == false then
+    notify(
+      'this mplp-lsp cannot install Git hooks from the editor; update it, or run `mplp-lsp hooks install --state-dir <its state dir>`',
+      vim.log.levels.WARN
+    )
   end
-  local client = client_for(0)
-  local cmd = client.config.cmd
-  local serve = type(cmd) == 'table' and vim.list_contains(cmd, 'serve') and cmd or nil
-  if not serve then
-    return notify('cannot tell how mplp-lsp was started; run `mplp-lsp hooks install`', vim.log.levels.WARN)
-  end
-  local argv = {}
-  for _, arg in ipairs(serve) do
-    if arg == 'serve' then
-      break
-    end
-    table.insert(argv, arg)
-  end
-  vim.list_extend(argv, { 'hooks', 'install' })
-  vim.system(argv, { cwd = client.root_dir, text = true }, function(done)
-    vim.schedule(function()
-      if done.code == 0 then
-        notify('Git hooks installed in ' .. client.root_dir)
-      else
-        notify('hooks install failed: ' .. vim.trim(done.stderr or ''), vim.log.levels.ERROR)
-      end
-    end)
-  end)
 end
 
 function M.restart()
