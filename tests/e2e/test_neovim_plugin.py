@@ -181,6 +181,10 @@ vim.api.nvim_create_autocmd('VimEnter', { nested = true, callback = function()
   -- Recording again: the old server let go of the store before the new one opened it.
   if not ready(client, buf) then return finish(8) end
   step('restarted')
+  vim.cmd('MplpHooksInstall')
+  result.hooks_said = vim.wait(30000, function()
+    return vim.iter(result.notifications):any(function(m) return m:match('^mplp: Git hooks installed in ') end)
+  end, 100)
   finish(drift(client, buf))
 end })
 """
@@ -264,6 +268,10 @@ def test_plugin_write_is_stored_and_status_is_shown(session: dict[str, Any]) -> 
     assert "  forwarding: off to no remote; outbox 0, delivered 0, dead-lettered 0" in lines
     assert "  drift: 0 open, 0 deferred" in lines
     assert result["statusline"].endswith(" · outbox 0 · remote off · drift 0")
+    # :MplpHooksInstall: the server installed the hook, reporting into its own store.
+    assert result["hooks_said"] is True, result["notifications"]
+    hook = session["root"] / ".git" / "hooks" / "reference-transaction"
+    assert str(session["state"]) in hook.read_text()
     listed = subprocess.run(
         [
             *(sys.executable, "-m", "mplp_lsp", "events", "--json", "--kind", "file_update"),
