@@ -3,9 +3,10 @@
 One Neovim session loads the plugin the way a user's package manager would (on 'runtimepath'),
 calls ``require('mplp').setup``, edits and writes a file in a temporary Git repository, waits for
 the event in the store (``mplp-lsp events --json``), and records ``:MplpStatus`` and the
-statusline. Then, when the server advertises drift (``mplp.scanDrift``), it changes the file
-behind Neovim's back, waits for the drift diagnostic, applies the first quick fix and waits for
-the diagnostic to clear. The Lua side writes what it saw to a JSON file the tests read.
+statusline. Then it stops the server, changes the file behind Neovim's back, starts the server
+again, runs ``:MplpDrift``, waits for the drift diagnostic (``vim.diagnostic.get``, source
+``mplp``), applies the first quick fix with ``vim.lsp.buf.code_action`` and waits for the
+diagnostic to clear. The Lua side writes what it saw to a JSON file the tests read.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.harness import server_env
+from tests.e2e.harness import read_events, server_env
 from tests.e2e.test_neovim import find_nvim
 
 pytestmark = pytest.mark.e2e
@@ -50,28 +51,56 @@ local function stored_events()
   return events
 end
 
-local function drift(client, buf)
-  local provider = client.server_capabilities.executeCommandProvider
-  local commands = type(provider) == 'table' and provider.commands or {}
-  if not vim.list_contains(commands, 'mplp.scanDrift') then
-    result.drift_skipped = 'the server does not advertise the mplp.scanDrift command (drift detection is not in this mplp-lsp yet)'
-    return 0
+-- What the plugin tells the user (vim.notify), kept for the assertions.
+result.notifications = {}
+local notify = vim.notify
+vim.notify = function(message, level, opts)
+  table.insert(result.notifications, message)
+  return notify(message, level, opts)
+end
+
+local function ready(client, buf)
+  return vim.wait(30000, function()
+    local reply = client:request_sync('mplp/status', vim.NIL, 2000, buf)
+    return reply ~= nil and reply.result ~= nil and reply.result.ready and #reply.result.workspaces == 1
+  end, 100)
+end
+
+local function mplp_diagnostic(buf)
+  for _, d in ipairs(vim.diagnostic.get(buf)) do
+    if d.source == 'mplp' then return d end
   end
-  -- Behind Neovim's back: a write Neovim does not know about.
+end
+
+local function drift(client, buf)
+  -- Drift is a change made while nobody recorded it (a running server would record the write
+  -- as an event, through the editor's file watcher): stop the server, change the file, start.
+  client:stop()
+  if not vim.wait(10000, function() return client:is_stopped() end, 50) then return 19 end
   local out = io.open(FILE, 'w')
   out:write('print("changed outside the editor")\n')
   out:close()
+  vim.cmd('MplpRestart')  -- nothing is running: starts a client for the current buffer
+  local now
+  if not vim.wait(30000, function()
+    now = vim.lsp.get_clients({ bufnr = buf, name = 'mplp' })[1]
+    return now ~= nil and now.id ~= client.id and now.initialized == true
+  end, 100) then return 18 end
+  client = now
+  if not ready(client, buf) then return 17 end
   vim.cmd('MplpDrift')
   local found
-  local seen = vim.wait(60000, function()
-    for _, d in ipairs(vim.diagnostic.get(buf)) do
-      if d.source == 'mplp' then found = d return true end
-    end
-    return false
-  end, 100)
-  if not seen then return 20 end
+  if not vim.wait(60000, function() found = mplp_diagnostic(buf) return found ~= nil end, 100) then
+    return 20
+  end
   step('drift diagnostic')
   result.drift_message = found.message
+  result.drift_code = found.code
+  vim.wait(10000, function() return require('mplp').statusline():match('drift 1$') ~= nil end, 100)
+  result.statusline_drift = require('mplp').statusline()
+  vim.wait(10000, function()
+    return vim.iter(result.notifications):any(function(m) return m:match('^mplp: drift scan') end)
+  end, 100)
   local lsp_diagnostic = found.user_data and found.user_data.lsp
   local reply = client:request_sync('textDocument/codeAction', {
     textDocument = { uri = vim.uri_from_bufnr(buf) },
@@ -80,27 +109,19 @@ local function drift(client, buf)
   }, 10000, buf)
   local actions = reply and reply.result or {}
   result.quick_fixes = vim.tbl_map(function(a) return a.title end, actions)
-  local action = actions[1]
-  if not action then return 21 end
-  if not action.edit and not action.command then
-    local resolved = client:request_sync('codeAction/resolve', action, 10000, buf)
-    action = resolved and resolved.result or action
-  end
-  if action.edit then vim.lsp.util.apply_workspace_edit(action.edit, client.offset_encoding) end
-  if action.command then
-    local command = type(action.command) == 'table' and action.command or action
-    client:request_sync('workspace/executeCommand',
-      { command = command.command, arguments = command.arguments }, 30000, buf)
-  end
+  if not actions[1] then return 21 end
+  -- The first quick fix, the way a user applies it (code_action runs its command).
+  vim.api.nvim_win_set_cursor(0, { 1, 0 })
+  vim.lsp.buf.code_action({
+    context = { only = { 'quickfix' }, diagnostics = { lsp_diagnostic } },
+    filter = function(action) return action.title == actions[1].title end,
+    apply = true,
+  })
   step('quick fix applied')
-  local cleared = vim.wait(60000, function()
-    for _, d in ipairs(vim.diagnostic.get(buf)) do
-      if d.source == 'mplp' then return false end
-    end
-    return true
-  end, 100)
-  if not cleared then return 22 end
+  if not vim.wait(60000, function() return mplp_diagnostic(buf) == nil end, 100) then return 22 end
   step('drift cleared')
+  vim.wait(10000, function() return require('mplp').statusline():match('drift 0$') ~= nil end, 100)
+  result.statusline_cleared = require('mplp').statusline()
   return 0
 end
 
@@ -158,11 +179,12 @@ vim.api.nvim_create_autocmd('VimEnter', { nested = true, callback = function()
   if not restarted then return finish(7) end
   client = vim.lsp.get_clients({ bufnr = buf, name = 'mplp' })[1]
   -- Recording again: the old server let go of the store before the new one opened it.
-  if not vim.wait(30000, function()
-    local reply = client:request_sync('mplp/status', vim.NIL, 2000, buf)
-    return reply ~= nil and reply.result ~= nil and reply.result.ready and #reply.result.workspaces == 1
-  end, 100) then return finish(8) end
+  if not ready(client, buf) then return finish(8) end
   step('restarted')
+  vim.cmd('MplpHooksInstall')
+  result.hooks_said = vim.wait(30000, function()
+    return vim.iter(result.notifications):any(function(m) return m:match('^mplp: Git hooks installed in ') end)
+  end, 100)
   finish(drift(client, buf))
 end })
 """
@@ -238,8 +260,18 @@ def test_plugin_write_is_stored_and_status_is_shown(session: dict[str, Any]) -> 
     assert "ready" in status.splitlines()[0]
     assert str(session["root"]) in status
     assert "file_update 1" in status
-    # Today's server has no outbox: absent, said so, not an error.
-    assert "outbox depth: not reported" in status.splitlines()
+    # What the server sends for a folder without a remote: an empty outbox, forwarding off.
+    lines = status.splitlines()
+    assert "outbox depth: 0" in lines
+    assert "remote: off" in lines
+    assert "drift: 0" in lines
+    assert "  forwarding: off to no remote; outbox 0, delivered 0, dead-lettered 0" in lines
+    assert "  drift: 0 open, 0 deferred" in lines
+    assert result["statusline"].endswith(" · outbox 0 · remote off · drift 0")
+    # :MplpHooksInstall: the server installed the hook, reporting into its own store.
+    assert result["hooks_said"] is True, result["notifications"]
+    hook = session["root"] / ".git" / "hooks" / "reference-transaction"
+    assert str(session["state"]) in hook.read_text()
     listed = subprocess.run(
         [
             *(sys.executable, "-m", "mplp_lsp", "events", "--json", "--kind", "file_update"),
@@ -258,9 +290,27 @@ def test_plugin_write_is_stored_and_status_is_shown(session: dict[str, Any]) -> 
 
 def test_plugin_drift_diagnostic_and_quick_fix(session: dict[str, Any]) -> None:
     result = session["result"]
-    assert "stored" in result["steps"], f"the session did not get as far: {result['steps']}"
-    if "drift_skipped" in result:
-        pytest.skip(result["drift_skipped"])
     assert session["returncode"] == 0, (result, session["stderr"][-2000:])
     assert result["steps"][-3:] == ["drift diagnostic", "quick fix applied", "drift cleared"]
-    assert result["quick_fixes"], "the drift diagnostic offers a quick fix"
+    assert result["drift_message"].startswith("Drift: the file differs from the project graph")
+    assert result["drift_code"] == "drift"
+    assert result["quick_fixes"] == [
+        "Drift: file system wins (update the project graph)",
+        "Drift: PSG wins (restore the recorded content)",
+        "Drift: three-way merge",
+        "Drift: decide later",
+    ]
+    # :MplpDrift said what the scan found; the statusline counted the drift, then its end.
+    assert any(n.startswith("mplp: drift scan: 1 drifted of ") for n in result["notifications"]), (
+        result["notifications"]
+    )
+    assert result["statusline_drift"].endswith(" · drift 1")
+    assert result["statusline_cleared"].endswith(" · drift 0")
+    # "File system wins": the file keeps what was written outside, and the PSG took it.
+    assert session["file"].read_text() == 'print("changed outside the editor")\n'
+    resolved = [
+        (e["payload"]["node_id"], e["payload"].get("strategy"))
+        for e in read_events(session["state"], "graph_update")
+        if e["payload"].get("cause") == "drift"
+    ]
+    assert resolved == [("src/hello.py", "fs")]

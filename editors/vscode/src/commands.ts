@@ -44,3 +44,47 @@ export function advertisedCommands(capabilities: unknown): Set<string> {
   const commands = Array.isArray(provider?.commands) ? provider.commands : [];
   return new Set(commands.filter((name): name is string => typeof name === "string"));
 }
+
+export interface Outcome {
+  message: string;
+  /** Some folder could not do it (its reason is in the message). */
+  failed: boolean;
+}
+
+function folderName(root: unknown): string {
+  return typeof root === "string" ? (root.split(/[\\/]/).filter(Boolean).pop() ?? root) : "?";
+}
+
+function entries(result: unknown): Record<string, unknown>[] {
+  return Array.isArray(result)
+    ? result.filter((e): e is Record<string, unknown> => typeof e === "object" && e !== null)
+    : [];
+}
+
+/** What to tell the user about a server command's answer (shapes: lsp/drift.py, lsp/hooks.py). */
+export function describeResult(server: string, result: unknown): Outcome {
+  if (server === COMMANDS.scanDrift.server) {
+    const scans = entries(result);
+    const sum = (key: string) => scans.reduce((n, s) => n + (typeof s[key] === "number" ? (s[key] as number) : 0), 0);
+    const moved = scans.filter((s) => s.repository).map((s) => folderName(s.root));
+    const cancelled = scans.some((s) => s.cancelled === true);
+    return {
+      message:
+        `drift scan: ${sum("drifted")} drifted of ${sum("checked")} file(s) checked` +
+        (moved.length ? `; the repository moved in ${moved.join(", ")}` : "") +
+        (cancelled ? " (cancelled)" : ""),
+      failed: false,
+    };
+  }
+  if (server === COMMANDS.installHooks.server) {
+    const folders = entries(result);
+    const failed = folders.filter((f) => typeof f.error === "string");
+    const done = folders.filter((f) => Array.isArray(f.hooks)).map((f) => folderName(f.root));
+    const parts = [
+      ...(done.length ? [`Git hooks installed in ${done.join(", ")}`] : []),
+      ...failed.map((f) => `not in ${folderName(f.root)}: ${String(f.error)}`),
+    ];
+    return { message: parts.join("; ") || "no workspace folder", failed: failed.length > 0 };
+  }
+  return { message: typeof result === "string" ? result : `${server}: done`, failed: false };
+}

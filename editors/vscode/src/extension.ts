@@ -4,7 +4,6 @@
  * (choosing the interpreter, reading the status, the settings) lives in the other modules.
  */
 
-import { execFile } from "node:child_process";
 import * as vscode from "vscode";
 import {
   ExecuteCommandRequest,
@@ -14,7 +13,7 @@ import {
   type ServerOptions,
   TransportKind,
 } from "vscode-languageclient/node";
-import { advertisedCommands, COMMANDS, type ExtensionCommand } from "./commands";
+import { advertisedCommands, COMMANDS, describeResult, type ExtensionCommand } from "./commands";
 import { chooseLaunch, cliArgs, type Launch, probe } from "./launch";
 import { onPythonChanged, pythonFromExtension } from "./python";
 import { serverSection } from "./serverSettings";
@@ -150,9 +149,9 @@ class Extension implements vscode.Disposable {
           arguments: [],
         });
         this.log.info(`${entry.server}: ${JSON.stringify(result)}`);
-        void vscode.window.showInformationMessage(
-          typeof result === "string" ? `MPLP: ${result}` : `MPLP: ${entry.title}: done`,
-        );
+        const outcome = describeResult(entry.server!, result);
+        const show = outcome.failed ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
+        void show(`MPLP: ${outcome.message}`);
         return result;
       },
     );
@@ -166,23 +165,12 @@ class Extension implements vscode.Disposable {
     }
   }
 
-  /** The server's command when it has one; else `mplp-lsp hooks install` in each folder. */
+  /** The server installs the hook for each folder, into the store it records into. */
   async installHooks(): Promise<void> {
-    if ((await this.serverCommand(COMMANDS.installHooks)) !== NOT_ADVERTISED) return;
-    const launch = this.launch;
-    if (!launch) return;
-    for (const folder of vscode.workspace.workspaceFolders ?? []) {
-      const args = cliArgs(launch, "hooks", "install");
-      execFile(launch.command, args, { cwd: folder.uri.fsPath }, (error, stdout, stderr) => {
-        this.log.info(`${launch.command} ${args.join(" ")} in ${folder.uri.fsPath}\n${stdout}${stderr}`);
-        if (error) {
-          void vscode.window.showErrorMessage(
-            `MPLP: could not install Git hooks in ${folder.name}: ${stderr.trim() || error.message}`,
-          );
-        } else {
-          void vscode.window.showInformationMessage(`MPLP: Git hooks installed in ${folder.name}.`);
-        }
-      });
+    if ((await this.serverCommand(COMMANDS.installHooks)) === NOT_ADVERTISED) {
+      void vscode.window.showWarningMessage(
+        "MPLP: this mplp-lsp cannot install Git hooks from the editor; update it, or run `mplp-lsp hooks install --state-dir <its state dir>` in the folder.",
+      );
     }
   }
 

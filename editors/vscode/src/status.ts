@@ -1,11 +1,31 @@
 /**
  * What the server reports in `mplp/status` (notification and request), summarised for the status
- * bar and written out for the status view.
+ * bar and written out for the status view. The server is the source of truth for the shape
+ * (server/mplp_lsp/workspace_status.py, docs/forwarding.md): per workspace folder, `forward` is
+ * the outbox and remote (null for a store without an outbox), `drift` the count of open drift and
+ * `drift_deferred` the drift set aside with "decide later".
  *
- * Fields the server does not send (an older server, or a feature that is not there yet: outbox,
- * remote, drift) are absent, not errors: they are left out of the bar and named as "not
- * reported" in the view.
+ * Fields a server does not send (an older one) are absent, not errors: they are left out of the
+ * bar and named as "not reported" in the view.
  */
+
+/** `forward` of a workspace folder (docs/forwarding.md, "Status"). */
+export interface ForwardStatus {
+  /** off, queuing, idle, sending, waiting (backoff), misconfigured. */
+  state?: string;
+  /** The remote's URL, or null when there is none this run. */
+  remote?: string | null;
+  /** Why forwarding is off when its configuration was refused. */
+  problem?: string | null;
+  /** Envelopes waiting for the remote. */
+  depth?: number;
+  oldest_pending_age_s?: number | null;
+  last_success_at?: string | null;
+  last_error?: string | null;
+  delivered?: number;
+  dead_lettered?: number;
+  [more: string]: unknown;
+}
 
 export interface WorkspaceStatus {
   root?: string;
@@ -17,12 +37,12 @@ export interface WorkspaceStatus {
   last_event_time?: string | null;
   store_bytes?: number;
   pending?: number;
-  /** Forwarding outbox (when the server forwards): envelopes waiting for the remote. */
-  outbox?: { depth?: number; [more: string]: unknown };
-  /** Remote runtime connection (when the server forwards). */
-  remote?: { state?: string; url?: string; [more: string]: unknown };
-  /** Drift between the project graph and the files (when the server detects drift). */
-  drift?: { count?: number; [more: string]: unknown };
+  store_health?: string;
+  forward?: ForwardStatus | null;
+  /** Drifted files awaiting a decision. */
+  drift?: number;
+  /** Drifted files set aside ("decide later"); not in `drift`. */
+  drift_deferred?: number;
   [more: string]: unknown;
 }
 
@@ -40,11 +60,18 @@ export interface Summary {
   eventsToday: number;
   outboxDepth?: number;
   remoteState?: string;
+  /** Why forwarding is not delivering (a refused configuration, the last failed attempt). */
+  remoteProblem?: string;
   driftCount?: number;
+  driftDeferred?: number;
 }
 
 function numberOf(value: unknown): number | undefined {
   return typeof value === "number" && Number.isFinite(value) ? value : undefined;
+}
+
+function textOf(value: unknown): string | undefined {
+  return typeof value === "string" && value !== "" ? value : undefined;
 }
 
 /** Sum of the numbers present; undefined when no folder reports the field. */
@@ -53,20 +80,33 @@ function total(values: (number | undefined)[]): number | undefined {
   return present.length ? present.reduce((a, b) => a + b, 0) : undefined;
 }
 
+function forwardOf(folder: WorkspaceStatus): ForwardStatus | undefined {
+  const forward = folder.forward;
+  return forward !== null && typeof forward === "object" && !Array.isArray(forward) ? forward : undefined;
+}
+
+/** States in which the outbox is not draining, with the reason the server gave. */
+const TROUBLE = new Set(["waiting", "misconfigured"]);
+
 export function summarise(status: ServerStatus | undefined): Summary {
   const folders = Array.isArray(status?.workspaces) ? status.workspaces : [];
+  const forwards = folders.map(forwardOf);
   const states = [
-    ...new Set(
-      folders.map((f) => f.remote?.state).filter((s): s is string => typeof s === "string"),
-    ),
+    ...new Set(forwards.map((f) => textOf(f?.state)).filter((s): s is string => s !== undefined)),
   ];
+  const problem = forwards
+    .filter((f) => TROUBLE.has(String(f?.state)))
+    .map((f) => textOf(f?.problem) ?? textOf(f?.last_error))
+    .find((text) => text !== undefined);
   return {
     ready: status?.ready === true,
     folders: folders.length,
     eventsToday: total(folders.map((f) => numberOf(f.events_today))) ?? 0,
-    outboxDepth: total(folders.map((f) => numberOf(f.outbox?.depth))),
+    outboxDepth: total(forwards.map((f) => numberOf(f?.depth))),
     remoteState: states.length ? states.join("/") : undefined,
-    driftCount: total(folders.map((f) => numberOf(f.drift?.count))),
+    remoteProblem: problem,
+    driftCount: total(folders.map((f) => numberOf(f.drift))),
+    driftDeferred: total(folders.map((f) => numberOf(f.drift_deferred))),
   };
 }
 
@@ -85,11 +125,13 @@ export function barText(summary: Summary): string {
 export function summaryLines(summary: Summary): string[] {
   if (!summary.ready) return ["mplp-lsp is starting"];
   const absent = "not reported by this server";
+  const remote = summary.remoteState ?? absent;
+  const deferred = summary.driftDeferred ? ` (${summary.driftDeferred} deferred)` : "";
   return [
     `events today: ${summary.eventsToday} in ${summary.folders} folder(s)`,
     `outbox depth: ${summary.outboxDepth ?? absent}`,
-    `remote: ${summary.remoteState ?? absent}`,
-    `drift: ${summary.driftCount ?? absent}`,
+    `remote: ${summary.remoteProblem ? `${remote}: ${summary.remoteProblem}` : remote}`,
+    `drift: ${summary.driftCount ?? absent}${deferred}`,
   ];
 }
 
@@ -103,6 +145,19 @@ function bytes(n: number | undefined): string {
 function shown(value: unknown): string {
   if (value === undefined || value === null) return "-";
   return typeof value === "object" ? JSON.stringify(value) : String(value);
+}
+
+/** The view's rows for `forward`: one row saying so when the store has no outbox. */
+function forwardRows(forward: ForwardStatus | undefined): string[] {
+  if (!forward) return ["| forwarding | not reported (a store without an outbox) |"];
+  const age = numberOf(forward.oldest_pending_age_s);
+  return [
+    `| forwarding | ${shown(forward.state)} to ${textOf(forward.remote) ?? "no remote"}${textOf(forward.problem) ? `: ${forward.problem}` : ""} |`,
+    `| outbox | ${shown(forward.depth)} waiting${age === undefined ? "" : `, the oldest for ${age} s`} |`,
+    `| delivered | ${shown(forward.delivered)}, dead-lettered ${shown(forward.dead_lettered)} |`,
+    `| last success | ${shown(forward.last_success_at)} |`,
+    `| last error | ${shown(forward.last_error)} |`,
+  ];
 }
 
 /** The status view: a Markdown document with everything the server reported. */
@@ -130,10 +185,9 @@ export function statusReport(status: ServerStatus | undefined): string {
       `| last event | ${shown(folder.last_event_time)} |`,
       `| rejected | ${shown(folder.rejected)} |`,
       `| waiting to be stored | ${shown(folder.pending)} |`,
-      `| outbox | ${shown(folder.outbox)} |`,
-      `| remote | ${shown(folder.remote)} |`,
-      `| drift | ${shown(folder.drift)} |`,
-      `| store | ${shown(folder.state_dir)} (${bytes(numberOf(folder.store_bytes))}) |`,
+      ...forwardRows(forwardOf(folder)),
+      `| drift | ${shown(folder.drift)} open, ${shown(folder.drift_deferred)} deferred |`,
+      `| store | ${shown(folder.state_dir)} (${bytes(numberOf(folder.store_bytes))}), ${shown(folder.store_health)} |`,
     );
   }
   return lines.join("\n") + "\n";

@@ -1,7 +1,9 @@
 /**
  * The real Python server, spawned the way the extension spawns it and spoken to through
- * vscode-jsonrpc (what vscode-languageclient uses underneath): a save produces the status
- * notification the status bar shows.
+ * vscode-jsonrpc (what vscode-languageclient uses underneath), declaring the client
+ * capabilities vscode-languageclient declares: a save produces the status notification the
+ * status bar shows; a file changed behind the server's back becomes a drift diagnostic (pulled,
+ * as VS Code pulls them) with quick fixes, and the first quick fix clears it.
  */
 
 import assert from "node:assert/strict";
@@ -12,7 +14,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { after, test } from "node:test";
 import { createMessageConnection, StreamMessageReader, StreamMessageWriter } from "vscode-jsonrpc/node";
-import { advertisedCommands } from "../src/commands";
+import { advertisedCommands, COMMANDS, describeResult } from "../src/commands";
 import { chooseLaunch, cliArgs } from "../src/launch";
 import { serverSection } from "../src/serverSettings";
 import { barText, type ServerStatus, summarise } from "../src/status";
@@ -20,10 +22,34 @@ import { barText, type ServerStatus, summarise } from "../src/status";
 const PYTHON = process.env.MPLP_LSP_PYTHON || "python3";
 const TIMEOUT_MS = 60_000;
 
+/** Resolve with what `check` returns once it is not undefined; poll every 100 ms. */
+async function eventually<T>(what: string, check: () => Promise<T | undefined> | T | undefined): Promise<T> {
+  const deadline = Date.now() + TIMEOUT_MS;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+interface Diagnostic {
+  range: unknown;
+  message: string;
+  source?: string;
+  code?: string | number;
+}
+interface CodeAction {
+  title: string;
+  kind?: string;
+  isPreferred?: boolean;
+  command?: { command: string; arguments?: unknown[] };
+}
+
 const scratch = realpathSync(mkdtempSync(join(tmpdir(), "mplp-vscode-")));
 after(() => rmSync(scratch, { recursive: true, force: true }));
 
-test("didSave of a file in a git workspace produces an mplp/status notification", { timeout: TIMEOUT_MS * 2 }, async () => {
+test("a save produces mplp/status; a change behind the server's back a drift diagnostic with quick fixes", { timeout: TIMEOUT_MS * 2 }, async () => {
   const root = join(scratch, "project");
   mkdirSync(join(root, "src"), { recursive: true });
   execFileSync("git", ["init", "-q", root]);
@@ -45,6 +71,11 @@ test("didSave of a file in a git workspace produces an mplp/status notification"
   );
   connection.onRequest("client/registerCapability", () => null);
   connection.onRequest("window/workDoneProgress/create", () => null);
+  let refreshes = 0;
+  connection.onRequest("workspace/diagnostic/refresh", () => {
+    refreshes += 1;
+    return null;
+  });
   const statuses: ServerStatus[] = [];
   let saved: (status: ServerStatus) => void;
   const savedStatus = new Promise<ServerStatus>((resolve) => (saved = resolve));
@@ -62,13 +93,29 @@ test("didSave of a file in a git workspace produces an mplp/status notification"
       rootUri,
       workspaceFolders: [{ uri: rootUri, name: "project" }],
       capabilities: {
-        workspace: { configuration: true, workspaceFolders: true, didChangeConfiguration: { dynamicRegistration: true } },
+        workspace: {
+          configuration: true,
+          workspaceFolders: true,
+          didChangeConfiguration: { dynamicRegistration: true },
+          diagnostics: { refreshSupport: true },
+        },
         window: { workDoneProgress: true },
-        textDocument: { synchronization: { didSave: true } },
+        // What vscode-languageclient declares: pull diagnostics, refreshed by the server.
+        textDocument: {
+          synchronization: { didSave: true },
+          diagnostic: { dynamicRegistration: true, relatedDocumentSupport: false },
+          codeAction: { codeActionLiteralSupport: { codeActionKind: { valueSet: ["quickfix"] } }, isPreferredSupport: true },
+        },
       },
       initializationOptions: { mplp: serverSection(vscodeSection) },
     })) as { capabilities: Record<string, unknown> };
-    assert.ok(advertisedCommands(initialized.capabilities) instanceof Set);
+    // Every server command the extension calls is advertised, and so is the quick fixes' one.
+    const advertised = advertisedCommands(initialized.capabilities);
+    for (const entry of Object.values(COMMANDS)) {
+      if ("server" in entry) assert.ok(advertised.has(entry.server), `${entry.server} is advertised`);
+    }
+    assert.ok(advertised.has("mplp.resolveDrift"));
+    assert.ok(initialized.capabilities.diagnosticProvider, "the server offers pull diagnostics");
     await connection.sendNotification("initialized", {});
 
     const file = join(root, "src", "app.py");
@@ -98,6 +145,55 @@ test("didSave of a file in a git workspace produces an mplp/status notification"
     assert.ok((asked.workspaces?.[0]?.events_by_kind?.file_update ?? 0) >= 1);
     // The extension's own settings were stripped: the server saw nothing it did not know.
     assert.doesNotMatch(stderr, /unknown setting/);
+    // The folder's status as the server sends it: no remote, an empty outbox, no drift.
+    const folder = asked.workspaces?.[0];
+    assert.equal(folder?.forward?.state, "off");
+    assert.equal(folder?.forward?.depth, 0);
+    assert.equal(folder?.drift, 0);
+    assert.equal(barText(summarise(asked)), `$(pulse) ${folder?.events_today} today  $(cloud-upload) 0  remote off  $(warning) 0 drift`);
+
+    // Drift: the PSG has recorded the file; now it changes with nobody telling the server.
+    await eventually("the file in the PSG", async () => {
+      const now = (await connection.sendRequest("mplp/status", null)) as ServerStatus;
+      return (now.workspaces?.[0]?.events_by_kind?.graph_update ?? 0) >= 1 ? true : undefined;
+    });
+    writeFileSync(file, "print('changed behind the server')\n");
+    const scanned = await connection.sendRequest("workspace/executeCommand", { command: "mplp.scanDrift", arguments: [] });
+    assert.match(describeResult("mplp.scanDrift", scanned).message, /^drift scan: 1 drifted of \d+ file\(s\) checked$/);
+    const pull = async () =>
+      ((await connection.sendRequest("textDocument/diagnostic", { textDocument: { uri } })) as { items: Diagnostic[] }).items;
+    const [diagnostic, ...others] = await eventually("a drift diagnostic", async () => {
+      const items = await pull();
+      return items.length ? items : undefined;
+    });
+    assert.equal(others.length, 0);
+    assert.equal(diagnostic!.source, "mplp");
+    assert.equal(diagnostic!.code, "drift");
+    assert.match(diagnostic!.message, /^Drift: the file differs from the project graph/);
+    assert.ok(refreshes >= 1, "the server asked VS Code to pull again");
+    const drifted = await eventually("drift in the status", () => statuses.find((s) => s.workspaces?.[0]?.drift === 1));
+    assert.match(barText(summarise(drifted)), /\$\(warning\) 1 drift$/);
+
+    const actions = (await connection.sendRequest("textDocument/codeAction", {
+      textDocument: { uri },
+      range: diagnostic!.range,
+      context: { diagnostics: [diagnostic], only: ["quickfix"] },
+    })) as CodeAction[];
+    assert.deepEqual(
+      actions.map((action) => [action.kind, action.command?.command, action.command?.arguments?.[1]]),
+      [
+        ["quickfix", "mplp.resolveDrift", "fs"],
+        ["quickfix", "mplp.resolveDrift", "psg"],
+        ["quickfix", "mplp.resolveDrift", "merge"],
+        ["quickfix", "mplp.resolveDrift", "ignore"],
+      ],
+    );
+    assert.equal(actions[0]!.isPreferred, true);
+    // VS Code runs a quick fix's command through workspace/executeCommand.
+    await connection.sendRequest("workspace/executeCommand", actions[0]!.command);
+    await eventually("the diagnostic to clear", async () => ((await pull()).length === 0 ? true : undefined));
+    const after = (await connection.sendRequest("mplp/status", null)) as ServerStatus;
+    assert.equal(after.workspaces?.[0]?.drift, 0);
 
     await connection.sendRequest("shutdown");
     await connection.sendNotification("exit");

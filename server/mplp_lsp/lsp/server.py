@@ -23,7 +23,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from mplp_lsp import __version__
-from mplp_lsp.lsp import drift, tools
+from mplp_lsp.lsp import drift, hooks, tools
 from mplp_lsp.lsp.stdio import serve_stdio, watch_parent
 from mplp_lsp.runtime.psg_requests import METHODS as PSG_METHODS
 
@@ -434,6 +434,7 @@ def create_server(
 
     drift.register(server)
     tools.register(server)
+    hooks.register(server)
     for method in PSG_METHODS:
         server.feature(method)(_psg_request(method))
 

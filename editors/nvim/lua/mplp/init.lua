@@ -90,18 +90,36 @@ local function total(folders, get)
   return sum
 end
 
---- The status summed over workspace folders. Fields the server does not report stay nil.
+local function text(value)
+  return type(value) == 'string' and value ~= '' and value or nil
+end
+
+--- A folder's `forward` (outbox and remote); nil when the store has none (JSON null).
+local function forward_of(folder)
+  return type(folder.forward) == 'table' and folder.forward or nil
+end
+
+--- States in which the outbox is not draining; the server says why.
+local TROUBLE = { waiting = true, misconfigured = true }
+
+--- The status summed over workspace folders, read as the server sends it
+--- (server/mplp_lsp/workspace_status.py): `forward` = {state, remote, depth, ...} or null,
+--- `drift` and `drift_deferred` numbers. Fields the server does not report stay nil.
 function M.summary(status)
   status = status or M.state.status
   if type(status) ~= 'table' then
     return nil
   end
   local folders = type(status.workspaces) == 'table' and status.workspaces or {}
-  local states = {}
+  local states, problem = {}, nil
   for _, folder in ipairs(folders) do
-    local state = type(folder.remote) == 'table' and folder.remote.state
-    if type(state) == 'string' and not vim.list_contains(states, state) then
+    local forward = forward_of(folder)
+    local state = forward and text(forward.state)
+    if state and not vim.list_contains(states, state) then
       table.insert(states, state)
+    end
+    if state and TROUBLE[state] then
+      problem = problem or text(forward.problem) or text(forward.last_error)
     end
   end
   return {
@@ -111,11 +129,15 @@ function M.summary(status)
       return f.events_today
     end) or 0,
     outbox_depth = total(folders, function(f)
-      return f.outbox.depth
+      return forward_of(f).depth
     end),
     remote = #states > 0 and table.concat(states, '/') or nil,
+    remote_problem = problem,
     drift = total(folders, function(f)
-      return f.drift.count
+      return f.drift
+    end),
+    drift_deferred = total(folders, function(f)
+      return f.drift_deferred
     end),
   }
 end
@@ -181,6 +203,26 @@ local function shown(value)
   return type(value) == 'table' and vim.json.encode(value) or tostring(value)
 end
 
+--- A folder's forwarding in one line: state, remote, outbox, counters, last error.
+local function forward_line(forward)
+  if not forward then
+    return 'not reported (a store without an outbox)'
+  end
+  local line = ('%s to %s; outbox %s, delivered %s, dead-lettered %s'):format(
+    shown(forward.state),
+    text(forward.remote) or 'no remote',
+    shown(forward.depth),
+    shown(forward.delivered),
+    shown(forward.dead_lettered)
+  )
+  local age = number(forward.oldest_pending_age_s)
+  if age then
+    line = line .. (', oldest waiting %s s'):format(age)
+  end
+  local problem = text(forward.problem) or text(forward.last_error)
+  return problem and (line .. '; last error: ' .. problem) or line
+end
+
 --- The lines :MplpStatus prints.
 function M.status_lines(status)
   local summary = M.summary(status)
@@ -195,8 +237,8 @@ function M.status_lines(status)
     ),
     ('events today: %d in %d folder(s)'):format(summary.events_today, summary.folders),
     'outbox depth: ' .. shown(summary.outbox_depth),
-    'remote: ' .. shown(summary.remote),
-    'drift: ' .. shown(summary.drift),
+    'remote: ' .. shown(summary.remote) .. (summary.remote_problem and (': ' .. summary.remote_problem) or ''),
+    'drift: ' .. shown(summary.drift) .. ((summary.drift_deferred or 0) > 0 and (' (' .. summary.drift_deferred .. ' deferred)') or ''),
   }
   for _, folder in ipairs(status.workspaces or {}) do
     local kinds = {}
@@ -209,7 +251,9 @@ function M.status_lines(status)
       '  events: ' .. shown(folder.events_total) .. (#kinds > 0 and (' (' .. table.concat(kinds, ', ') .. ')') or ''),
       '  last event: ' .. shown(folder.last_event_time),
       '  rejected: ' .. shown(folder.rejected),
-      '  store: ' .. shown(folder.state_dir),
+      '  forwarding: ' .. forward_line(forward_of(folder)),
+      '  drift: ' .. shown(folder.drift) .. ' open, ' .. shown(folder.drift_deferred) .. ' deferred',
+      '  store: ' .. shown(folder.state_dir) .. ' (' .. shown(folder.store_health) .. ')',
     })
   end
   return lines
@@ -234,8 +278,54 @@ end
 
 -- --- server commands ----------------------------------------------------------------------
 
+local function folder_name(root)
+  return type(root) == 'string' and vim.fs.basename(root) or '?'
+end
+
+--- What to tell the user about a server command's answer (shapes: lsp/drift.py, lsp/hooks.py).
+--- Returns the message and whether some folder could not do it.
+function M.describe(name, result)
+  local entries = vim.tbl_filter(function(entry)
+    return type(entry) == 'table'
+  end, vim.islist(result) and result or {})
+  if name == SCAN_DRIFT then
+    local drifted, checked, moved, cancelled = 0, 0, {}, false
+    for _, scan in ipairs(entries) do
+      drifted = drifted + (number(scan.drifted) or 0)
+      checked = checked + (number(scan.checked) or 0)
+      if type(scan.repository) == 'table' then
+        table.insert(moved, folder_name(scan.root))
+      end
+      cancelled = cancelled or scan.cancelled == true
+    end
+    local message = ('drift scan: %d drifted of %d file(s) checked'):format(drifted, checked)
+    if #moved > 0 then
+      message = message .. '; the repository moved in ' .. table.concat(moved, ', ')
+    end
+    return message .. (cancelled and ' (cancelled)' or ''), false
+  elseif name == INSTALL_HOOKS then
+    local done, parts, failed = {}, {}, false
+    for _, folder in ipairs(entries) do
+      if type(folder.hooks) == 'table' then
+        table.insert(done, folder_name(folder.root))
+      end
+    end
+    if #done > 0 then
+      table.insert(parts, 'Git hooks installed in ' .. table.concat(done, ', '))
+    end
+    for _, folder in ipairs(entries) do
+      if type(folder.error) == 'string' then
+        table.insert(parts, ('not in %s: %s'):format(folder_name(folder.root), folder.error))
+        failed = true
+      end
+    end
+    return #parts > 0 and table.concat(parts, '; ') or 'no workspace folder', failed
+  end
+  return type(result) == 'string' and result or (name .. ': done'), false
+end
+
 --- Run a server command; false when this server does not have it.
-local function server_command(name, on_done)
+local function server_command(name)
   local client = client_for(0)
   if not client then
     notify('mplp-lsp is not running for this buffer', vim.log.levels.WARN)
@@ -246,13 +336,10 @@ local function server_command(name, on_done)
   end
   client:exec_cmd({ title = name, command = name, arguments = {} }, { bufnr = 0 }, function(err, result)
     if err then
-      notify(name .. ' failed: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
-    else
-      notify(type(result) == 'string' and result or (name .. ': done'))
+      return notify(name .. ' failed: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
     end
-    if on_done then
-      on_done(err, result)
-    end
+    local message, failed = M.describe(name, result)
+    notify(message, failed and vim.log.levels.WARN or vim.log.levels.INFO)
   end)
   return true
 end
@@ -263,34 +350,14 @@ function M.scan_drift()
   end
 end
 
---- The server's command when it has one; else `mplp-lsp hooks install` in the root folder.
+--- The server installs the hook in each folder, into the store it records into.
 function M.install_hooks()
-  if server_command(INSTALL_HOOKS) ~= false then
-    return
+  if server_command(INSTALL_HOOKS) == false then
+    notify(
+      'this mplp-lsp cannot install Git hooks from the editor; update it, or run `mplp-lsp hooks install --state-dir <its state dir>`',
+      vim.log.levels.WARN
+    )
   end
-  local client = client_for(0)
-  local cmd = client.config.cmd
-  local serve = type(cmd) == 'table' and vim.list_contains(cmd, 'serve') and cmd or nil
-  if not serve then
-    return notify('cannot tell how mplp-lsp was started; run `mplp-lsp hooks install`', vim.log.levels.WARN)
-  end
-  local argv = {}
-  for _, arg in ipairs(serve) do
-    if arg == 'serve' then
-      break
-    end
-    table.insert(argv, arg)
-  end
-  vim.list_extend(argv, { 'hooks', 'install' })
-  vim.system(argv, { cwd = client.root_dir, text = true }, function(done)
-    vim.schedule(function()
-      if done.code == 0 then
-        notify('Git hooks installed in ' .. client.root_dir)
-      else
-        notify('hooks install failed: ' .. vim.trim(done.stderr or ''), vim.log.levels.ERROR)
-      end
-    end)
-  end)
 end
 
 function M.restart()
