@@ -55,6 +55,7 @@ def dedup_param(key: str | bytes) -> str | bytes:
         return bytes.fromhex(key)
     return key
 
+
 _V1: Final = """
 -- seq is the rowid: dense, in commit order, and the cursor consumers resume from
 -- (after_seq). Not AUTOINCREMENT: that would burn a number on every rejected duplicate.
