@@ -367,3 +367,17 @@ async def test_a_late_event_is_named_in_the_finding(ws: Workspace) -> None:
     drift = ws.drift.open_drifts["a.py"]
     assert drift.note is not None and "late file_update" in drift.note
     assert "2020-01-01" in drift.message()
+
+
+def test_a_damaged_drift_record_is_skipped_not_fatal(tmp_path: Path) -> None:
+    from mplp_lsp.runtime.drift import records
+    from mplp_lsp.store.database import connect
+
+    conn = connect(tmp_path / "events.db")
+    conn.execute(
+        "INSERT INTO psg_drift (path, reason, detected_at) VALUES ('a.py', 'deleQed', 't'),"
+        " ('b.py', ?, 't')",
+        (Reason.DELETED.value,),
+    )
+    assert list(records.load(conn)) == ["b.py"]
+    conn.close()

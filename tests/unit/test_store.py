@@ -271,6 +271,43 @@ def test_duplicate_dedup_key_is_none(conn: sqlite3.Connection) -> None:
     assert [e.event_id for e in log.query()] == ["id-1"]
 
 
+def test_hash_dedup_keys_are_stored_as_16_bytes_and_still_deduplicate(
+    conn: sqlite3.Connection,
+) -> None:
+    log = EventLog(conn)
+    hashed = "0123456789abcdef" * 2
+    assert log.append([make_event(1, key=hashed), make_event(2, key="ABCDEF" * 5 + "ab")])
+    stored = dict(conn.execute("SELECT event_id, dedup_key FROM events"))
+    assert stored == {"id-1": bytes.fromhex(hashed), "id-2": "ABCDEF" * 5 + "ab"}
+    assert log.append([make_event(3, key=hashed)]) == [None]
+
+
+def test_migration_compacts_hex_dedup_keys_of_an_older_store(db: Path) -> None:
+    """A store written before the compact keys still recognises its old events' duplicates."""
+    old = sqlite3.connect(db, isolation_level=None)
+    old.execute("PRAGMA auto_vacuum = INCREMENTAL")
+    old.execute("PRAGMA journal_mode = WAL")
+    before = database.MIGRATIONS.index(database._COMPACT_DEDUP_KEYS)
+    for script in database.MIGRATIONS[:before]:
+        for statement in split_script(script):
+            old.execute(statement)
+    old.execute(f"PRAGMA user_version = {before}")
+    hashed = "fedcba9876543210" * 2
+    old.execute(
+        "INSERT INTO events (event_id, kind, dedup_key, timestamp, received_at, body)"
+        " VALUES ('id-1', 'file_update', ?, 't', 't', '{}'), ('id-2', 'file_update', 'k2', 't',"
+        " 't', '{}')",
+        (hashed,),
+    )
+    old.close()
+    conn = connect(db)
+    keys = dict(conn.execute("SELECT event_id, dedup_key FROM events"))
+    assert keys == {"id-1": bytes.fromhex(hashed), "id-2": "k2"}
+    log = EventLog(conn)
+    assert log.append([make_event(3, key=hashed), make_event(4, key="k2")]) == [None, None]
+    conn.close()
+
+
 def test_duplicate_event_id_is_none(conn: sqlite3.Connection) -> None:
     log = EventLog(conn)
     log.append([make_event(1, event_id="same")])

@@ -129,9 +129,10 @@ class Forwarder:
 
     async def _run(self) -> None:
         idle = True
+        ahead: list[Entry] = []
         while True:
             self._wake.clear()
-            entries = await self._peek()
+            entries, ahead = ahead or await self._peek(), []
             if entries and idle and len(entries) < self.limits.max_count and self.limits.linger:
                 await asyncio.sleep(self.limits.linger)  # let a burst fill the batch
                 entries = await self._peek()
@@ -143,7 +144,7 @@ class Forwarder:
                 continue
             idle = False
             try:
-                await self._deliver(entries)
+                ahead = await self._deliver(entries)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
@@ -153,12 +154,35 @@ class Forwarder:
                 await self._wait(self.policy.delay(self.consecutive_failures, rand=self._rand))
                 self.consecutive_failures += 1
 
-    async def _peek(self) -> list[Entry]:
+    async def _peek(self, after_seq: int = 0) -> list[Entry]:
         return await self._writer.read(
-            partial(outbox.peek, max_count=self.limits.max_count, max_bytes=self.limits.max_bytes)
+            partial(
+                outbox.peek,
+                after_seq=after_seq,
+                max_count=self.limits.max_count,
+                max_bytes=self.limits.max_bytes,
+            )
         )
 
-    async def _deliver(self, entries: list[Entry]) -> None:
+    async def _deliver(self, entries: list[Entry]) -> list[Entry]:
+        """Deliver or dead-letter ``entries``; returns the pending entries that follow them.
+
+        Those are read on the store's thread while the batch is on the wire, so the next
+        batch is ready when this one is acknowledged. The acknowledgement itself is still
+        committed before the next batch is sent (at most one batch is re-sent after a crash).
+        An entry dropped by the overflow policy meanwhile may still be sent once: harmless.
+        """
+        following = asyncio.ensure_future(self._peek(after_seq=entries[-1].seq))
+        try:
+            await self._deliver_all(entries)
+        except BaseException:
+            following.cancel()
+            with contextlib.suppress(BaseException):
+                await following
+            raise
+        return await following
+
+    async def _deliver_all(self, entries: list[Entry]) -> None:
         stack = [entries]
         while stack:
             part = stack.pop()

@@ -36,12 +36,25 @@ __all__ = [
     "SCHEMA_VERSION",
     "StoreVersionError",
     "connect",
+    "dedup_param",
     "schema_version",
     "split_script",
     "transaction",
 ]
 
 BUSY_TIMEOUT_MS: Final = 5000
+WRITER_CACHE_KIB: Final = 16 * 1024
+
+_HEX_KEY_LENGTH: Final = 32
+_HEX_DIGITS: Final = frozenset("0123456789abcdef")
+
+
+def dedup_param(key: str | bytes) -> str | bytes:
+    """How a dedup key is stored: 32 lowercase hex digits as their 16 bytes, others as given."""
+    if isinstance(key, str) and len(key) == _HEX_KEY_LENGTH and _HEX_DIGITS.issuperset(key):
+        return bytes.fromhex(key)
+    return key
+
 
 _V1: Final = """
 -- seq is the rowid: dense, in commit order, and the cursor consumers resume from
@@ -324,7 +337,25 @@ CREATE TABLE psg_outbox (
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _TOOL_INVOCATIONS, _GIT, _OUTBOX, _DRIFT, _PSG_NODES)
+_COMPACT_DEDUP_KEYS: Final = """
+-- Dedup keys that are 128-bit hashes in hex (the intake's form) are kept as their 16 bytes
+-- (mplp_lsp.store.events.dedup_param). The unique index on them is the event log's biggest
+-- write cost: the keys are random, so each event dirties its own index page, and every
+-- dirty page is written to the WAL and fsynced at commit. Half-size entries mean half the
+-- pages. Other keys stay text; SQLite never finds a blob equal to a text value, so the two
+-- forms cannot collide. mplp_hex_key is registered by connect().
+UPDATE events SET dedup_key = mplp_hex_key(dedup_key) WHERE typeof(dedup_key) = 'text';
+"""
+
+MIGRATIONS: tuple[str, ...] = (
+    _V1,
+    _TOOL_INVOCATIONS,
+    _GIT,
+    _OUTBOX,
+    _DRIFT,
+    _PSG_NODES,
+    _COMPACT_DEDUP_KEYS,
+)
 """Schema scripts; index ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append only."""
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)
@@ -353,6 +384,10 @@ def connect(path: Path, *, read_only: bool = False) -> sqlite3.Connection:
             raise sqlite3.OperationalError(f"could not switch {path} to WAL (got {mode!r})")
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
+        # The default 2 MiB page cache is smaller than the event log's unique indexes of a
+        # store with ~100k events; past it, each random key lookup reads its page again.
+        conn.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
+        conn.create_function("mplp_hex_key", 1, dedup_param, deterministic=True)
         _migrate(conn, path)
     except BaseException:
         conn.close()

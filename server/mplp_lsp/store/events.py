@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from mplp_lsp.protocol.envelope import utc_timestamp
-from mplp_lsp.store.database import transaction
+from mplp_lsp.store.database import dedup_param, transaction
 
 __all__ = [
     "EventLog",
@@ -69,9 +69,10 @@ class PreparedEvent:
     timestamp: str
     body: str
 
-    def row(self, received_at: str) -> tuple[str, str, str, str, str, str]:
+    def row(self, received_at: str) -> tuple[str, str, str | bytes, str, str, str]:
         event = self.event
-        return (event.event_id, event.kind, event.dedup_key, self.timestamp, received_at, self.body)
+        key = dedup_param(event.dedup_key)
+        return (event.event_id, event.kind, key, self.timestamp, received_at, self.body)
 
 
 _ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)

@@ -165,6 +165,12 @@ def _salvage(old_path: Path, new_path: Path, report: SalvageReport) -> None:
                 if table == "outbox_state" or table not in tables:
                     continue
                 _copy_table(old, new, table, report)
+            with transaction(new):
+                # Rows from a store older than the compact dedup keys come over in hex.
+                new.execute(
+                    "UPDATE events SET dedup_key = mplp_hex_key(dedup_key)"
+                    " WHERE typeof(dedup_key) = 'text'"
+                )
             _restore_outbox(new, old_state, report)
         finally:
             old.close()

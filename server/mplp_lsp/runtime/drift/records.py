@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Collection, Iterable
 from dataclasses import replace
@@ -9,6 +10,8 @@ from typing import Any
 
 from mplp_lsp.runtime.drift.model import DiskFacts, Drift, Reason
 from mplp_lsp.runtime.drift.scan import Outcome
+
+log = logging.getLogger(__name__)
 
 # The column list is a constant; every value is bound, never formatted in (hence the S608s).
 _COLUMNS = (
@@ -24,7 +27,15 @@ def load(conn: sqlite3.Connection, paths: Iterable[str] | None = None) -> dict[s
         rows = conn.execute(f"SELECT {_COLUMNS} FROM psg_drift").fetchall()  # noqa: S608
     else:
         rows = [row for path in paths for row in conn.execute(_SELECT_ONE, (path,))]
-    return {row[0]: _drift(row) for row in rows}
+    drifts: dict[str, Drift] = {}
+    for row in rows:
+        try:
+            drifts[row[0]] = _drift(row)
+        except ValueError:
+            # A record damaged on disk (quick_check sees only structure, not values): drift
+            # is derived state and the next check finds it again, so skip it, never crash.
+            log.warning("skipping an unreadable drift record for %r", row[0])
+    return drifts
 
 
 def _drift(row: tuple[Any, ...]) -> Drift:
