@@ -117,7 +117,7 @@ async def test_a_file_gone_before_hashing_is_recorded_without_facts(rig: Rig) ->
 
 
 async def test_a_big_transaction_is_one_bulk_graph_update(rig: Rig) -> None:
-    from mplp_lsp.runtime.psg_files import BULK_THRESHOLD
+    from mplp_lsp.runtime.graph_events import BULK_THRESHOLD
 
     count = BULK_THRESHOLD + 10
     submissions = []

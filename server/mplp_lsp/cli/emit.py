@@ -13,7 +13,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -289,15 +289,7 @@ _TOOL_FIELDS = (
 def _run_tool(args: argparse.Namespace) -> int:
     from mplp_lsp.protocol.envelope import new_id
 
-    root = workspace_path(args.workspace)
-    if args.json_input:
-        payload = _read_json(args.json_input)
-    else:
-        payload = {f: getattr(args, f) for f in _TOOL_FIELDS if getattr(args, f) is not None}
-        payload.setdefault("invocation_id", new_id())
-    if isinstance(payload, ValidationResult):
-        return _invalid(payload)
-    return _deliver(root, args, Kind.TOOL, payload)
+    return _emit_fields(args, Kind.TOOL, _TOOL_FIELDS, invocation_id=new_id)
 
 
 def _register_file(kinds: Any) -> None:
@@ -321,16 +313,27 @@ def _register_file(kinds: Any) -> None:
 def _run_file(args: argparse.Namespace) -> int:
     from mplp_lsp.protocol.envelope import utc_timestamp
 
+    fields = ("file_path", "change_type", "previous_path", "timestamp", "language")
+    return _emit_fields(args, Kind.FILE_UPDATE, fields, timestamp=utc_timestamp)
+
+
+def _emit_fields(
+    args: argparse.Namespace,
+    kind: Kind,
+    fields: Sequence[str],
+    **defaults: Callable[[], Any],
+) -> int:
+    """The event from --json, or from the flags named like its fields (with defaults)."""
     root = workspace_path(args.workspace)
     if args.json_input:
         payload = _read_json(args.json_input)
+        if isinstance(payload, ValidationResult):
+            return _invalid(payload)
     else:
-        fields = ("file_path", "change_type", "previous_path", "timestamp", "language")
         payload = {f: getattr(args, f) for f in fields if getattr(args, f) is not None}
-        payload.setdefault("timestamp", utc_timestamp())
-    if isinstance(payload, ValidationResult):
-        return _invalid(payload)
-    return _deliver(root, args, Kind.FILE_UPDATE, payload)
+        for field, make in defaults.items():
+            payload.setdefault(field, make())
+    return _deliver(root, args, kind, payload)
 
 
 def _usage(message: str) -> int:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 from mplp_lsp.protocol.envelope import new_id, utc_timestamp
@@ -11,6 +13,12 @@ from mplp_lsp.store.events import EventLog
 UpdateKind = Literal[
     "node_add", "node_update", "node_delete", "edge_add", "edge_update", "edge_delete", "bulk"
 ]
+
+
+# A transaction changing more nodes than this is reported as one `bulk` graph_update with its
+# deltas (a checkout, a formatter run over the tree), not one event per node.
+BULK_THRESHOLD = 64
+BULK_SAMPLE = 100  # node ids listed in a bulk event
 
 
 def graph_id(conn: sqlite3.Connection) -> str:
@@ -44,3 +52,25 @@ def graph_update(
         "source_module": "psg",
         "payload": payload,
     }
+
+
+def bulk_update(
+    graph: str,
+    event_type: str,
+    *,
+    kinds: Iterable[str],
+    node_ids: Sequence[str],
+    node_delta: int,
+    edge_delta: int = 0,
+    **payload: Any,
+) -> dict[str, Any]:
+    """One ``bulk`` event for many changes: counts by kind and a sample of the node ids."""
+    body = {
+        **payload,
+        "changes": dict(Counter(kinds)),
+        "node_ids": list(node_ids[:BULK_SAMPLE]),
+        "node_ids_complete": len(node_ids) <= BULK_SAMPLE,
+    }
+    return graph_update(
+        graph, "bulk", event_type, body, node_delta=node_delta, edge_delta=edge_delta
+    )

@@ -24,7 +24,13 @@ from typing import Any
 from mplp_lsp.intake import Intake, Submission
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.runtime import psg_snapshots
-from mplp_lsp.runtime.graph_events import UpdateKind, graph_id, graph_update
+from mplp_lsp.runtime.graph_events import (
+    BULK_THRESHOLD,
+    UpdateKind,
+    bulk_update,
+    graph_id,
+    graph_update,
+)
 from mplp_lsp.store.events import StoredEvent
 from mplp_lsp.store.writer import StoreWriter
 
@@ -33,8 +39,6 @@ log = logging.getLogger(__name__)
 HASH_SIZE_CAP = 256 * 2**20  # bigger files are tracked by size and mtime only
 # A transaction changing more nodes than this is reported as one `bulk` graph_update with
 # its deltas (a checkout, a formatter run over the tree), not one event per node.
-BULK_THRESHOLD = 64
-_BULK_SAMPLE = 100
 _CHUNK = 2**20
 
 
@@ -267,19 +271,11 @@ def _graph_event(graph: str, change: GraphChange) -> dict[str, Any]:
 
 
 def _bulk_event(graph: str, changes: Sequence[GraphChange]) -> dict[str, Any]:
-    counts: dict[str, int] = {}
-    for change in changes:
-        counts[change.update_kind] = counts.get(change.update_kind, 0) + 1
-    payload = {
-        "node_type": "file",
-        "changes": counts,
-        "node_ids": [change.path for change in changes[:_BULK_SAMPLE]],
-        "node_ids_complete": len(changes) <= _BULK_SAMPLE,
-    }
-    return graph_update(
+    return bulk_update(
         graph,
-        "bulk",
         "file_nodes_changed",
-        payload,
+        kinds=(change.update_kind for change in changes),
+        node_ids=[change.path for change in changes],
         node_delta=sum(change.node_delta for change in changes),
+        node_type="file",
     )

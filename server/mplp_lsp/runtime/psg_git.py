@@ -18,12 +18,15 @@ from typing import Any
 
 from mplp_lsp.intake import Intake, Submission
 from mplp_lsp.protocol.kinds import Kind
-from mplp_lsp.runtime.graph_events import UpdateKind, graph_id, graph_update
-from mplp_lsp.runtime.psg_files import BULK_THRESHOLD
+from mplp_lsp.runtime.graph_events import (
+    BULK_THRESHOLD,
+    UpdateKind,
+    bulk_update,
+    graph_id,
+    graph_update,
+)
 from mplp_lsp.store.events import StoredEvent
 from mplp_lsp.store.writer import StoreWriter
-
-_BULK_SAMPLE = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,20 +159,12 @@ def _graph_event(graph: str, change: GraphChange) -> dict[str, Any]:
 
 
 def _bulk_event(graph: str, changes: Sequence[GraphChange]) -> dict[str, Any]:
-    counts: dict[str, int] = {}
-    for change in changes:
-        counts[change.event_type] = counts.get(change.event_type, 0) + 1
-    payload = {
-        "node_types": sorted({change.node_type for change in changes}),
-        "changes": counts,
-        "node_ids": [change.node_id for change in changes[:_BULK_SAMPLE]],
-        "node_ids_complete": len(changes) <= _BULK_SAMPLE,
-    }
-    return graph_update(
+    return bulk_update(
         graph,
-        "bulk",
         "git_nodes_changed",
-        payload,
+        kinds=(change.event_type for change in changes),
+        node_ids=[change.node_id for change in changes],
         node_delta=sum(change.node_delta for change in changes),
         edge_delta=sum(change.edge_delta for change in changes),
+        node_types=sorted({change.node_type for change in changes}),
     )

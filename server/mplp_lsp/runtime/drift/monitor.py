@@ -338,14 +338,17 @@ class DriftMonitor:
         return self._graph_id
 
 
+_ROWS_CHUNK = 500  # under SQLite's default limit of bound parameters
+
+
 def _rows(conn: sqlite3.Connection, paths: Sequence[str]) -> Index:
     out: Index = {}
-    for path in paths:
-        row = conn.execute(
-            "SELECT size, mtime_ns, inode FROM psg_files WHERE path = ?", (path,)
-        ).fetchone()
-        if row is not None:
-            out[path] = (row[0], row[1], row[2])
+    for start in range(0, len(paths), _ROWS_CHUNK):
+        chunk = paths[start : start + _ROWS_CHUNK]
+        marks = ",".join("?" * len(chunk))
+        query = f"SELECT path, size, mtime_ns, inode FROM psg_files WHERE path IN ({marks})"  # noqa: S608
+        for path, size, mtime_ns, inode in conn.execute(query, chunk):
+            out[path] = (size, mtime_ns, inode)
     return out
 
 
