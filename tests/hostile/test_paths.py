@@ -98,7 +98,7 @@ def test_symlink_loops_end_quickly(root: Path) -> None:
 
 def test_non_utf8_name_on_disk_is_refused(root: Path) -> None:
     name = os.fsencode(root / "src") + b"/caf\xe9.py"
-    with open(name, "wb") as handle:  # noqa: PTH123 (bytes path)
+    with open(name, "wb") as handle:
         handle.write(b"x")
     assert refusal(name, root) is ErrorCode.PATH_NOT_UTF8
     assert refusal(os.fsdecode(name), root) is ErrorCode.PATH_NOT_UTF8
