@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 
 import pytest
@@ -11,11 +10,11 @@ import pytest
 from mplp_lsp.api.app import openapi_document
 from mplp_lsp.api.security import IDLE_TIMEOUT
 from tests.unit.test_http_api import Api
-from tests.unit.test_http_api import api as api  # noqa: F401 (the fixture)
+from tests.unit.test_http_api import api as api
 
 ROUTES = [
     (method.upper(), path.replace("{kind}", "file").replace("{", "").replace("}", ""))
-    for path, methods in json.loads(openapi_document())["paths"].items()
+    for path, methods in openapi_document()["paths"].items()
     for method in methods
 ]
 
@@ -31,13 +30,14 @@ async def test_every_route_refuses_a_missing_or_wrong_token(
 
 
 async def test_a_cross_origin_browser_request_is_refused(api: Api) -> None:
-    # A "simple" cross-site form POST (no preflight): no token, so 401, and no CORS grant.
+    # A "simple" cross-site form POST (no preflight): refused for its Origin, no CORS grant.
     async with api.session.post(
         api.server.url + "/integration/file",
         data=b'{"file_path": "x"}',
         headers={"Origin": "https://evil.example", "Content-Type": "text/plain"},
     ) as reply:
-        assert reply.status == 401
+        assert reply.status == 403
+        assert (await reply.json())["errors"][0]["code"] == "forbidden_origin"
         assert "Access-Control-Allow-Origin" not in reply.headers
     # The preflight a browser sends before adding an Authorization header is not granted.
     async with api.session.options(

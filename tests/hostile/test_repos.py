@@ -24,7 +24,7 @@ from tests.unit.test_git_source import Rig, stored_git_events
 def plant(repo: Repo, marker: Path) -> list[str]:
     """Config and attributes that would make git run a program; returns the config keys."""
     program = repo.path.parent / "evil.sh"
-    program.write_text(f"#!/bin/sh\necho \"$0 $*\" >> {shlex.quote(str(marker))}\ncat\n")
+    program.write_text(f'#!/bin/sh\necho "$0 $*" >> {shlex.quote(str(marker))}\ncat\n')
     program.chmod(0o755)
     run = str(program)
     keys = {
