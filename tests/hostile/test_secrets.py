@@ -39,7 +39,7 @@ CANARIES = {
     "slack": "xoxb-48213957201-6619302845573-Hq7Lm2Xk9Pz4Tn8Vb3Mc6Hd1",
     "stripe": "sk_live_51Hq7Lm2Xk9Pz4Tn8Vb3Mc6Hd",
     "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJjYW5hcnktOTkxIn0.Qm9w7XkZ2Lp4Tn8Vb3Mc6Hd1Gf5Sa0EyUiOpQwR",
-    "private_key": "-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcw\\n-----END PRIVATE KEY-----",
+    "private_key": "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcw\n-----END PRIVATE KEY-----",
     "generic": "Zr8Kq2Wm5Tx9Lp3Vn7Bc4Hd",
 }
 # Canaries used only as file names: a known gap (docs/threat-model.md), checked separately.
@@ -72,7 +72,9 @@ def read_db(path: Path, *, tables: tuple[str, ...] | None = None) -> bytes:
     """Every value of the named tables (default: all), as bytes."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        names = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        names = [
+            row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        ]
         chunks = []
         for table in names:
             if tables is not None and table not in tables:
@@ -145,9 +147,7 @@ async def test_no_canary_leaves_the_machine_or_reaches_a_log(
     )
     try:
         deadline = time.monotonic() + 30
-        while not plain(await client.protocol.send_request_async("mplp/status", None)).get(
-            "ready"
-        ):
+        while not plain(await client.protocol.send_request_async("mplp/status", None)).get("ready"):
             assert time.monotonic() < deadline
             await asyncio.sleep(0.05)
         daemon_pid = client._server.pid  # type: ignore[attr-defined]
@@ -210,8 +210,7 @@ async def test_no_canary_leaves_the_machine_or_reaches_a_log(
         argv += b"".join(
             Path(f"/proc/{pid}/cmdline").read_bytes()
             for pid in os.listdir("/proc")
-            if pid.isdigit() and Path(f"/proc/{pid}/cmdline").exists()
-            and int(pid) != os.getpid()
+            if pid.isdigit() and Path(f"/proc/{pid}/cmdline").exists() and int(pid) != os.getpid()
         )
     finally:
         await client.shutdown_session()
@@ -249,4 +248,3 @@ EVENT_TABLES = ("events", "outbox", "outbox_dead", "psg_outbox")
 
 def read_all(state: Path, pattern: str) -> bytes:
     return b"".join(path.read_bytes() for path in state.glob(pattern))
-
