@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import subprocess
 import sys
 import threading
@@ -122,11 +123,18 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 def own_tracebacks(stderr: bytes) -> list[str]:
-    """Tracebacks through this project's code. pygls logs the parameter errors it answers
-    with a structured error (cattrs structuring) with a traceback of its own: not a crash."""
+    """Tracebacks through this project's code, except pygls's own parse errors: pygls logs a
+    message it could not structure (answered, when it was a request, with -32602/-32603)
+    with a traceback that passes through our protocol class. Those are not crashes."""
     text = stderr.decode(errors="replace")
     blocks = text.split("Traceback (most recent call last):")[1:]
-    return [block[:2000] for block in blocks if "/mplp_lsp/" in block.split("\n\n", 1)[0]]
+    return [
+        block[:2000] for block in blocks if _OWN_FRAME.search(block) and _PARSE_ERROR not in block
+    ]
+
+
+_OWN_FRAME = re.compile(r'File "[^"]*/mplp_lsp/')
+_PARSE_ERROR = "pygls.exceptions.JsonRpc"
 
 
 JSON = st.recursive(
@@ -189,7 +197,7 @@ NOTIFICATIONS = st.sampled_from(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     notifications=st.lists(st.tuples(NOTIFICATIONS, LSP_PARAMS), max_size=4),
     method=REQUESTS,
@@ -234,7 +242,7 @@ FRAMES = st.one_of(
 )
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
 @given(garbage=st.lists(FRAMES, min_size=1, max_size=3))
 def test_broken_framing_never_hangs_or_crashes(
     tmp_path_factory: pytest.TempPathFactory, garbage: list[bytes]
