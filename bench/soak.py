@@ -1,149 +1,167 @@
-"""Resource soak of a real daemon: idle, and under a steady 10 events/s.
+"""Resource soak of a real daemon: an idle phase, then a steady event load.
 
-Starts ``mplp-lsp watch`` (the full engine: file watcher, Git poller, periodic drift scans,
-the loopback API) on a fresh Git workspace and samples the process from /proc: CPU time, RSS,
-open file descriptors, and the store's size on disk. In ``load`` mode it modifies one of 100
-files every 0.1 s, so each file is quiet for 10 s between changes and every change becomes
-one file_update (plus its graph_update): 10 file events per second.
+Starts ``mplp-lsp serve`` over stdio for a temporary git workspace (API on, git polling on,
+as an editor would run it), lets it sit idle, then saves files at a steady rate (each save
+one file_update plus its graph_update). Samples the process every few seconds from /proc:
+CPU time, RSS, open file descriptors, and the store's size on disk.
 
-Targets (issue: hardening): idle CPU < 1 %, RSS growth < 5 % after warm-up, no fd leak.
-``--mode both`` runs an idle and a loaded daemon side by side for the same duration.
+Prints: idle CPU % (target < 1 %), load CPU % (target < 5 % of one core), RSS growth over
+each phase (target < 5 %), the fd delta (target 0: no leak), store growth per event, and,
+as the peer measured in the same run, the idle CPU and RSS of the smallest pygls server
+(bench/minimal_server.py) over the same idle time.
 
-    python bench/soak.py --minutes 60 --mode both
+    python -m bench.soak                                   # the full soak: 1 h idle + 1 h load
+    python -m bench.soak --idle-seconds 180 --load-seconds 180   # a short run
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from bench.jsonrpc_client import RawClient
+
+HERE = Path(__file__).resolve().parent
+SERVE = [sys.executable, "-m", "mplp_lsp", "serve", "--log-level", "warning"]
+MINIMAL = [sys.executable, str(HERE / "minimal_server.py")]
 TICKS = os.sysconf("SC_CLK_TCK")
-PAGE = os.sysconf("SC_PAGE_SIZE")
-FILES = 100
-WARM_UP = 60.0
-SAMPLE_EVERY = 10.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class Sample:
     at: float
-    cpu: float  # seconds of CPU used by the daemon so far
-    rss: int  # bytes
+    cpu: float  # seconds of user + system time, children included
+    rss_kib: int
     fds: int
-    store: int  # bytes of events.db + WAL
+    store_bytes: int
 
 
-@dataclass
-class Run:
-    mode: str
-    workspace: Path
-    state: Path
-    process: subprocess.Popen[bytes]
-    samples: list[Sample] = field(default_factory=list)
-    events_written: int = 0
-
-
-def sample(run: Run) -> Sample:
-    pid = run.process.pid
+def sample(pid: int, state: Path | None) -> Sample:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    cpu = (int(fields[11]) + int(fields[12])) / TICKS
-    rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+    cpu = sum(int(value) for value in fields[11:15]) / TICKS  # utime stime cutime cstime
+    rss = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss = int(line.split()[1])
     fds = len(os.listdir(f"/proc/{pid}/fd"))
-    store = sum(path.stat().st_size for path in run.state.glob("events.db*") if path.is_file())
+    store = sum(p.stat().st_size for p in state.glob("events.db*")) if state else 0
     return Sample(time.monotonic(), cpu, rss, fds, store)
 
 
-def start(mode: str, root: Path) -> Run:
-    workspace, state = root / f"{mode}-ws", root / f"{mode}-state"
-    (workspace / "src").mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
-    for index in range(FILES):
-        (workspace / "src" / f"f{index}.txt").write_text("0\n")
-    log = root / f"{mode}.log"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "mplp_lsp", "watch", str(workspace), "--state-dir", str(state),
-         "--log-file", str(log), "--log-level", "warning"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    return Run(mode, workspace, state, process)
+async def watch(pid: int, state: Path | None, seconds: float, every: float) -> list[Sample]:
+    samples = [sample(pid, state)]
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        await asyncio.sleep(min(every, max(0.0, end - time.monotonic())))
+        samples.append(sample(pid, state))
+    return samples
 
 
-def load(run: Run, stop: threading.Event) -> None:
-    index = 0
-    next_at = time.monotonic()
-    while not stop.is_set():
-        path = run.workspace / "src" / f"f{index % FILES}.txt"
-        path.write_text(f"{index}\n")
-        run.events_written += 1
-        index += 1
-        next_at += 0.1
-        stop.wait(max(0.0, next_at - time.monotonic()))
+async def load(client: RawClient, workspace: Path, seconds: float, rate: float) -> int:
+    sent = 0
+    start = time.monotonic()
+    while (elapsed := time.monotonic() - start) < seconds:
+        path = workspace / "src" / f"f{sent % 500}.py"
+        path.write_text(f"value = {sent}\n")
+        client.notify("textDocument/didSave", {"textDocument": {"uri": path.as_uri()}})
+        sent += 1
+        await asyncio.sleep(max(0.0, sent / rate - elapsed))
+    return sent
 
 
-def report(run: Run, seconds: float) -> None:
-    warm = [s for s in run.samples if s.at - run.samples[0].at >= WARM_UP] or run.samples
-    first, last = warm[0], warm[-1]
-    span = max(last.at - first.at, 1e-9)
-    cpu = (last.cpu - first.cpu) / span * 100
-    growth = (last.rss - first.rss) / first.rss * 100
-    peak = max(s.rss for s in warm)
+def cpu_percent(samples: list[Sample]) -> float:
+    return 100 * (samples[-1].cpu - samples[0].cpu) / (samples[-1].at - samples[0].at)
+
+
+def growth(samples: list[Sample]) -> float:
+    # The first quarter's median is the base: start-up allocations are not growth.
+    base = sorted(s.rss_kib for s in samples[: max(1, len(samples) // 4)])
+    first = base[len(base) // 2]
+    return 100 * (samples[-1].rss_kib - first) / first
+
+
+async def main(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="mplp-soak-") as scratch:
+        workspace = Path(scratch, "ws")
+        (workspace / "src").mkdir(parents=True)
+        git = await asyncio.create_subprocess_exec("git", "init", "-q", str(workspace))
+        assert await git.wait() == 0
+        state = Path(scratch, "state")
+        env = {**os.environ, "PYTHONPATH": str(HERE.parent / "server")}
+
+        peer = RawClient()
+        await peer.start(*MINIMAL, env=env)
+        await peer.initialize(workspace.as_uri())
+
+        client = RawClient()
+        await client.start(*SERVE, "--state-dir", str(state), env=env)
+        await client.initialize(
+            workspace.as_uri(), {"mplp": {"debounceMs": 300, "gitPollMs": 1000}}
+        )
+        while not (await client.request("mplp/status"))["ready"]:
+            await asyncio.sleep(0.05)
+        assert client.process is not None and peer.process is not None
+        pid = client.process.pid
+        await asyncio.sleep(args.warmup)
+
+        idle, peer_idle = await asyncio.gather(
+            watch(pid, state, args.idle_seconds, args.every),
+            watch(peer.process.pid, None, args.idle_seconds, args.every),
+        )
+        loaded, sent = await asyncio.gather(
+            watch(pid, state, args.load_seconds, args.every),
+            load(client, workspace, args.load_seconds, args.rate),
+        )
+        await asyncio.sleep(2)  # the last debounce window settles
+        status = await client.request("mplp/status")
+        stored = sum(status["workspaces"][0]["events_by_kind"].values())
+        after = sample(pid, state)
+        await client.stop()
+        await peer.stop()
+
+    store_growth = loaded[-1].store_bytes - loaded[0].store_bytes
     print(
-        f"{run.mode:5s} {seconds / 60:5.1f} min: CPU {cpu:5.2f} % of a core "
-        f"(target idle < 1 %); RSS {first.rss / 2**20:6.1f} -> {last.rss / 2**20:6.1f} MiB "
-        f"({growth:+5.2f} %, peak {peak / 2**20:6.1f} MiB; target growth < 5 %); "
-        f"fds {first.fds} -> {last.fds} (target: no leak); store "
-        f"{first.store / 2**20:6.2f} -> {last.store / 2**20:6.2f} MiB; "
-        f"file changes written {run.events_written}"
+        f"idle {args.idle_seconds:.0f} s, load {args.load_seconds:.0f} s at {args.rate:g} saves/s"
+    )
+    print(
+        f"idle CPU:        {cpu_percent(idle):6.3f} %   target < 1 %   "
+        f"(peer minimal pygls server: {cpu_percent(peer_idle):.3f} %)"
+    )
+    print(
+        f"idle RSS growth: {growth(idle):6.2f} %   target < 5 %   "
+        f"({idle[0].rss_kib / 1024:.1f} -> {idle[-1].rss_kib / 1024:.1f} MiB; "
+        f"peer {peer_idle[-1].rss_kib / 1024:.1f} MiB)"
+    )
+    print(f"load CPU:        {cpu_percent(loaded):6.3f} %   target < 5 % of one core")
+    print(
+        f"load RSS growth: {growth(loaded):6.2f} %   target < 5 %   "
+        f"({loaded[0].rss_kib / 1024:.1f} -> {loaded[-1].rss_kib / 1024:.1f} MiB)"
+    )
+    print(
+        f"fd delta:        {after.fds - idle[0].fds:+d}        target 0   "
+        f"({idle[0].fds} -> {after.fds}; max {max(s.fds for s in idle + loaded)})"
+    )
+    print(
+        f"saves sent:      {sent}; events stored: {stored}; store growth "
+        f"{store_growth / 2**20:.2f} MiB ({store_growth / max(1, sent):.0f} B per save)"
     )
 
 
-def main() -> int:
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--minutes", type=float, default=60.0)
-    parser.add_argument("--mode", choices=["idle", "load", "both"], default="both")
-    args = parser.parse_args()
-    modes = ["idle", "load"] if args.mode == "both" else [args.mode]
-    seconds = args.minutes * 60
-    with tempfile.TemporaryDirectory(prefix="mplp-soak-") as name:
-        root = Path(name)
-        runs = [start(mode, root) for mode in modes]
-        stop = threading.Event()
-        time.sleep(5)  # start-up and the first drift scan are not the steady state
-        loaders = [
-            threading.Thread(target=load, args=(run, stop), daemon=True)
-            for run in runs
-            if run.mode == "load"
-        ]
-        for thread in loaders:
-            thread.start()
-        began = time.monotonic()
-        try:
-            while time.monotonic() - began < seconds:
-                for run in runs:
-                    if run.process.poll() is not None:
-                        print(f"{run.mode}: the daemon exited with {run.process.returncode}")
-                        return 1
-                    run.samples.append(sample(run))
-                time.sleep(min(SAMPLE_EVERY, max(0.0, seconds - (time.monotonic() - began))))
-            for run in runs:
-                run.samples.append(sample(run))
-        finally:
-            stop.set()
-            for run in runs:
-                run.process.terminate()
-                run.process.wait(30)
-        for run in runs:
-            report(run, seconds)
-    return 0
+    parser.add_argument("--idle-seconds", type=float, default=3600)
+    parser.add_argument("--load-seconds", type=float, default=3600)
+    parser.add_argument("--rate", type=float, default=10.0, help="saves per second under load")
+    parser.add_argument("--every", type=float, default=5.0, help="seconds between samples")
+    parser.add_argument("--warmup", type=float, default=10.0, help="seconds before measuring")
+    return parser.parse_args(argv)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    asyncio.run(main(parse()))

@@ -37,8 +37,9 @@ _SLICE = 256  # about 5 ms of validation: the longest the intake holds the event
 _TEXT_FIELDS: dict[Kind, tuple[str, ...]] = {
     Kind.TOOL: ("output_summary",),
     Kind.FILE_UPDATE: ("change_summary",),
-    Kind.GIT: ("commit_message", "author_name"),
-    Kind.CI: (),
+    # Branch names are free text a user chose; a token pasted into one must not travel.
+    Kind.GIT: ("commit_message", "author_name", "ref_name"),
+    Kind.CI: ("branch_name",),
 }
 _URL_FIELDS: dict[Kind, tuple[str, ...]] = {Kind.GIT: ("repo_url",), Kind.CI: ("run_url",)}
 _PATH_FIELDS: dict[Kind, tuple[str, ...]] = {
@@ -288,6 +289,9 @@ def _dedup_key(kind: str, payload: Mapping[str, Any]) -> str:
 
 def _excerpt(data: Any) -> str:
     """What the error log keeps of rejected input: redacted and bounded."""
+    args = data.get("args") if isinstance(data, Mapping) else None
+    if isinstance(args, list) and all(isinstance(arg, str) for arg in args):
+        data = {**data, "args": redact_args(args)}  # a value after --token looks like anything
     try:
         text = json.dumps(data, ensure_ascii=False, default=repr)
     except (TypeError, ValueError):

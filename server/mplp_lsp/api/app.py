@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Awaitable, Callable, Collection
@@ -13,7 +14,7 @@ from aiohttp import web
 
 from mplp_lsp import __version__
 from mplp_lsp.api.errors import error_response, result_response
-from mplp_lsp.api.security import MAX_BODY, guard
+from mplp_lsp.api.security import BODY_TIMEOUT, MAX_BODY, guard
 from mplp_lsp.intake import Intake, Outcome, Submission
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ErrorCode
@@ -59,7 +60,13 @@ async def _json(request: web.Request) -> Any:
         raise _BadRequest(
             415, "", ErrorCode.UNSUPPORTED_MEDIA_TYPE, "send the body as application/json"
         )
-    raw = await request.read()
+    try:
+        async with asyncio.timeout(BODY_TIMEOUT):
+            raw = await request.read()
+    except TimeoutError:
+        raise _BadRequest(
+            408, "", ErrorCode.REQUEST_TIMEOUT, f"the body did not arrive in {BODY_TIMEOUT:g} s"
+        ) from None
     try:
         return json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:

@@ -7,10 +7,17 @@ Checked in this order, before a handler runs and before any body is read:
 2. the ``Host`` header names a loopback host (``127.0.0.1``, ``localhost``, ``[::1]``,
    optionally with our port): a web page that rebinds its own DNS name to 127.0.0.1 still
    sends its own name, so a browser cannot be turned into a client (DNS rebinding);
-3. ``Authorization: Bearer <token>`` matches the token in the state dir's 0600 file,
+3. an ``Origin`` header, if present, names a loopback origin: browsers send one with every
+   cross-site POST, scripts and hooks send none, so a page that somehow holds the token still
+   cannot use it;
+4. ``Authorization: Bearer <token>`` matches the token in the state dir's 0600 file,
    compared in constant time;
-4. a declared body larger than the limit is refused from its ``Content-Length`` alone; a
+5. a declared body larger than the limit is refused from its ``Content-Length`` alone; a
    chunked body is cut off by aiohttp's ``client_max_size`` once it passes the limit.
+
+Time is bounded too: a connection that has not completed a request within
+:data:`IDLE_TIMEOUT` is closed (slow-loris headers), and a body that does not arrive within
+:data:`BODY_TIMEOUT` is answered 408 (see ``app._json``).
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ from mplp_lsp.protocol.result import ErrorCode
 
 MAX_BODY = 1024 * 1024  # bytes; the largest integration payload or plan is far below this
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+IDLE_TIMEOUT = 10.0  # seconds a connection may sit without a complete request
+BODY_TIMEOUT = 10.0  # seconds to receive a whole request body
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -79,6 +88,11 @@ def guard(token: str, hosts: Callable[[], Collection[str]], max_body: int = MAX_
             return error_response(
                 403, "Host", ErrorCode.FORBIDDEN_HOST, "the Host header must name a loopback host"
             )
+        origin = request.headers.get("Origin")
+        if origin is not None and not _loopback_origin(origin, hosts()):
+            return error_response(
+                403, "Origin", ErrorCode.FORBIDDEN_ORIGIN, "cross-origin requests are refused"
+            )
         scheme, _, offered = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(
             offered.strip().encode(), expected
@@ -96,3 +110,8 @@ def guard(token: str, hosts: Callable[[], Collection[str]], max_body: int = MAX_
         return await handler(request)
 
     return middleware
+
+
+def _loopback_origin(origin: str, hosts: Collection[str]) -> bool:
+    scheme, _, host = origin.lower().partition("://")
+    return scheme in ("http", "https") and host in hosts

@@ -16,7 +16,7 @@ from aiohttp import web
 
 from mplp_lsp.api.app import Engine, build_app
 from mplp_lsp.api.endpoint import ENDPOINT_NAME, TOKEN_NAME, Endpoint
-from mplp_lsp.api.security import allowed_hosts, new_token, write_token
+from mplp_lsp.api.security import IDLE_TIMEOUT, allowed_hosts, new_token, write_token
 from mplp_lsp.settings import Settings
 from mplp_lsp.statedir import StatePaths
 from mplp_lsp.workspace import Workspace
@@ -51,7 +51,9 @@ class ApiServer:
         write_token(self.token_file, self.token)
         hosts: frozenset[str] = frozenset()
         app = build_app(self._engine, self.token, lambda: hosts)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, keepalive_timeout=IDLE_TIMEOUT
+        )
         await runner.setup()
         try:
             site = web.TCPSite(runner, HOST, self._requested_port, reuse_address=False)

@@ -24,6 +24,7 @@ from pygls.uris import to_fs_path
 
 from mplp_lsp import __version__
 from mplp_lsp.lsp import drift, hooks, tools
+from mplp_lsp.lsp.protocol import MplpProtocol
 from mplp_lsp.lsp.stdio import serve_stdio, watch_parent
 from mplp_lsp.runtime.psg_requests import METHODS as PSG_METHODS
 
@@ -60,7 +61,10 @@ class MplpLanguageServer(LanguageServer):
         no_api: bool = False,
     ) -> None:
         super().__init__(
-            "mplp-lsp", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental
+            "mplp-lsp",
+            __version__,
+            text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+            protocol_cls=MplpProtocol,
         )
         self.state_dir = state_dir
         self.remote_url = remote_url

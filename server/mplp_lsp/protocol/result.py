@@ -77,6 +77,8 @@ class ErrorCode(StrEnum):
     UNAUTHORIZED = "unauthorized"
     FORBIDDEN_HOST = "forbidden_host"
     FORBIDDEN_PEER = "forbidden_peer"
+    FORBIDDEN_ORIGIN = "forbidden_origin"
+    REQUEST_TIMEOUT = "request_timeout"
     BODY_TOO_LARGE = "body_too_large"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     METHOD_NOT_ALLOWED = "method_not_allowed"

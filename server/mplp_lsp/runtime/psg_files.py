@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import os
 import sqlite3
 import stat
 from collections.abc import Awaitable, Callable, Sequence
@@ -40,6 +41,7 @@ HASH_SIZE_CAP = 256 * 2**20  # bigger files are tracked by size and mtime only
 # A transaction changing more nodes than this is reported as one `bulk` graph_update with
 # its deltas (a checkout, a formatter run over the tree), not one event per node.
 _CHUNK = 2**20
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,21 +88,47 @@ def file_facts(path: Path, *, snapshot_cap: int = 0) -> FileFacts | None:
 
     A text file of at most ``snapshot_cap`` bytes is read whole, and its bytes come back with
     the facts (hashed from the same read, so the snapshot and the hash always agree).
+
+    The file is opened first (non-blocking, not through a symlink) and judged by ``fstat`` of
+    that descriptor: a path swapped for a FIFO, a device or a link after any earlier look can
+    neither block the worker nor make it read something else.
     """
     try:
-        info = path.stat(follow_symlinks=False)
-        if not stat.S_ISREG(info.st_mode):  # a symlink, a directory, a fifo...
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):  # a fifo, a device, a directory...
             return None
         if info.st_size <= snapshot_cap:
-            with path.open("rb") as handle:
-                data = handle.read(snapshot_cap + 1)
+            data = _read(fd, snapshot_cap + 1)
             if len(data) <= snapshot_cap:
                 kept = data if psg_snapshots.is_text(data) else None
                 return FileFacts(len(data), info.st_mtime_ns, bytes_hash(data), info.st_ino, kept)
-        digest = content_hash(path) if info.st_size <= HASH_SIZE_CAP else None
+            os.lseek(fd, 0, os.SEEK_SET)
+        digest = _fd_hash(fd) if info.st_size <= HASH_SIZE_CAP else None
     except OSError:
         return None
+    finally:
+        os.close(fd)
     return FileFacts(info.st_size, info.st_mtime_ns, digest, info.st_ino)
+
+
+def _read(fd: int, limit: int) -> bytes:
+    parts: list[bytes] = []
+    remaining = limit
+    while remaining > 0 and (chunk := os.read(fd, min(remaining, _CHUNK))):
+        parts.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(parts)
+
+
+def _fd_hash(fd: int) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    while chunk := os.read(fd, _CHUNK):
+        digest.update(chunk)
+    return "blake2b-128:" + digest.hexdigest()
 
 
 def _instant(timestamp: str) -> datetime:
