@@ -22,7 +22,7 @@ from typing import Any
 from mplp_lsp.bus import EventBus
 from mplp_lsp.protocol.envelope import FamilyForm, build_envelope
 from mplp_lsp.protocol.kinds import PAYLOAD_KINDS, Kind, kind_for_event_type
-from mplp_lsp.protocol.result import ValidationResult
+from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 from mplp_lsp.protocol.validator import EventValidator, default_validator
 from mplp_lsp.sanitize.paths import PathRejected, relative_path
 from mplp_lsp.sanitize.redact import redact, redact_args, strip_url_credentials
@@ -230,10 +230,11 @@ class Intake:
         args = data.get("args")
         if kind is Kind.TOOL and isinstance(args, list) and all(isinstance(a, str) for a in args):
             data["args"] = redact_args(args)
-        if not trusted:
-            for name in _PATH_FIELDS.get(kind, ()):
-                if isinstance(data.get(name), str):
+        for name in _PATH_FIELDS.get(kind, ()):
+            if isinstance(data.get(name), str):
+                if not trusted:
                     data[name] = self._workspace_path(name, data[name])
+                _refuse_secret_path(name, data[name])
         return data
 
     def _workspace_path(self, name: str, value: str) -> str:
@@ -285,6 +286,18 @@ def _dedup_key(kind: str, payload: Mapping[str, Any]) -> str:
     return hashlib.blake2b(
         f"{kind}\0{canonical}".encode(errors="surrogatepass"), digest_size=16
     ).hexdigest()
+
+
+def _refuse_secret_path(name: str, value: str) -> None:
+    """A path is an identity, so it cannot be redacted; a path holding a credential is refused."""
+    if redact(value) != value:
+        raise _FieldRejected(
+            ValidationResult.single(
+                name,
+                ErrorCode.PATH_SECRET,
+                "the path holds what looks like a credential; the change is not recorded",
+            )
+        )
 
 
 def _excerpt(data: Any) -> str:

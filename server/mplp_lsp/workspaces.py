@@ -15,6 +15,7 @@ from pathlib import Path
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ValidationResult
 from mplp_lsp.sanitize.paths import DirectoryCache, PathRejected, relative_path
+from mplp_lsp.sanitize.redact import redact
 from mplp_lsp.settings import Settings
 from mplp_lsp.sources.debounce import Change
 from mplp_lsp.workspace import Workspace
@@ -100,7 +101,7 @@ class Workspaces:
     def refuse(self, raw: str | Path, rejected: PathRejected) -> None:
         """Counted here, and logged in the first workspace's integration error log."""
         self.refused += 1
-        log.warning("refused path %r: %s", str(raw)[:200], rejected.message)
+        log.warning("refused path %r: %s", redact(str(raw)[:200]), rejected.message)
         result: ValidationResult = rejected.to_result("file_path")
         first = next(iter(self._by_root.values()), None)
         if first is not None:

@@ -93,7 +93,7 @@ def test_symlink_loops_end_quickly(root: Path) -> None:
     assert refusal("a/x.py", root) is ErrorCode.PATH_SYMLINK_LOOP
     deep = "/".join(["self"] * 60) + "/src/app.py"
     assert refusal(deep, root) is ErrorCode.PATH_SYMLINK_LOOP
-    assert time.monotonic() - started < 1.0  # the bound for loop detection
+    assert time.monotonic() - started < 10  # generous: a loop must end, not run to a timeout
 
 
 def test_non_utf8_name_on_disk_is_refused(root: Path) -> None:

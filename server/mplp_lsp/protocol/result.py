@@ -51,6 +51,8 @@ class ErrorCode(StrEnum):
     PATH_CONTROL_CHARACTER = "path_control_character"
     PATH_NOT_UTF8 = "path_not_utf8"
     PATH_INVALID = "path_invalid"
+    # the path itself holds something that looks like a credential (an error code, not a secret)
+    PATH_SECRET = "path_secret"  # noqa: S105
     UNSUPPORTED_URI = "unsupported_uri"
     # The PSG and the L2 lifecycles (runtime errors; the message names the specifics).
     TRANSITION_FORBIDDEN = "transition_forbidden"  # not a move of the lifecycle table
