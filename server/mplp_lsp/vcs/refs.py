@@ -92,7 +92,7 @@ def read_snapshot(git_dir: Path, common_dir: Path) -> Snapshot:
     target = None
     if head.startswith("ref: "):
         target = head[5:].strip()
-    elif _is_oid(head):
+    elif is_oid(head):
         refs[HEAD] = head
     return Snapshot(refs, target)
 
@@ -103,7 +103,7 @@ def _packed_refs(path: Path) -> dict[str, str]:
         if not line or line[0] in "#^":
             continue  # header, or the peeled value of the tag above
         value, _, name = line.partition(" ")
-        if _is_oid(value) and name.startswith(WATCHED_NAMESPACES):
+        if is_oid(value) and name.startswith(WATCHED_NAMESPACES):
             refs[name] = value
     return refs
 
@@ -116,7 +116,7 @@ def _loose_refs(common_dir: Path, namespace: str) -> Iterator[tuple[str, str]]:
                 continue
             path = Path(parent) / name
             value = _read_text(path).strip()
-            if _is_oid(value):  # a symbolic ref (refs/remotes/origin/HEAD) is not a tip
+            if is_oid(value):  # a symbolic ref (refs/remotes/origin/HEAD) is not a tip
                 yield path.relative_to(common_dir).as_posix(), value
 
 
@@ -127,7 +127,7 @@ def _read_text(path: Path) -> str:
         return ""
 
 
-def _is_oid(value: str) -> bool:
+def is_oid(value: str) -> bool:
     return len(value) in (40, 64) and all(c in "0123456789abcdef" for c in value)
 
 
@@ -154,7 +154,7 @@ def reflog_entry(path: Path, new: str) -> ReflogEntry | None:
 def _parse_reflog_line(line: str) -> ReflogEntry | None:
     head, _, message = line.partition("\t")
     parts = head.split(" ")
-    if len(parts) < 4 or not (_is_oid(parts[0]) and _is_oid(parts[1])):
+    if len(parts) < 4 or not (is_oid(parts[0]) and is_oid(parts[1])):
         return None
     try:
         timestamp = int(parts[-2])
