@@ -70,7 +70,7 @@ def run_hook(
             root,
             state_dir,
             submissions,
-            also=lambda conn: advance_refs(conn, updates, current.refs),
+            also=lambda conn: advance_refs(conn, updates, current),
         )
     return 0
 
