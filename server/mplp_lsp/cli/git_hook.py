@@ -56,10 +56,9 @@ def run_hook(
     try:
         recorded, policy = _recorded(root, state_dir)
         current = read_snapshot(repo.info.git_dir, repo.info.common_dir)
+        # A move another hook (or the poller) reported already gives the same payloads,
+        # which the intake drops: no need to ask the recorded state, which may lag.
         raw = observed(name, lines, repo.info, current)
-        if name != "reference-transaction":
-            # Derived from the reflog, so possibly reported already: the recorded state says.
-            raw = [u for u in raw if recorded is None or recorded.get(u.ref) != u.new]
         updates, known = hook_updates(raw, current, recorded)
         payloads = git_events(repo, updates, known, message_lookup(repo), email_policy=policy)
     finally:

@@ -38,6 +38,7 @@ from mplp_lsp.vcs.refs import (
     Signature,
     Snapshot,
     read_snapshot,
+    reflog_creation,
     reflog_entry,
     reflog_path,
 )
@@ -76,26 +77,45 @@ def save_refs(conn: sqlite3.Connection, refs: dict[str, str], head_target: str |
 
 def advance_refs(conn: sqlite3.Connection, updates: Sequence[RefUpdate], current: Snapshot) -> None:
     """Record ref updates someone else (a hook) reported; with no state recorded yet, take
-    ``current`` (the refs as that reporter saw them) as the baseline."""
+    ``current`` (the refs as that reporter saw them) as the baseline. A ref is recorded at
+    the value it had when the reporter looked, never at an older one: hook processes for
+    one operation finish in any order."""
     events = EventLog(conn)
     if events.get_meta(BASELINE_KEY) is None:
         save_refs(conn, current.refs, current.head_target)
-    events.set_meta(HEAD_KEY, current.head_target or "")
-    for update in updates:
-        if update.new == ZERO:
-            conn.execute("DELETE FROM git_refs WHERE ref_name = ?", (update.ref,))
+    for ref in {update.ref for update in updates}:
+        value = current.refs.get(ref)
+        if value is None:
+            conn.execute("DELETE FROM git_refs WHERE ref_name = ?", (ref,))
         else:
-            conn.execute("INSERT OR REPLACE INTO git_refs VALUES (?, ?)", (update.ref, update.new))
+            conn.execute("INSERT OR REPLACE INTO git_refs VALUES (?, ?)", (ref, value))
+    events.set_meta(HEAD_KEY, current.head_target or "")
 
 
 def diff_updates(repo: GitRepo, before: dict[str, str], after: Snapshot) -> list[RefUpdate]:
-    """One update per changed ref, in the order they most likely happened."""
-    updates = [
-        RefUpdate(name, before.get(name, ZERO), after.refs.get(name, ZERO))
-        for name in sorted(before.keys() | after.refs.keys())
-        if before.get(name) != after.refs.get(name)
-    ]
+    """One update per changed ref (two for a branch created and moved on since), in the
+    order they most likely happened."""
+    updates = []
+    for name in sorted(before.keys() | after.refs.keys()):
+        old, new = before.get(name, ZERO), after.refs.get(name, ZERO)
+        if old != new:
+            updates += _split_creation(repo, RefUpdate(name, old, new))
     return sorted(updates, key=lambda update: _order(repo, update))
+
+
+def _split_creation(repo: GitRepo, update: RefUpdate) -> list[RefUpdate]:
+    """A branch created and moved on between two polls: its creation, then the move, as
+    the hooks report them (``branch_create`` names the commit it was created at)."""
+    if update.old != ZERO or update.new == ZERO or not update.ref.startswith("refs/heads/"):
+        return [update]
+    path = reflog_path(repo.info.git_dir, repo.info.common_dir, update.ref)
+    created = reflog_creation(path)
+    if created is None or created.new == update.new:
+        return [update]
+    return [
+        RefUpdate(update.ref, ZERO, created.new),
+        RefUpdate(update.ref, created.new, update.new),
+    ]
 
 
 def _order(repo: GitRepo, update: RefUpdate) -> tuple[float, int, str]:

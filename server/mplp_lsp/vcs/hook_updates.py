@@ -122,13 +122,9 @@ def pushed(lines: Iterable[str], info: RepoInfo, current: Snapshot) -> list[RefU
 def hook_updates(
     raw: list[RefUpdate], current: Snapshot, recorded: dict[str, str] | None
 ) -> tuple[list[RefUpdate], set[str]]:
-    """The updates to report, and the tips known before them.
-
-    The known tips are the recorded ones when a store recorded any, as for the poller: what
-    was reported. The refs as they are now would do when nothing was recorded, but they may
-    be newer than the update (our part runs after the git command moved on), and a commit
-    reachable from a newer tip would then go unreported.
-    """
+    """The updates to report, and the tips known before them: the refs as they are now,
+    with the updated ones at their old values. (The recorded refs would lag behind: hook
+    processes for one operation run side by side and record in any order.)"""
     previous = recorded or {}
     updates = []
     for update in raw:
@@ -142,8 +138,7 @@ def hook_updates(
         if update.old != update.new:
             updates.append(update)
     touched = {update.ref for update in updates}
-    base = current.refs if recorded is None else recorded
-    before = {name: value for name, value in base.items() if name not in touched}
+    before = {name: value for name, value in current.refs.items() if name not in touched}
     before.update({u.ref: u.old for u in updates if u.old != ZERO})
     known = {value for name, value in before.items() if name != HEAD}
     return updates, known

@@ -137,18 +137,25 @@ def reflog_path(info_git_dir: Path, common_dir: Path, ref: str) -> Path:
 
 def reflog_entry(path: Path, new: str) -> ReflogEntry | None:
     """The newest entry of a reflog that moved the ref to ``new``."""
+    return next((e for e in reversed(_tail_entries(path)) if e.new == new), None)
+
+
+def reflog_creation(path: Path) -> ReflogEntry | None:
+    """The entry that created the ref (old value zero), if the reflog tail still holds it."""
+    entries = _tail_entries(path)
+    return next((e for e in reversed(entries) if e.old == ZERO), None)
+
+
+def _tail_entries(path: Path) -> list[ReflogEntry]:
     try:
         with path.open("rb") as handle:
             size = handle.seek(0, os.SEEK_END)
             handle.seek(max(0, size - _REFLOG_TAIL))
             tail = handle.read().decode("utf-8", errors="replace")
     except OSError:
-        return None
-    for line in reversed(tail.splitlines()):
-        entry = _parse_reflog_line(line)
-        if entry is not None and entry.new == new:
-            return entry
-    return None
+        return []
+    parsed = (_parse_reflog_line(line) for line in tail.splitlines())
+    return [entry for entry in parsed if entry is not None]
 
 
 def _parse_reflog_line(line: str) -> ReflogEntry | None:
