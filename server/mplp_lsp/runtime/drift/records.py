@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Collection, Iterable
 from dataclasses import replace
@@ -18,13 +19,22 @@ _COLUMNS = (
 _SELECT_ONE = f"SELECT {_COLUMNS} FROM psg_drift WHERE path = ?"  # noqa: S608
 Changes = dict[str, Drift | None]  # path -> its drift now, None once it has none
 
+log = logging.getLogger(__name__)
+
 
 def load(conn: sqlite3.Connection, paths: Iterable[str] | None = None) -> dict[str, Drift]:
     if paths is None:
         rows = conn.execute(f"SELECT {_COLUMNS} FROM psg_drift").fetchall()  # noqa: S608
     else:
         rows = [row for path in paths for row in conn.execute(_SELECT_ONE, (path,))]
-    return {row[0]: _drift(row) for row in rows}
+    found = {}
+    for row in rows:
+        try:
+            found[str(row[0])] = _drift(row)
+        except (TypeError, ValueError):
+            # A salvaged store may hold damaged text; the next scan finds the drift again.
+            log.warning("drift: an unreadable finding for %r is dropped", row[0])
+    return found
 
 
 def _drift(row: tuple[Any, ...]) -> Drift:
