@@ -21,6 +21,7 @@ from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ValidationResult
 from mplp_lsp.runtime.drift import DriftMonitor
+from mplp_lsp.runtime.drift.git_record import GitRepositoryRecord
 from mplp_lsp.settings import Settings
 from mplp_lsp.sources.debounce import Change, Debouncer, Observation, Settled
 from mplp_lsp.sources.files import LANGUAGE, TIMESTAMP, EditorDocuments, payload_for
@@ -92,6 +93,8 @@ class Workspace:
             ),
             ignore_epoch=lambda: self.ignore_epoch,
             snapshot_cap=lambda: self.settings.snapshot_max_bytes,
+            repository=GitRepositoryRecord(),
+            sync_repository=self._sync_git,
         )
         self.file_nodes.on_applied(self.drift.applied)
         self._drift_task: asyncio.Task[None] | None = None
@@ -142,6 +145,10 @@ class Workspace:
             name="drift-scans",
         )
         return workspace
+
+    async def _sync_git(self) -> None:
+        await self.git.sync()
+        await self.engine.drain()  # the PSG applied what the poll reported
 
     @property
     def writer(self) -> StoreWriter:

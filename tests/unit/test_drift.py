@@ -276,7 +276,9 @@ async def test_drift_found_at_start_up_after_a_change_while_stopped(
         await second.close()
 
 
-async def test_repository_drift(root: Path, tmp_path: Path) -> None:
+async def test_repository_moves_the_daemon_recorded_are_no_drift(
+    root: Path, tmp_path: Path
+) -> None:
     (root / "r.txt").write_text("r\n")
     git(root, "add", "r.txt")
     git(root, "commit", "-qm", "one")
@@ -285,14 +287,48 @@ async def test_repository_drift(root: Path, tmp_path: Path) -> None:
         assert (await workspace.drift.scan()).repository is None
         git(root, "checkout", "-qb", "other")
         git(root, "commit", "-q", "--allow-empty", "-m", "two")
+        assert (await workspace.drift.scan()).repository is None
+        git(root, "commit", "-q", "--allow-empty", "-m", "three")
+        git(root, "checkout", "-q", "-")
+        assert (await workspace.drift.scan()).repository is None
+        # A reset moves the branch without any git_event: the PSG still says "three".
+        git(root, "checkout", "-q", "other")
+        three = git(root, "rev-parse", "HEAD")
+        git(root, "reset", "-q", "--hard", "HEAD~1")
         summary = await workspace.drift.scan()
         assert summary.repository is not None
-        assert (summary.repository.recorded_branch, summary.repository.branch) == (
-            git(root, "rev-parse", "--abbrev-ref", "HEAD@{2}") or "master",
+        assert (summary.repository.recorded_branch, summary.repository.recorded_head) == (
             "other",
+            three,
         )
         assert summary.repository.head == git(root, "rev-parse", "HEAD")
-        await workspace.drift.record_repository()
+        await workspace.drift.record_repository()  # "the file system wins"
+        assert (await workspace.drift.scan()).repository is None
+    finally:
+        await workspace.close()
+
+
+async def test_repository_changed_while_stopped_is_drift_until_caught_up(
+    root: Path, tmp_path: Path
+) -> None:
+    from mplp_lsp.runtime.drift.git_record import GitRepositoryRecord
+    from mplp_lsp.store.database import connect
+
+    git(root, "commit", "-q", "--allow-empty", "-m", "one")
+    state = tmp_path / "state"
+    workspace = await open_workspace(root, state)
+    await workspace.close()
+    git(root, "checkout", "-qb", "elsewhere")
+    git(root, "commit", "-q", "--allow-empty", "-m", "made while stopped")
+    conn = connect(state / "events.db", read_only=True)
+    try:
+        recorded = GitRepositoryRecord().recorded(conn)
+    finally:
+        conn.close()
+    assert recorded is not None and recorded != read_state(root / ".git")
+    assert recorded.branch in ("main", "master")
+    workspace = await open_workspace(root, state)  # catch-up records it
+    try:
         assert (await workspace.drift.scan()).repository is None
     finally:
         await workspace.close()

@@ -249,6 +249,71 @@ async def test_each_operation_through_the_hook_without_a_daemon(tmp_path: Path) 
     assert_valid(stored_git_events(state / "events.db"))
 
 
+# What only reference-transaction sees: no other hook runs for these operations.
+ONLY_IN_TRANSACTIONS = {"branch create", "light and annotated tag", "branch delete"}
+
+
+async def test_each_operation_through_the_other_five_hooks(tmp_path: Path) -> None:
+    """Without reference-transaction (git < 2.28, or removed), post-commit, post-merge,
+    post-rewrite, post-checkout and pre-push report what they know, and nothing else."""
+    repo, state = Repo.create(tmp_path / "ws"), tmp_path / "state"
+    state.mkdir()
+    install_hooks(repo, state)
+    (repo.path / ".git" / "hooks" / "reference-transaction").unlink()
+    total: list[Triple] = []
+    for name, step in scenario():
+        expected = step(repo)
+        if name == "commit on a branch":
+            # `git branch feature` went unreported; its first checkout shows the creation.
+            expected.insert(0, ("branch_create", "refs/heads/feature", repo.rev("feature~1")))
+        if name not in ONLY_IN_TRANSACTIONS:
+            total += expected
+        events = await wait_for_count(state / "events.db", len(total))
+        assert sorted(triples(events)) == sorted(total), name
+    await asyncio.sleep(1.0)  # a late hook process would add something now
+    assert sorted(triples(stored_git_events(state / "events.db"))) == sorted(total)
+    assert_valid(stored_git_events(state / "events.db"))
+
+
+async def test_pre_push_reports_only_a_push_that_happened(tmp_path: Path) -> None:
+    repo, state = Repo.create(tmp_path / "ws"), tmp_path / "state"
+    state.mkdir()
+    remote = tmp_path / "remote.git"
+    subprocess_git(["init", "-q", "--bare", str(remote)])
+    repo.git("remote", "add", "origin", str(remote))
+    repo.commit("one")
+    repo.git("push", "-q", "origin", "main")
+    install_hooks(repo, state)
+    hook_dir = repo.path / ".git" / "hooks"
+    for name in hooks.HOOK_NAMES:
+        if name != "pre-push":
+            (hook_dir / name).unlink()
+    # Someone else pushed meanwhile: ours is refused by the remote.
+    other = Repo(tmp_path / "other")
+    subprocess_git(["clone", "-q", "-b", "main", str(remote), str(other.path)])
+    other.commit("theirs", "theirs.txt")
+    other.git("push", "-q", "origin", "main")
+    repo.commit("two")
+    with pytest.raises(subprocess.CalledProcessError):
+        repo.git("push", "-q", "origin", "main")
+    # A pre-push hook of the user's vetoes the next attempt: the push never happens.
+    vetoing = hook_dir / ("pre-push" + hooks.CHAINED_SUFFIX)
+    vetoing.write_text("#!/bin/sh\nexit 1\n")
+    vetoing.chmod(0o755)
+    repo.git("fetch", "-q", "origin")
+    repo.git("rebase", "-q", "origin/main")
+    with pytest.raises(subprocess.CalledProcessError):
+        repo.git("push", "-q", "origin", "main")
+    vetoing.unlink()
+    repo.git("push", "-q", "origin", "main")
+    events = await wait_for_count(state / "events.db", 1)
+    await asyncio.sleep(1.5)  # the refused attempts' background checks are long done
+    assert triples(stored_git_events(state / "events.db")) == [
+        ("push", "refs/remotes/origin/main", repo.rev("main"))
+    ]
+    assert_valid(events)
+
+
 async def test_hook_and_daemon_report_each_operation_once(tmp_path: Path) -> None:
     repo, state = Repo.create(tmp_path / "ws"), tmp_path / "state"
     install_hooks(repo, state)
@@ -410,7 +475,10 @@ def test_hooks_chain_keep_status_and_uninstall_restores(tmp_path: Path) -> None:
     finally:
         opened.close()
     assert theirs.read_bytes() == original and theirs.stat().st_mode & 0o777 == 0o750
-    assert [(s.state, s.chained) for s in states] == [("foreign", False)]
+    assert [(s.name, s.state, s.chained) for s in states] == [
+        (name, "foreign" if name == "reference-transaction" else "absent", False)
+        for name in hooks.HOOK_NAMES
+    ]
 
 
 def test_state_paths_have_an_inbox(tmp_path: Path) -> None:

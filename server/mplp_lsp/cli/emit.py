@@ -20,9 +20,9 @@ from typing import Any
 from mplp_lsp.cli.common import TOOL_KINDS, add_state_options, workspace_path
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
+from mplp_lsp.vcs.hook_names import HOOK_NAMES
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
-HOOK_NAMES = ("reference-transaction",)
 
 
 def register(commands: Any) -> None:
@@ -71,6 +71,9 @@ def _register_git(kinds: Any) -> None:
     )
     _common(parser)
     parser.add_argument("--hook", choices=HOOK_NAMES, help="run as this git hook")
+    parser.add_argument(
+        "--wait-pid", type=int, metavar="PID", help="with --hook: wait until PID has exited"
+    )
     for flag in ("repo-url", "commit-id", "ref-name", "event-kind", "timestamp"):
         parser.add_argument(f"--{flag}")
     for flag in ("author-name", "author-email", "commit-message"):
@@ -102,7 +105,7 @@ def _run_git(args: argparse.Namespace) -> int:
     if args.hook:
         from mplp_lsp.cli.git_hook import run_hook
 
-        return run_hook(root, args.state_dir, sys.stdin.read())
+        return run_hook(root, args.state_dir, args.hook, sys.stdin.read(), wait_pid=args.wait_pid)
     if args.json_input:
         payload = _read_json(args.json_input)
         if isinstance(payload, ValidationResult):

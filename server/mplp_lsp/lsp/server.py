@@ -290,6 +290,11 @@ class MplpLanguageServer(LanguageServer):
         }
 
 
+# Named on their own, so a client that leaves dot-directories out of "**/*" still reports them.
+# A change there makes the Git source poll at once (Workspace.observe).
+_GIT_GLOBS = ("**/.git/HEAD", "**/.git/refs/**", "**/.git/packed-refs", "**/.git/logs/**")
+
+
 def _is_file_uri(uri: str, previous: str | None, workspaces: Workspaces) -> bool:
     """Editors name files by ``file:`` URIs; anything else is refused, never read as a path."""
     for candidate in (uri, previous):
@@ -348,7 +353,9 @@ def create_server(
                 id="mplp-watched-files",
                 method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
                 register_options=types.DidChangeWatchedFilesRegistrationOptions(
-                    watchers=[types.FileSystemWatcher(glob_pattern="**/*")]
+                    watchers=[
+                        types.FileSystemWatcher(glob_pattern=glob) for glob in ("**/*", *_GIT_GLOBS)
+                    ]
                 ),
             )
             ls.client_register_capability(

@@ -38,6 +38,7 @@ from mplp_lsp.vcs.refs import (
     Signature,
     Snapshot,
     read_snapshot,
+    reflog_creation,
     reflog_entry,
     reflog_path,
 )
@@ -47,6 +48,7 @@ log = logging.getLogger(__name__)
 
 SOURCE_MODULE = "git"
 BASELINE_KEY = "git.baseline"
+HEAD_KEY = "git.head"  # the branch HEAD pointed to when the refs were recorded; "": detached
 EMAIL_POLICY_KEY = "git.author_email"  # read by hook processes, so both report alike
 _LAST = float("inf")
 
@@ -54,6 +56,7 @@ _LAST = float("inf")
 @dataclass(frozen=True, slots=True)
 class Scan:
     refs: dict[str, str]
+    head_target: str | None
     payloads: list[dict[str, Any]]
 
 
@@ -64,34 +67,55 @@ def load_refs(conn: sqlite3.Connection) -> dict[str, str] | None:
     return dict(conn.execute("SELECT ref_name, object_id FROM git_refs").fetchall())
 
 
-def save_refs(conn: sqlite3.Connection, refs: dict[str, str]) -> None:
+def save_refs(conn: sqlite3.Connection, refs: dict[str, str], head_target: str | None) -> None:
     conn.execute("DELETE FROM git_refs")
     conn.executemany("INSERT INTO git_refs VALUES (?, ?)", sorted(refs.items()))
-    EventLog(conn).set_meta(BASELINE_KEY, "1")
+    events = EventLog(conn)
+    events.set_meta(BASELINE_KEY, "1")
+    events.set_meta(HEAD_KEY, head_target or "")
 
 
-def advance_refs(
-    conn: sqlite3.Connection, updates: Sequence[RefUpdate], current: dict[str, str]
-) -> None:
+def advance_refs(conn: sqlite3.Connection, updates: Sequence[RefUpdate], current: Snapshot) -> None:
     """Record ref updates someone else (a hook) reported; with no state recorded yet, take
-    ``current`` (the refs as that reporter saw them) as the baseline."""
-    if EventLog(conn).get_meta(BASELINE_KEY) is None:
-        save_refs(conn, current)
-    for update in updates:
-        if update.new == ZERO:
-            conn.execute("DELETE FROM git_refs WHERE ref_name = ?", (update.ref,))
+    ``current`` (the refs as that reporter saw them) as the baseline. A ref is recorded at
+    the value it had when the reporter looked, never at an older one: hook processes for
+    one operation finish in any order."""
+    events = EventLog(conn)
+    if events.get_meta(BASELINE_KEY) is None:
+        save_refs(conn, current.refs, current.head_target)
+    for ref in {update.ref for update in updates}:
+        value = current.refs.get(ref)
+        if value is None:
+            conn.execute("DELETE FROM git_refs WHERE ref_name = ?", (ref,))
         else:
-            conn.execute("INSERT OR REPLACE INTO git_refs VALUES (?, ?)", (update.ref, update.new))
+            conn.execute("INSERT OR REPLACE INTO git_refs VALUES (?, ?)", (ref, value))
+    events.set_meta(HEAD_KEY, current.head_target or "")
 
 
 def diff_updates(repo: GitRepo, before: dict[str, str], after: Snapshot) -> list[RefUpdate]:
-    """One update per changed ref, in the order they most likely happened."""
-    updates = [
-        RefUpdate(name, before.get(name, ZERO), after.refs.get(name, ZERO))
-        for name in sorted(before.keys() | after.refs.keys())
-        if before.get(name) != after.refs.get(name)
-    ]
+    """One update per changed ref (two for a branch created and moved on since), in the
+    order they most likely happened."""
+    updates = []
+    for name in sorted(before.keys() | after.refs.keys()):
+        old, new = before.get(name, ZERO), after.refs.get(name, ZERO)
+        if old != new:
+            updates += _split_creation(repo, RefUpdate(name, old, new))
     return sorted(updates, key=lambda update: _order(repo, update))
+
+
+def _split_creation(repo: GitRepo, update: RefUpdate) -> list[RefUpdate]:
+    """A branch created and moved on between two polls: its creation, then the move, as
+    the hooks report them (``branch_create`` names the commit it was created at)."""
+    if update.old != ZERO or update.new == ZERO or not update.ref.startswith("refs/heads/"):
+        return [update]
+    path = reflog_path(repo.info.git_dir, repo.info.common_dir, update.ref)
+    created = reflog_creation(path)
+    if created is None or created.new == update.new:
+        return [update]
+    return [
+        RefUpdate(update.ref, ZERO, created.new),
+        RefUpdate(update.ref, created.new, update.new),
+    ]
 
 
 def _order(repo: GitRepo, update: RefUpdate) -> tuple[float, int, str]:
@@ -137,8 +161,10 @@ class GitSource:
         self._repo: GitRepo | None = None
         self._signature: Signature | None = None
         self._recorded: dict[str, str] | None = None
+        self._recorded_head: str | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._once: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self.problem: str | None = None  # why the repository is not watched, if it is not
         self.emitted = 0
@@ -155,14 +181,33 @@ class GitSource:
         info = self._repo.info
         self._signature = Signature(info.git_dir, info.common_dir)
         policy = self.email_policy
-        self._recorded = await self._writer.run(lambda conn: _start_state(conn, policy))
+        self._recorded, self._recorded_head = await self._writer.run(
+            lambda conn: _start_state(conn, policy)
+        )
         await self.poll()
         if self.poll_interval > 0:
             self._task = loop.create_task(self._run())
 
     def notify(self) -> None:
-        """Something under .git changed (an editor notification): poll now."""
-        self._wake.set()
+        """Something under .git changed (an editor notification): poll now, also when
+        periodic polling is off."""
+        if self._task is not None:
+            self._wake.set()
+        elif self._repo is not None and self._once is None:
+            self._once = asyncio.get_running_loop().create_task(self._poll_once())
+
+    async def _poll_once(self) -> None:
+        try:
+            await self.poll()
+        except Exception:
+            log.exception("git: poll of %s failed", self._root)
+        finally:
+            self._once = None
+
+    async def sync(self) -> None:
+        """Poll now and return once what it found is recorded (before comparing the
+        repository with the recorded state)."""
+        await self.poll()
 
     async def poll(self) -> int:
         """One poll; the number of events accepted."""
@@ -181,9 +226,9 @@ class GitSource:
             for payload, result in zip(scan.payloads, results, strict=True):
                 if not result.result.ok:
                     log.warning("git: %s rejected: %s", payload.get("commit_id"), result.result)
-            if scan.refs != self._recorded:
-                await self._writer.run(lambda conn: save_refs(conn, scan.refs))
-                self._recorded = scan.refs
+            if (scan.refs, scan.head_target) != (self._recorded, self._recorded_head):
+                await self._writer.run(lambda conn: save_refs(conn, scan.refs, scan.head_target))
+                self._recorded, self._recorded_head = scan.refs, scan.head_target
             accepted = sum(1 for result in results if result.accepted)
             self.emitted += accepted
             return accepted
@@ -194,15 +239,15 @@ class GitSource:
         signature.record()
         snapshot = read_snapshot(repo.info.git_dir, repo.info.common_dir)
         if recorded is None:
-            return Scan(snapshot.refs, [])
+            return Scan(snapshot.refs, snapshot.head_target, [])
         updates = diff_updates(repo, recorded, snapshot)
         if not updates:
-            return Scan(snapshot.refs, [])
+            return Scan(snapshot.refs, snapshot.head_target, [])
         known = {value for name, value in recorded.items() if name != HEAD}
         payloads = git_events(
             repo, updates, known, message_lookup(repo), email_policy=self.email_policy
         )
-        return Scan(snapshot.refs, payloads)
+        return Scan(snapshot.refs, snapshot.head_target, payloads)
 
     async def _run(self) -> None:
         while True:
@@ -217,6 +262,8 @@ class GitSource:
                 log.exception("git: poll of %s failed; trying again", self._root)
 
     async def close(self) -> None:
+        if self._once is not None:
+            await asyncio.gather(self._once, return_exceptions=True)
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -227,6 +274,9 @@ class GitSource:
         self._executor.shutdown(wait=True)
 
 
-def _start_state(conn: sqlite3.Connection, policy: EmailPolicy) -> dict[str, str] | None:
-    EventLog(conn).set_meta(EMAIL_POLICY_KEY, policy)
-    return load_refs(conn)
+def _start_state(
+    conn: sqlite3.Connection, policy: EmailPolicy
+) -> tuple[dict[str, str] | None, str | None]:
+    events = EventLog(conn)
+    events.set_meta(EMAIL_POLICY_KEY, policy)
+    return load_refs(conn), events.get_meta(HEAD_KEY) or None

@@ -1,18 +1,22 @@
-"""Installing the git hook that reports ref updates the moment they happen.
+"""Installing the git hooks that report activity the moment it happens.
 
-One hook does it: ``reference-transaction`` (git ≥ 2.28) sees every ref update with its old
-and new value — commits, merges, rebases, tags, branch creation and deletion, and the
-remote-tracking update of a successful push. (``post-commit``, ``post-merge``,
-``post-rewrite`` and ``post-checkout`` would report subsets of the same updates; ``pre-push``
-runs before the push and cannot know whether it succeeds.)
+Six hooks, each reporting what it knows (see :mod:`mplp_lsp.vcs.hook_updates`):
+``reference-transaction`` (git ≥ 2.28) sees every ref update with its old and new value;
+``post-commit``, ``post-merge``, ``post-rewrite`` and ``post-checkout`` vouch for the move of
+the checked-out branch they were run for, which is what an older git, or a transaction hook
+that someone else's hook vetoed, leaves to them; ``pre-push`` cannot know whether the push
+will succeed, so it only leaves a background check behind that waits for the push to end and
+reports the remote-tracking refs it updated. Deriving the same operation twice is harmless:
+the payloads are equal and the intake keeps one.
 
-The hook chains: a hook already in place is renamed ``<name>.mplp-lsp-chained`` and run
+Each hook chains: a hook already in place is renamed ``<name>.mplp-lsp-chained`` and run
 first, with the same arguments and input; its exit status is the hook's exit status, so it
-can still veto a transaction. Ours then runs only for ``committed`` transactions, detached
-in the background with its output discarded, so git never waits for it; nothing of the
-repository (URLs, credentials) is passed in argv — the hook process reads the refs itself.
-``uninstall`` renames the chained hook back, byte for byte. The hooks directory is git's
-own answer (``git rev-parse --git-path hooks``), so ``core.hooksPath`` is respected.
+can still veto a transaction or a push. Ours then runs detached in the background with its
+output discarded, so git never waits for it; nothing of the repository (URLs, credentials)
+is passed in argv — ``pre-push``'s remote URL argument is not handed on, and the hook process
+reads the refs itself. ``uninstall`` renames the chained hook back, byte for byte. The hooks
+directory is git's own answer (``git rev-parse --git-path hooks``), so ``core.hooksPath`` is
+respected.
 """
 
 from __future__ import annotations
@@ -23,35 +27,80 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from mplp_lsp.vcs.hook_names import HOOK_NAMES
 from mplp_lsp.vcs.repo import LOCATION_VARIABLES, GitRepo
 
-HOOK_NAMES = ("reference-transaction",)
 MARKER = "# mplp-lsp-hook"
 CHAINED_SUFFIX = ".mplp-lsp-chained"
 
-_TEMPLATE = """#!/bin/sh
+_HEADER = """#!/bin/sh
 {marker} ({name}): reports Git activity to mplp-lsp, then gets out of the way.
 # `mplp-lsp hooks uninstall` removes it and puts back the hook it chains to, if any.
 chained={chained}
-if [ "$1" != committed ] && [ ! -x "$chained" ]; then exit 0; fi
-spool=$(mktemp 2>/dev/null) || spool=/dev/null
-cat > "$spool"
-status=0
+spool=
+"""
+# Hooks given input on stdin keep it in a private temporary file, read by both parties.
+_SPOOL = """spool=$(mktemp 2>/dev/null) || spool=
+if [ -n "$spool" ]; then cat > "$spool"; exec < "$spool"; fi
+"""
+# Hooks told nothing exact note the checked-out ref and commit now (one git process): our
+# part runs later, when HEAD may have moved on.
+_CAPTURE = """if {when}; then
+    spool=$(mktemp 2>/dev/null) || spool=
+    if [ -n "$spool" ]; then git rev-parse HEAD --symbolic-full-name HEAD > "$spool" 2>/dev/null; fi
+fi
+"""
+_BODY = """status=0
 if [ -x "$chained" ]; then
-    "$chained" "$@" < "$spool"
+    "$chained" "$@"
     status=$?
 fi
-if [ "$1" = committed ] && [ "$spool" != /dev/null ]; then
+if {when} && [ -n "$spool" ]; then
     (
         unset {location}
-        {command} < "$spool"
-        rm -f "$spool"
+        {command} < "${{spool:-/dev/null}}"
+        [ -z "$spool" ] || rm -f "$spool"
     ) < /dev/null > /dev/null 2>&1 &
-elif [ "$spool" != /dev/null ]; then
+elif [ -n "$spool" ]; then
     rm -f "$spool"
 fi
 exit $status
 """
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    reads_input: bool  # False: the spool holds the HEAD captured when the hook ran
+    when: str  # shell condition for our part to run
+    extra: str = ""  # shell words appended to our command
+    early: str = ""  # a line that ends the hook before anything is spooled
+
+
+_SHAPES = {
+    "reference-transaction": _Shape(
+        True,
+        '[ "$1" = committed ]',
+        early='if [ "$1" != committed ] && [ ! -x "$chained" ]; then exit 0; fi\n',
+    ),
+    "post-commit": _Shape(False, "true"),
+    "post-merge": _Shape(False, "true"),
+    "post-checkout": _Shape(False, '[ "$3" = 1 ]'),  # a branch checkout, not of files
+    "post-rewrite": _Shape(False, "true"),
+    # Only if the push goes ahead; the check waits for this git process to exit first.
+    "pre-push": _Shape(True, '[ "$status" = 0 ]', ' --wait-pid "$PPID"'),
+}
+
+
+def hook_script(name: str, chained: Path, command: list[str]) -> str:
+    shape = _SHAPES[name]
+    header = _HEADER.format(marker=MARKER, name=name, chained=shlex.quote(str(chained)))
+    body = _BODY.format(
+        when=shape.when,
+        location=" ".join(LOCATION_VARIABLES),
+        command=shlex.join(command) + shape.extra,
+    )
+    spool = _SPOOL if shape.reads_input else _CAPTURE.format(when=shape.when)
+    return header + shape.early + spool + body
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,24 +144,21 @@ def status(repo: GitRepo) -> list[HookState]:
 def install(repo: GitRepo, workspace: Path, state_dir: str | None) -> list[HookState]:
     directory = hooks_dir(repo)
     directory.mkdir(parents=True, exist_ok=True)
+    for name in HOOK_NAMES:  # refuse before changing anything, not half way through
+        path = directory / name
+        chained = Path(str(path) + CHAINED_SUFFIX)
+        if os.path.lexists(path) and not _is_ours(path) and os.path.lexists(chained):
+            raise FileExistsError(f"{chained} exists already; move it away first")
     for name in HOOK_NAMES:
         path = directory / name
         chained = Path(str(path) + CHAINED_SUFFIX)
         if os.path.lexists(path) and not _is_ours(path):
-            if os.path.lexists(chained):
-                raise FileExistsError(f"{chained} exists already; move it away first")
             path.rename(chained)  # keeps the user's hook exactly: bytes, mode, symlink
         command = [sys.executable, "-m", "mplp_lsp", "emit", "git", "--hook", name]
         command += ["--workspace", str(workspace)]
         if state_dir:
             command += ["--state-dir", str(state_dir)]
-        script = _TEMPLATE.format(
-            marker=MARKER,
-            name=name,
-            chained=shlex.quote(str(chained)),
-            location=" ".join(LOCATION_VARIABLES),
-            command=shlex.join(command),
-        )
+        script = hook_script(name, chained, command)
         temporary = path.with_name(f".{name}.mplp-lsp.tmp")
         temporary.write_text(script, encoding="utf-8")
         temporary.chmod(0o755)

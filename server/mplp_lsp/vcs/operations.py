@@ -35,9 +35,8 @@ from mplp_lsp.vcs.repo import GitRepo
 EventKind = Literal["commit", "push", "merge", "tag", "branch_create", "branch_delete"]
 MessageLookup = Callable[[str, str], str | None]  # (ref, new value) -> its reflog message
 
-_CHUNK = 10_000  # object ids per git call: about 410 kB of argv, far below its limit
 _HASHED_DOMAIN = "hashed.invalid"
-_MERGE_MESSAGES = ("merge ", "merge:", "pull:", "pull ")
+MERGE_MESSAGES = ("merge ", "merge:", "pull:", "pull ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +93,7 @@ def plan(
             else:
                 commits = _commits(repo, update, known)
                 planned += commits
-                if not commits and _starts(message(update.ref, update.new), _MERGE_MESSAGES):
+                if not commits and _starts(message(update.ref, update.new), MERGE_MESSAGES):
                     planned.append(Planned("merge", update.ref, update.new))
         elif update.ref.startswith("refs/tags/"):
             if not deleted:
@@ -121,26 +120,28 @@ def _commits(repo: GitRepo, update: RefUpdate, known: set[str]) -> list[Planned]
 
 
 def commit_infos(repo: GitRepo, commit_ids: Iterable[str]) -> dict[str, CommitInfo]:
-    """Metadata and diff stats (against the first parent) of many commits in one git call
-    per ten thousand: never a process per commit."""
+    """Metadata and diff stats (against the first parent) of many commits in one git call:
+    never a process per commit. The ids go in on stdin."""
     wanted = list(dict.fromkeys(commit_ids))
+    if not wanted:
+        return {}
+    out = repo.run_fed(
+        "log",
+        "--no-walk=unsorted",
+        "--numstat",
+        "-z",
+        "--diff-merges=first-parent",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--no-renames",
+        "--format=%x1e%H%x00%P%x00%an%x00%ae%x00%ct%x00%B%x00",
+        "--stdin",
+        stdin="\n".join(wanted) + "\n",
+    )
     infos: dict[str, CommitInfo] = {}
-    for start in range(0, len(wanted), _CHUNK):
-        out = repo.run(
-            "log",
-            "--no-walk=unsorted",
-            "--numstat",
-            "-z",
-            "--diff-merges=first-parent",
-            "--no-ext-diff",
-            "--no-textconv",
-            "--no-renames",
-            "--format=%x1e%H%x00%P%x00%an%x00%ae%x00%ct%x00%B%x00",
-            *wanted[start : start + _CHUNK],
-        )
-        for record in out.split("\x1e")[1:]:
-            info = _parse_record(record)
-            infos[info.commit_id] = info
+    for record in out.split("\x1e")[1:]:
+        info = _parse_record(record)
+        infos[info.commit_id] = info
     return infos
 
 

@@ -92,7 +92,7 @@ def read_snapshot(git_dir: Path, common_dir: Path) -> Snapshot:
     target = None
     if head.startswith("ref: "):
         target = head[5:].strip()
-    elif _is_oid(head):
+    elif is_oid(head):
         refs[HEAD] = head
     return Snapshot(refs, target)
 
@@ -103,7 +103,7 @@ def _packed_refs(path: Path) -> dict[str, str]:
         if not line or line[0] in "#^":
             continue  # header, or the peeled value of the tag above
         value, _, name = line.partition(" ")
-        if _is_oid(value) and name.startswith(WATCHED_NAMESPACES):
+        if is_oid(value) and name.startswith(WATCHED_NAMESPACES):
             refs[name] = value
     return refs
 
@@ -116,7 +116,7 @@ def _loose_refs(common_dir: Path, namespace: str) -> Iterator[tuple[str, str]]:
                 continue
             path = Path(parent) / name
             value = _read_text(path).strip()
-            if _is_oid(value):  # a symbolic ref (refs/remotes/origin/HEAD) is not a tip
+            if is_oid(value):  # a symbolic ref (refs/remotes/origin/HEAD) is not a tip
                 yield path.relative_to(common_dir).as_posix(), value
 
 
@@ -127,7 +127,7 @@ def _read_text(path: Path) -> str:
         return ""
 
 
-def _is_oid(value: str) -> bool:
+def is_oid(value: str) -> bool:
     return len(value) in (40, 64) and all(c in "0123456789abcdef" for c in value)
 
 
@@ -137,24 +137,31 @@ def reflog_path(info_git_dir: Path, common_dir: Path, ref: str) -> Path:
 
 def reflog_entry(path: Path, new: str) -> ReflogEntry | None:
     """The newest entry of a reflog that moved the ref to ``new``."""
+    return next((e for e in reversed(_tail_entries(path)) if e.new == new), None)
+
+
+def reflog_creation(path: Path) -> ReflogEntry | None:
+    """The entry that created the ref (old value zero), if the reflog tail still holds it."""
+    entries = _tail_entries(path)
+    return next((e for e in reversed(entries) if e.old == ZERO), None)
+
+
+def _tail_entries(path: Path) -> list[ReflogEntry]:
     try:
         with path.open("rb") as handle:
             size = handle.seek(0, os.SEEK_END)
             handle.seek(max(0, size - _REFLOG_TAIL))
             tail = handle.read().decode("utf-8", errors="replace")
     except OSError:
-        return None
-    for line in reversed(tail.splitlines()):
-        entry = _parse_reflog_line(line)
-        if entry is not None and entry.new == new:
-            return entry
-    return None
+        return []
+    parsed = (_parse_reflog_line(line) for line in tail.splitlines())
+    return [entry for entry in parsed if entry is not None]
 
 
 def _parse_reflog_line(line: str) -> ReflogEntry | None:
     head, _, message = line.partition("\t")
     parts = head.split(" ")
-    if len(parts) < 4 or not (_is_oid(parts[0]) and _is_oid(parts[1])):
+    if len(parts) < 4 or not (is_oid(parts[0]) and is_oid(parts[1])):
         return None
     try:
         timestamp = int(parts[-2])

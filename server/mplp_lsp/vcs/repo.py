@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,30 @@ class GitRepo:
             ["git", *args], with_extended_output=False, strip_newline_in_stdout=False, **kwargs
         )
         return result
+
+    def run_fed(self, *args: str, stdin: str) -> str:
+        """``git <args>`` reading ``stdin`` (``--stdin`` lists of object ids), same environment.
+
+        Started directly rather than through GitPython, whose ``execute`` scrubs every argv
+        word for passwords (a URL parse each) and cannot feed text: for ten thousand commits
+        that scrubbing alone cost more than git. Fed ids also keep the command line short.
+        """
+        done = subprocess.run(
+            ["git", *args],
+            cwd=self.info.worktree,
+            env=self._environment,
+            input=stdin.encode("utf-8"),
+            capture_output=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise git.GitCommandError(["git", *args], done.returncode, done.stderr)
+        return done.stdout.decode("utf-8", errors="replace")
+
+    @property
+    def _environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in LOCATION_VARIABLES}
+        return {**env, **ENVIRONMENT, "LC_ALL": "C", "LANGUAGE": "C"}
 
     def repo_url(self) -> str:
         """``origin``'s URL without credentials, else a stable identifier of this repository."""

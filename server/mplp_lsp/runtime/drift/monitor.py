@@ -18,7 +18,7 @@ import asyncio
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -80,10 +80,13 @@ class DriftMonitor:
         ignore_epoch: Callable[[], int],
         snapshot_cap: Callable[[], int],
         repository: RepositoryRecord | None = None,
+        sync_repository: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """``ignore``: the workspace's live rules (used on the event loop); ``fresh_ignore``:
         a new rule set for a scan thread, read from disk; ``ignore_epoch`` changes whenever
-        the workspace's rules do, so a scan re-checks ignore verdicts only then."""
+        the workspace's rules do, so a scan re-checks ignore verdicts only then;
+        ``sync_repository`` brings the repository record up to date before a scan compares
+        it (a commit made a moment ago is not drift)."""
         self.root = root
         self._writer = writer
         self._intake = intake
@@ -91,6 +94,7 @@ class DriftMonitor:
         self._fresh_ignore = fresh_ignore
         self._ignore_epoch = ignore_epoch
         self._repository = repository or MetaRepositoryRecord()
+        self._sync_repository = sync_repository
         self._git_dir = git_dir(root)
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="mplp-drift")
         self._read_conn: sqlite3.Connection | None = None
@@ -179,6 +183,11 @@ class DriftMonitor:
         if epoch != self._checked_epoch:
             self._index = None  # the rules changed: reload every node and re-judge each
         items = list(self._index.items()) if self._index is not None else None
+        if self._sync_repository is not None and self._git_dir is not None:
+            try:
+                await self._sync_repository()
+            except Exception:
+                log.exception("drift: the repository record could not be brought up to date")
         self._dirty = set()
         self._cancel = cancel = threading.Event()
 

@@ -21,21 +21,22 @@ _COLUMNS = (
 _SELECT_ONE = f"SELECT {_COLUMNS} FROM psg_drift WHERE path = ?"  # noqa: S608
 Changes = dict[str, Drift | None]  # path -> its drift now, None once it has none
 
+log = logging.getLogger(__name__)
+
 
 def load(conn: sqlite3.Connection, paths: Iterable[str] | None = None) -> dict[str, Drift]:
     if paths is None:
         rows = conn.execute(f"SELECT {_COLUMNS} FROM psg_drift").fetchall()  # noqa: S608
     else:
         rows = [row for path in paths for row in conn.execute(_SELECT_ONE, (path,))]
-    drifts: dict[str, Drift] = {}
+    found: dict[str, Drift] = {}
     for row in rows:
         try:
-            drifts[row[0]] = _drift(row)
-        except ValueError:
-            # A record damaged on disk (quick_check sees only structure, not values): drift
-            # is derived state and the next check finds it again, so skip it, never crash.
-            log.warning("skipping an unreadable drift record for %r", row[0])
-    return drifts
+            found[str(row[0])] = _drift(row)
+        except (TypeError, ValueError):
+            # A salvaged store may hold damaged text; the next scan finds the drift again.
+            log.warning("drift: an unreadable finding for %r is dropped", row[0])
+    return found
 
 
 def _drift(row: tuple[Any, ...]) -> Drift:
