@@ -26,6 +26,9 @@ def branch(workspace: Path) -> str:
     return done.stdout.strip()
 
 
+OTHER_HOOKS = ("post-commit", "post-merge", "post-checkout", "post-rewrite", "pre-push")
+
+
 async def test_install_hooks_command_installs_into_each_folder(
     workspace: Path, state_dir: Path, tmp_path: Path
 ) -> None:
@@ -43,9 +46,11 @@ async def test_install_hooks_command_installs_into_each_folder(
         )
     by_root = {entry["root"]: entry for entry in result}
     installed = by_root[str(workspace)]["hooks"]
-    assert [(h["name"], h["state"], h["chained"]) for h in installed] == [
-        ("reference-transaction", "installed", True)
-    ]
+    # All six hooks; only the one that existed is chained.
+    assert {(h["name"], h["state"], h["chained"]) for h in installed} == {
+        ("reference-transaction", "installed", True),
+        *((name, "installed", False) for name in OTHER_HOOKS),
+    }
     hook = (hooks_dir / "reference-transaction").read_text()
     # The hook reports into the store this daemon records into, with this interpreter.
     assert str(state_dir) in hook and str(workspace) in hook
