@@ -436,6 +436,19 @@ async def test_detached_head_commit_and_empty_repository(rig: Rig) -> None:
     assert await rig.poll() == [("commit", "HEAD", detached)]
 
 
+async def test_no_poll_reports_the_middle_of_a_rebase(rig: Rig) -> None:
+    rig.repo.commit("one")
+    await rig.poll()
+    rig.repo.git("checkout", "-q", "--detach")
+    await rig.poll()
+    rebase_state = rig.repo.path / ".git" / "rebase-merge"
+    rebase_state.mkdir()  # what git keeps while a rebase replays commits
+    replayed = rig.repo.commit("replayed mid-rebase")
+    assert await rig.poll() == []
+    rebase_state.rmdir()
+    assert await rig.poll() == [("commit", "HEAD", replayed)]
+
+
 def test_repository_owned_by_someone_else_is_refused(tmp_path: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root to give the repository another owner")

@@ -218,6 +218,10 @@ class GitSource:
             assert self._signature is not None
             if self._recorded is not None and not self._signature.changed():
                 return 0
+            if self._recorded is not None and _rebase_in_progress(self._repo.info.git_dir):
+                # Mid-rebase HEAD is detached on half-replayed commits: look again when the
+                # rebase is over and report where it ended (the hooks see its end too).
+                return 0
             loop = asyncio.get_running_loop()
             scan = await loop.run_in_executor(self._executor, self._scan, self._recorded)
             results = await self._intake.submit_many(
@@ -280,3 +284,7 @@ def _start_state(
     events = EventLog(conn)
     events.set_meta(EMAIL_POLICY_KEY, policy)
     return load_refs(conn), events.get_meta(HEAD_KEY) or None
+
+
+def _rebase_in_progress(git_dir: Path) -> bool:
+    return (git_dir / "rebase-merge").is_dir() or (git_dir / "rebase-apply").is_dir()
