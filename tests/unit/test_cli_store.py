@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import queue
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -17,6 +18,7 @@ import pytest
 from mplp_lsp.protocol.envelope import build_envelope
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.statedir import StateDirLock, StatePaths
+from mplp_lsp.store.database import SCHEMA_VERSION
 from mplp_lsp.store.events import EventLog, NewEvent
 from mplp_lsp.store.writer import StoreWriter
 from tests.conftest import sample
@@ -109,6 +111,34 @@ def test_events_with_no_store_says_so(tmp_path: Path) -> None:
     assert done.returncode == 0
     assert done.stdout == ""
     assert "no events recorded yet" in done.stderr
+
+
+def test_events_on_a_store_caught_mid_creation_prints_nothing_instead_of_failing(
+    tmp_path: Path,
+) -> None:
+    # Another process has created the file but not yet committed its first migration.
+    state = tmp_path / "state"
+    state.mkdir()
+    sqlite3.connect(state / "events.db").close()
+    done = cli("events", "--json", "--state-dir", str(state), "--workspace", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    status = cli("status", "--json", "--state-dir", str(state), "--workspace", str(tmp_path))
+    assert status.returncode == 0, status.stderr
+
+
+def test_events_reads_a_store_left_at_an_older_schema(state: Path, tmp_path: Path) -> None:
+    database = state / "events.db"
+    conn = sqlite3.connect(database)
+    # As written before the last migration (which only rewrites keys, so it can run again).
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
+    conn.close()
+    done = cli("events", "--json", "--state-dir", str(state), "--workspace", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == 3
+    conn = sqlite3.connect(database)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    conn.close()
 
 
 def test_events_bad_since_is_a_usage_error(state: Path, tmp_path: Path) -> None:

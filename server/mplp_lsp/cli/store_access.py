@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from mplp_lsp.statedir import StatePaths, resolve_state_dir
-from mplp_lsp.store.database import connect
+from mplp_lsp.store.database import SCHEMA_VERSION, connect, schema_version
 
 
 def state_paths(workspace: Path, state_dir: str | None) -> StatePaths:
@@ -14,7 +14,18 @@ def state_paths(workspace: Path, state_dir: str | None) -> StatePaths:
 
 
 def open_read_only(paths: StatePaths) -> sqlite3.Connection | None:
-    """None when nothing was ever recorded for this workspace."""
+    """None when nothing was ever recorded for this workspace.
+
+    A store behind this version's schema is brought up to date first: either another
+    process is creating it right now (the file exists before its tables do, and each
+    migration commits on its own), or an older mplp-lsp wrote it. Migrating takes the write
+    lock and re-checks the version under it, so it is safe beside a running daemon.
+    """
     if not paths.database.exists():
         return None
-    return connect(paths.database, read_only=True)
+    conn = connect(paths.database, read_only=True)
+    if schema_version(conn) < SCHEMA_VERSION:
+        conn.close()
+        connect(paths.database).close()
+        conn = connect(paths.database, read_only=True)
+    return conn
