@@ -90,24 +90,48 @@ def test_run_keeps_the_exit_code_and_records_running_then_failed(
         assert default_validator().validate(Kind.ENVELOPE, event).ok
 
 
-def test_sigint_during_a_long_command_records_cancelled_and_exits_130(
-    workspace: Path, state: Path
-) -> None:
-    wrapper = subprocess.Popen(
-        [sys.executable, "-m", "mplp_lsp", "run", "--state-dir", str(state), "--", "sleep", "30"],
+def start_wrapper(
+    workspace: Path, state: Path, *command: str, sigint: Any = signal.SIG_DFL
+) -> subprocess.Popen[bytes]:
+    """``mplp-lsp run`` with SIGINT set as given: the test runner may itself have been started
+    as a background job of a script, which ignores SIGINT, and the wrapper would inherit that."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "mplp_lsp", "run", "--state-dir", str(state), "--", *command],
         cwd=workspace,
         env=env(),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, sigint),
     )
+
+
+def wait_until_running(workspace: Path, state: Path, wrapper: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 30
     while not any(e["payload"].get("status") == "running" for e in stored(workspace, state)):
         assert time.monotonic() < deadline and wrapper.poll() is None
         time.sleep(0.1)
+
+
+def test_sigint_during_a_long_command_records_cancelled_and_exits_130(
+    workspace: Path, state: Path
+) -> None:
+    wrapper = start_wrapper(workspace, state, "sleep", "30")
+    wait_until_running(workspace, state, wrapper)
     began = time.monotonic()
     wrapper.send_signal(signal.SIGINT)
     assert wrapper.wait(20) == 130
     assert time.monotonic() - began < 10  # sleep 30 was stopped, not waited for
     statuses = [e["payload"]["status"] for e in stored(workspace, state)]
     assert statuses == ["running", "cancelled"]
+
+
+def test_a_wrapper_started_with_sigint_ignored_leaves_it_ignored(
+    workspace: Path, state: Path
+) -> None:
+    wrapper = start_wrapper(workspace, state, "sleep", "2", sigint=signal.SIG_IGN)
+    wait_until_running(workspace, state, wrapper)
+    wrapper.send_signal(signal.SIGINT)
+    assert wrapper.wait(30) == 0
+    statuses = [e["payload"]["status"] for e in stored(workspace, state)]
+    assert statuses == ["running", "succeeded"]
 
 
 @pytest.mark.parametrize("provider", sorted(CASES))

@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,16 @@ async def test_a_missing_command_is_a_failed_invocation(tmp_path: Path) -> None:
     assert event["tool_id"] == "no-such-tool-anywhere"
 
 
+@pytest.fixture
+def sigint_handled() -> Iterator[None]:
+    """SIGINT handled as in an interactive run, even if the test runner was started ignoring it
+    (as a background job of a script is); an ignored SIGINT is left alone by design."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("sigint_handled")
 async def test_sigint_to_the_wrapper_cancels_the_child(tmp_path: Path) -> None:
     async def interrupt_soon() -> None:
         await asyncio.sleep(0.5)

@@ -2,7 +2,10 @@
 
 The child's output goes through unchanged (bytes, as they come); the wrapper keeps only a
 bounded tail for the summary. SIGINT, SIGTERM and SIGHUP are passed on to the child, and an
-invocation that ends by one of them is ``cancelled``. The exit status is the child's (128+N
+invocation that ends by one of them is ``cancelled``. A signal the wrapper was started with
+ignored stays ignored, as the shell intends for background jobs (``cmd &`` in a script ignores
+SIGINT); the child inherits the same disposition, so forwarding it would only record a
+``cancelled`` run that goes on. The exit status is the child's (128+N
 for a child killed by signal N, as shells report it). Reporting never changes what the
 wrapped command does: a report that fails is a warning on stderr, nothing more.
 """
@@ -290,11 +293,12 @@ def _forward_signals(child: asyncio.subprocess.Process, received: list[int]) -> 
         with contextlib.suppress(ProcessLookupError):
             child.send_signal(signum)
 
-    for signum in _FORWARDED:
+    handled = [signum for signum in _FORWARDED if signal.getsignal(signum) != signal.SIG_IGN]
+    for signum in handled:
         loop.add_signal_handler(signum, forward, signum)
 
     def restore() -> None:
-        for signum in _FORWARDED:
+        for signum in handled:
             loop.remove_signal_handler(signum)
 
     return restore
