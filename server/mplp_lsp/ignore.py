@@ -50,6 +50,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from mplp_lsp.vcs.gitfile import find_git_dir
+
 __all__ = ["IgnoreRules"]
 
 # Bounds the memory of a long-running daemon; clearing only costs recomputation.
@@ -359,17 +361,6 @@ class _Layer:
             del self._dirs[key]
 
 
-def _gitfile_target(dotgit: Path) -> Path | None:
-    try:
-        first = dotgit.read_text(encoding="utf-8").partition("\n")[0]
-    except (OSError, UnicodeDecodeError):
-        return None
-    if not first.startswith("gitdir:"):
-        return None
-    target = Path(first.removeprefix("gitdir:").strip())
-    return target if target.is_absolute() else dotgit.parent / target
-
-
 def _common_dir(git_dir: Path) -> Path:
     """Where ``info/exclude`` lives: a linked worktree's git dir names it in ``commondir``."""
     try:
@@ -381,14 +372,11 @@ def _common_dir(git_dir: Path) -> Path:
 
 def _find_repository(root: Path) -> tuple[Path, Path | None]:
     """The repository top holding ``root`` and its common git dir; ``(root, None)`` if none."""
-    for top in (root, *root.parents):
-        dotgit = top / ".git"
-        if dotgit.is_dir():
-            return top, _common_dir(dotgit)
-        if dotgit.exists():
-            target = _gitfile_target(dotgit)
-            return top, None if target is None else _common_dir(target)
-    return root, None
+    found = find_git_dir(root)
+    if found is None:
+        return root, None
+    top, git_dir = found
+    return top, None if git_dir is None else _common_dir(git_dir)
 
 
 class IgnoreRules:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 from mplp_lsp.store.events import EventLog
+from mplp_lsp.vcs.gitfile import find_git_dir
 
 _HEAD_KEY = "drift.repository.head"
 _BRANCH_KEY = "drift.repository.branch"
@@ -49,20 +50,8 @@ class MetaRepositoryRecord:
 
 def git_dir(root: Path) -> Path | None:
     """The git dir of the repository holding ``root`` (a ``.git`` dir or a gitfile's target)."""
-    for top in (root, *root.parents):
-        dotgit = top / ".git"
-        if dotgit.is_dir():
-            return dotgit
-        if dotgit.is_file():
-            try:
-                first = dotgit.read_text(encoding="utf-8").partition("\n")[0]
-            except (OSError, UnicodeDecodeError):
-                return None
-            if not first.startswith("gitdir:"):
-                return None
-            target = Path(first.removeprefix("gitdir:").strip())
-            return target if target.is_absolute() else top / target
-    return None
+    found = find_git_dir(root)
+    return None if found is None else found[1]
 
 
 def read_state(directory: Path) -> RepositoryState | None:
