@@ -280,9 +280,13 @@ def _payload_kind(envelope: Mapping[str, Any]) -> Kind | None:
     return kind_for_event_type(envelope.get("event_type"))
 
 
+# One encoder for every key: json.dumps with options builds a new encoder on each call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def _dedup_key(kind: str, payload: Mapping[str, Any]) -> str:
     """Same kind and same payload = the same event (spec §6.4: duplicates handled gracefully)."""
-    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    canonical = _CANONICAL.encode(payload)
     return hashlib.blake2b(
         f"{kind}\0{canonical}".encode(errors="surrogatepass"), digest_size=16
     ).hexdigest()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from pathlib import PurePosixPath
 from typing import Any
 
 from mplp_lsp.sources.debounce import Settled
@@ -57,7 +56,15 @@ _LANGUAGE_BY_SUFFIX = {
 
 
 def language_of(path: str) -> str | None:
-    return _LANGUAGE_BY_SUFFIX.get(PurePosixPath(path).suffix.lower())
+    return _LANGUAGE_BY_SUFFIX.get(suffix_of(path).lower())
+
+
+def suffix_of(path: str) -> str:
+    """``PurePosixPath(path).suffix`` of a normalised path, without building a path object
+    (a burst has thousands)."""
+    name = path.rpartition("/")[2]
+    dot = name.rfind(".")
+    return name[dot:] if 0 < dot < len(name) - 1 else ""
 
 
 def line_delta(before: str, after: str) -> tuple[int, int]:
