@@ -20,6 +20,7 @@ from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import validate
 from mplp_lsp.runtime.psg_git import CommitGraph
 from mplp_lsp.settings import Settings
+from mplp_lsp.sources import git as git_source
 from mplp_lsp.sources.git import GitSource
 from mplp_lsp.statedir import StatePaths
 from mplp_lsp.store.database import connect
@@ -446,6 +447,28 @@ async def test_no_poll_reports_the_middle_of_a_rebase(rig: Rig) -> None:
     replayed = rig.repo.commit("replayed mid-rebase")
     assert await rig.poll() == []
     rebase_state.rmdir()
+    assert await rig.poll() == [("commit", "HEAD", replayed)]
+
+
+async def test_a_rebase_that_begins_while_a_poll_starts_is_not_reported(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig.repo.commit("one")
+    await rig.poll()
+    rig.repo.git("checkout", "-q", "--detach")
+    await rig.poll()
+    (rig.repo.path / ".git" / "rebase-merge").mkdir()
+    replayed = rig.repo.commit("replayed mid-rebase")
+    # The poll's first look finds no rebase (it began just after); its read happens during it.
+    real, looks = git_source._rebase_in_progress, []
+
+    def first_look_misses(git_dir: Path) -> bool:
+        looks.append(git_dir)
+        return len(looks) > 1 and real(git_dir)
+
+    monkeypatch.setattr(git_source, "_rebase_in_progress", first_look_misses)
+    assert await rig.poll() == []
+    (rig.repo.path / ".git" / "rebase-merge").rmdir()
     assert await rig.poll() == [("commit", "HEAD", replayed)]
 
 

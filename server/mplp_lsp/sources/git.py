@@ -224,6 +224,8 @@ class GitSource:
                 return 0
             loop = asyncio.get_running_loop()
             scan = await loop.run_in_executor(self._executor, self._scan, self._recorded)
+            if scan is None:
+                return 0
             results = await self._intake.submit_many(
                 [Submission(Kind.GIT, payload, SOURCE_MODULE) for payload in scan.payloads]
             )
@@ -237,13 +239,20 @@ class GitSource:
             self.emitted += accepted
             return accepted
 
-    def _scan(self, recorded: dict[str, str] | None) -> Scan:
+    def _scan(self, recorded: dict[str, str] | None) -> Scan | None:
+        """What changed since ``recorded``; None when a rebase was under way meanwhile."""
         repo, signature = self._repo, self._signature
         assert repo is not None and signature is not None
         signature.record()
         snapshot = read_snapshot(repo.info.git_dir, repo.info.common_dir)
         if recorded is None:
             return Scan(snapshot.refs, snapshot.head_target, [])
+        if _rebase_in_progress(repo.info.git_dir):
+            # Checked again after reading: a rebase that began since poll() looked may be
+            # in this snapshot. Its state dir outlives every ref it moves, so checking after
+            # the read cannot miss one. The next poll reads again.
+            signature.invalidate()
+            return None
         updates = diff_updates(repo, recorded, snapshot)
         if not updates:
             return Scan(snapshot.refs, snapshot.head_target, [])

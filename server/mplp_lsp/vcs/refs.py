@@ -66,6 +66,10 @@ class Signature:
             return True
         return tuple(_stamp(path) for path in self._paths) != self._stamps
 
+    def invalidate(self) -> None:
+        """Make the next ``changed()`` true: what was read since ``record()`` was dropped."""
+        self._racy = True
+
     def record(self) -> None:
         """Take the stamps now; call just before reading the refs."""
         self._paths = self._fixed + tuple(_ref_dirs(self._common))
