@@ -18,6 +18,7 @@ from mplp_lsp.store.events import StoredEvent
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Sequence[StoredEvent]], Awaitable[None]]
+Gate = Callable[[], Awaitable[None]]
 _MAX_MERGED = 5_000
 
 
@@ -26,6 +27,7 @@ class _Subscriber:
     name: str
     handler: Handler
     kinds: frozenset[str] | None
+    gate: Gate | None
     queue: asyncio.Queue[list[StoredEvent]] = field(default_factory=asyncio.Queue)
     task: asyncio.Task[None] | None = None
     failures: int = 0
@@ -38,9 +40,18 @@ class EventBus:
         self._closed = False
 
     def subscribe(
-        self, name: str, handler: Handler, *, kinds: Collection[str] | None = None
+        self,
+        name: str,
+        handler: Handler,
+        *,
+        kinds: Collection[str] | None = None,
+        gate: Gate | None = None,
     ) -> None:
-        subscriber = _Subscriber(name, handler, frozenset(kinds) if kinds is not None else None)
+        """``gate``, when given, is awaited before each delivery: lower-priority work waits
+        for it, and what was published meanwhile is handed over in the same batch."""
+        subscriber = _Subscriber(
+            name, handler, frozenset(kinds) if kinds is not None else None, gate
+        )
         subscriber.task = asyncio.get_running_loop().create_task(
             self._deliver(subscriber), name=f"bus:{name}"
         )
@@ -61,6 +72,8 @@ class EventBus:
     async def _deliver(self, subscriber: _Subscriber) -> None:
         while True:
             batch = await subscriber.queue.get()
+            if subscriber.gate is not None:
+                await subscriber.gate()
             taken = 1
             while not subscriber.queue.empty() and len(batch) < _MAX_MERGED:
                 batch.extend(subscriber.queue.get_nowait())

@@ -10,6 +10,7 @@ whatever a caller was told is accepted survives a crash.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -108,6 +109,32 @@ class Intake:
         self.family = family
         self._validator = validator or default_validator()
         self.counters = IntakeCounters()
+        self._submitting = 0
+        self._quiet = asyncio.Event()
+        self._quiet.set()
+        self._quiet_since = 0.0
+
+    async def quiet(self, settle: float, limit: float) -> None:
+        """Return once no submission has been in progress for ``settle`` seconds, or after
+        ``limit`` seconds at the latest.
+
+        Derived work (PSG file nodes and what follows them) waits for this, so a burst of
+        source events is accepted and made durable first and its consequences follow in a
+        few large batches, instead of competing with the burst for the event loop and the
+        writer. ``settle`` bridges the short gaps between a burst's debounced deliveries;
+        ``limit`` keeps a steady stream of submissions from holding derived work back for good.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limit
+        while (left := deadline - loop.time()) > 0:
+            if not self._quiet.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._quiet.wait(), left)
+                continue
+            idle = loop.time() - self._quiet_since
+            if idle >= settle:
+                return
+            await asyncio.sleep(min(settle - idle, left))
 
     async def submit(self, submission: Submission) -> IntakeResult:
         [result] = await self.submit_many([submission])
@@ -116,12 +143,20 @@ class Intake:
     async def submit_many(self, submissions: Sequence[Submission]) -> list[IntakeResult]:
         """Check, commit and publish; a big batch goes in slices so the event loop stays live."""
         # Slice k+1 is checked while slice k commits; group commit merges what queues up.
-        stores = []
-        for start in range(0, len(submissions), _SLICE):
-            checked = self._check_slice(submissions[start : start + _SLICE])
-            stores.append(asyncio.ensure_future(self._store_slice(*checked)))
-            await asyncio.sleep(0)
-        return [result for store in stores for result in await store]
+        self._submitting += 1
+        self._quiet.clear()
+        try:
+            stores = []
+            for start in range(0, len(submissions), _SLICE):
+                checked = self._check_slice(submissions[start : start + _SLICE])
+                stores.append(asyncio.ensure_future(self._store_slice(*checked)))
+                await asyncio.sleep(0)
+            return [result for store in stores for result in await store]
+        finally:
+            self._submitting -= 1
+            if not self._submitting:
+                self._quiet_since = asyncio.get_running_loop().time()
+                self._quiet.set()
 
     def _check_slice(self, submissions: Sequence[Submission]) -> _Checked:
         results: list[IntakeResult | None] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from mplp_lsp.bus import EventBus
@@ -69,3 +70,25 @@ async def test_kind_filter() -> None:
     assert seen == ["file_update"]
     await bus.close()
     bus.publish([event(4)])  # after close: dropped, no error
+
+
+async def test_a_gate_holds_delivery_and_what_queues_meanwhile_comes_as_one_batch() -> None:
+    bus = EventBus()
+    opened = asyncio.Event()
+    calls: list[list[int]] = []
+
+    async def gate() -> None:
+        await opened.wait()
+
+    async def handler(events: Sequence[StoredEvent]) -> None:
+        calls.append([e.seq for e in events])
+
+    bus.subscribe("gated", handler, gate=gate)
+    for seq in range(4):
+        bus.publish([event(seq)])
+        await asyncio.sleep(0.01)
+    assert calls == []
+    opened.set()
+    await bus.drain()
+    assert calls == [[0, 1, 2, 3]]
+    await bus.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -216,3 +217,39 @@ async def test_many_concurrent_submitters_share_commits(rig: Rig) -> None:
     results = await asyncio.gather(*(one(i) for i in range(300)))
     assert all(r.accepted for r in results)
     assert rig.writer.commits < 300
+
+
+def file_update(path: str) -> Submission:
+    return Submission(Kind.FILE_UPDATE, {**sample("file_update"), "file_path": path}, "ide")
+
+
+async def test_quiet_waits_for_a_submission_in_progress(rig: Rig) -> None:
+    held = threading.Event()
+    blocker = asyncio.ensure_future(rig.writer.run(lambda _conn: held.wait(30)))
+    submitting = asyncio.ensure_future(rig.intake.submit(file_update("held.py")))
+    waiting = asyncio.ensure_future(rig.intake.quiet(settle=0, limit=30))
+    await asyncio.sleep(0.2)
+    assert not submitting.done() and not waiting.done()
+    held.set()
+    await waiting
+    assert submitting.done() and submitting.result().accepted
+    await blocker
+
+
+async def test_quiet_gives_up_at_its_limit(rig: Rig) -> None:
+    held = threading.Event()
+    blocker = asyncio.ensure_future(rig.writer.run(lambda _conn: held.wait(30)))
+    submitting = asyncio.ensure_future(rig.intake.submit(file_update("held.py")))
+    await asyncio.sleep(0)
+    await rig.intake.quiet(settle=0, limit=0.2)
+    assert not submitting.done()  # a steady stream cannot hold derived work back for good
+    held.set()
+    await asyncio.gather(blocker, submitting)
+
+
+async def test_quiet_lets_the_intake_settle_after_the_last_submission(rig: Rig) -> None:
+    await rig.intake.submit(file_update("a.py"))
+    loop = asyncio.get_running_loop()
+    begin = loop.time()
+    await rig.intake.quiet(settle=0.3, limit=30)
+    assert loop.time() - begin >= 0.25  # from the end of the submission, not from the call
