@@ -18,11 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+import orjson
+
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.protocol.kinds import EVENT_FAMILY_KINDS, Kind, detect_kind
 from mplp_lsp.protocol.validator import EventValidator, default_validator
 from mplp_lsp.store.database import (
     BUSY_TIMEOUT_MS,
+    WAL_CHECKPOINT_PAGES,
+    WAL_SIZE_LIMIT,
     WRITER_CACHE_KIB,
     split_script,
     transaction,
@@ -74,7 +78,11 @@ class CollectorStore:
         self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         self._conn.execute("PRAGMA journal_mode = WAL")
         self._conn.execute("PRAGMA synchronous = FULL")
-        # The (source, event_id) index takes random keys; keep more of it in memory.
+        # The (source, event_id) index takes random keys, so each batch dirties hundreds of
+        # its pages: checkpoint less often (see the store's connect()) and keep more of the
+        # index in memory. Durability is the same (WAL, synchronous=FULL).
+        self._conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
+        self._conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
         self._conn.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
         with transaction(self._conn):
             for statement in split_script(_SCHEMA):
@@ -91,7 +99,7 @@ class CollectorStore:
             if replay is not None:
                 return replay
         try:
-            batch = json.loads(body)
+            batch = _parse(body)
         except (ValueError, UnicodeDecodeError) as error:
             return Answer(400, {"error": "invalid_json", "message": str(error)[:200]})
         parsed = _items(batch)
@@ -110,7 +118,7 @@ class CollectorStore:
                 source_stream,
                 seq,
                 received_at,
-                _ENCODER.encode(envelope),
+                _encode(envelope),
             )
             for seq, envelope in items
         ]
@@ -203,6 +211,31 @@ class CollectorStore:
         values = {str(n): int(v) for n, v in self._conn.execute("SELECT name, value FROM stats")}
         (count,) = self._conn.execute("SELECT count(*) FROM received").fetchone()
         return {"stored": int(count), **values}
+
+
+# orjson parses a batch about 3x faster than json, but it reads an integer beyond 64 bits
+# as a float (json keeps it exact); a body with a run of 20 digits takes json. Mapping every
+# digit to 0 and looking for twenty zeros is ~15x faster than the regex \d{20} on a batch.
+_DIGITS_TO_ZERO: Final = bytes.maketrans(b"123456789", b"000000000")
+_TWENTY_DIGITS: Final = b"0" * 20
+
+
+def _parse(body: bytes) -> Any:
+    """The batch as Python objects; NaN, infinities and lone surrogates are invalid JSON."""
+    if _TWENTY_DIGITS in body.translate(_DIGITS_TO_ZERO):
+        return json.loads(body, parse_constant=_no_constant)
+    return orjson.loads(body)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _encode(envelope: Mapping[str, Any]) -> str:
+    try:
+        return orjson.dumps(envelope).decode()
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits (parsed by json above)
+        return _ENCODER.encode(envelope)
 
 
 def _items(batch: Any) -> tuple[str, list[tuple[int, dict[str, Any]]]] | Answer:

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -48,6 +49,10 @@ class Reply:
 
 class TransportError(Exception):
     """No HTTP answer: connection refused or reset, timeout, TLS failure. Always retried."""
+
+
+_Ahead = tuple[list[Entry], Batch | None]
+"""The next pending entries and, when read ahead of time, their encoded batch."""
 
 
 class Transport(Protocol):
@@ -129,13 +134,14 @@ class Forwarder:
 
     async def _run(self) -> None:
         idle = True
-        ahead: list[Entry] = []
+        ahead: _Ahead = ([], None)
         while True:
             self._wake.clear()
-            entries, ahead = ahead or await self._peek(), []
+            entries, batch = ahead if ahead[0] else (await self._peek(), None)
+            ahead = ([], None)
             if entries and idle and len(entries) < self.limits.max_count and self.limits.linger:
                 await asyncio.sleep(self.limits.linger)  # let a burst fill the batch
-                entries = await self._peek()
+                entries, batch = await self._peek(), None
             if not entries:
                 idle = True
                 self.state = "idle"
@@ -144,7 +150,7 @@ class Forwarder:
                 continue
             idle = False
             try:
-                ahead = await self._deliver(entries)
+                ahead = await self._deliver(entries, batch)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
@@ -155,26 +161,34 @@ class Forwarder:
                 self.consecutive_failures += 1
 
     async def _peek(self, after_seq: int = 0) -> list[Entry]:
-        return await self._writer.read(
-            partial(
-                outbox.peek,
-                after_seq=after_seq,
-                max_count=self.limits.max_count,
-                max_bytes=self.limits.max_bytes,
-            )
+        return await self._writer.read(partial(self._read, after_seq=after_seq))
+
+    def _read(self, conn: sqlite3.Connection, *, after_seq: int) -> list[Entry]:
+        return outbox.peek(
+            conn,
+            after_seq=after_seq,
+            max_count=self.limits.max_count,
+            max_bytes=self.limits.max_bytes,
         )
 
-    async def _deliver(self, entries: list[Entry]) -> list[Entry]:
+    def _read_ahead(self, conn: sqlite3.Connection, *, after_seq: int) -> _Ahead:
+        entries = self._read(conn, after_seq=after_seq)
+        return entries, encode_batch(self._stream, entries) if entries else None
+
+    async def _deliver(self, entries: list[Entry], batch: Batch | None) -> _Ahead:
         """Deliver or dead-letter ``entries``; returns the pending entries that follow them.
 
-        Those are read on the store's thread while the batch is on the wire, so the next
-        batch is ready when this one is acknowledged. The acknowledgement itself is still
-        committed before the next batch is sent (at most one batch is re-sent after a crash).
-        An entry dropped by the overflow policy meanwhile may still be sent once: harmless.
+        Those are read, and encoded as the next batch, on the store's thread while this
+        batch is on the wire, so the next batch is ready when this one is acknowledged. The
+        acknowledgement itself is still committed before the next batch is sent (at most one
+        batch is re-sent after a crash). An entry dropped by the overflow policy meanwhile
+        may still be sent once: harmless.
         """
-        following = asyncio.ensure_future(self._peek(after_seq=entries[-1].seq))
+        following = asyncio.ensure_future(
+            self._writer.read(partial(self._read_ahead, after_seq=entries[-1].seq))
+        )
         try:
-            await self._deliver_all(entries)
+            await self._deliver_all(entries, batch)
         except BaseException:
             following.cancel()
             with contextlib.suppress(BaseException):
@@ -182,11 +196,14 @@ class Forwarder:
             raise
         return await following
 
-    async def _deliver_all(self, entries: list[Entry]) -> None:
+    async def _deliver_all(self, entries: list[Entry], ready: Batch | None) -> None:
+        """``ready``: ``entries`` already encoded, or None."""
         stack = [entries]
         while stack:
             part = stack.pop()
-            batch = encode_batch(self._stream, part)
+            batch = (
+                ready if ready is not None and part is entries else encode_batch(self._stream, part)
+            )
             action, reply = await self._send(batch)
             if action is Action.DELIVERED:
                 await self._writer.run(partial(outbox.ack, seqs=batch.seqs))

@@ -307,24 +307,27 @@ class Invariant:
     def check(
         self, obj: Any, env: Environment, prefix: Sequence[PathPart] = ()
     ) -> list[ValidationIssue]:
+        if self._plain:  # the common case, without building a list of locations
+            value = obj
+            for depth, part in enumerate(self.parts, 1):
+                if not isinstance(value, dict) or part not in value:
+                    if self.when_present:
+                        return []
+                    reason = self.rule.check(MISSING, env)
+                    return (
+                        [] if reason is None else [self._issue(prefix, self.parts[:depth], reason)]
+                    )
+                value = value[part]
+            reason = self.rule.check(value, env)
+            return [] if reason is None else [self._issue(prefix, self.parts, reason)]
         issues: list[ValidationIssue] = []
-        for where, value in self._locate(obj):
+        for where, value in locate(obj, self.parts):
             if value is MISSING and self.when_present:
                 continue
             reason = self.rule.check(value, env)
             if reason is not None:
                 issues.append(self._issue(prefix, where, reason))
         return issues
-
-    def _locate(self, obj: Any) -> Iterable[Located]:
-        if not self._plain:
-            return locate(obj, self.parts)
-        value = obj
-        for depth, part in enumerate(self.parts, 1):
-            if not isinstance(value, dict) or part not in value:
-                return ((self.parts[:depth], MISSING),)
-            value = value[part]
-        return ((self.parts, value),)
 
     def _issue(
         self, prefix: Sequence[PathPart], where: Sequence[PathPart], reason: str
@@ -452,11 +455,20 @@ class _Plan:
         other = tuple(i for i in invariants if i.when and (key is None or len(i.when) != 1))
         return cls(always, key, {v: tuple(items) for v, items in grouped.items()}, other)
 
-    def applicable(self, obj: Any) -> Iterator[Invariant]:
-        yield from self.always
+    def applicable(self, obj: Any) -> Iterable[Invariant]:
+        if self.other:
+            return self._each_applicable(obj)
         if self.field is not None and isinstance(obj, dict):
             value = obj.get(self.field)
             if isinstance(value, Hashable):  # an unhashable value matches no condition
+                return self.always + self.by_value.get(value, ())
+        return self.always
+
+    def _each_applicable(self, obj: Any) -> Iterator[Invariant]:
+        yield from self.always
+        if self.field is not None and isinstance(obj, dict):
+            value = obj.get(self.field)
+            if isinstance(value, Hashable):
                 yield from self.by_value.get(value, ())
         for invariant in self.other:
             if invariant.applies_to(obj):

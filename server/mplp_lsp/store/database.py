@@ -34,6 +34,8 @@ __all__ = [
     "BUSY_TIMEOUT_MS",
     "MIGRATIONS",
     "SCHEMA_VERSION",
+    "WAL_CHECKPOINT_PAGES",
+    "WAL_SIZE_LIMIT",
     "StoreVersionError",
     "connect",
     "dedup_param",
@@ -44,6 +46,13 @@ __all__ = [
 
 BUSY_TIMEOUT_MS: Final = 5000
 WRITER_CACHE_KIB: Final = 16 * 1024
+# SQLite checkpoints (copies the WAL back into the database, with its own fsync) after 1000
+# pages by default. The event log's unique indexes take random keys, so every commit
+# rewrites hundreds of their pages into the WAL; a checkpoint every 32 MiB copies each such
+# page back once per many commits instead of every few. The WAL file is cut back to
+# WAL_SIZE_LIMIT after each checkpoint, so a burst does not leave a large file behind.
+WAL_CHECKPOINT_PAGES: Final = 8192
+WAL_SIZE_LIMIT: Final = 4 * 2**20
 
 _HEX_KEY_LENGTH: Final = 32
 _HEX_DIGITS: Final = frozenset("0123456789abcdef")
@@ -387,6 +396,8 @@ def connect(path: Path, *, read_only: bool = False) -> sqlite3.Connection:
         # The default 2 MiB page cache is smaller than the event log's unique indexes of a
         # store with ~100k events; past it, each random key lookup reads its page again.
         conn.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
+        conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
+        conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
         conn.create_function("mplp_hex_key", 1, dedup_param, deterministic=True)
         _migrate(conn, path)
     except BaseException:

@@ -1,0 +1,63 @@
+"""The collector's store without HTTP: what a batch body turns into, on a real SQLite file."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mplp_lsp.collector.store import CollectorStore
+from mplp_lsp.protocol.envelope import build_envelope
+from mplp_lsp.protocol.kinds import Kind
+
+
+def _envelope(lines_added: int) -> dict[str, object]:
+    payload = {
+        "file_path": "src/a.py",
+        "change_type": "modified",
+        "timestamp": "2026-03-02T08:01:00.000Z",
+        "lines_added": lines_added,
+        "language": "python",
+    }
+    return build_envelope(Kind.FILE_UPDATE, payload, source_module="ide")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[CollectorStore]:
+    opened = CollectorStore(tmp_path / "collector.db")
+    yield opened
+    opened.close()
+
+
+def _batch(*envelopes: dict[str, object]) -> str:
+    items = [{"seq": n, "envelope": e} for n, e in enumerate(envelopes, 1)]
+    return json.dumps({"source": "s", "items": items})
+
+
+def test_an_integer_beyond_64_bits_is_stored_exactly(store: CollectorStore) -> None:
+    big = 123_456_789_012_345_678_901_234_567_890
+    answer = store.receive(_batch(_envelope(big), _envelope(7)).encode(), None)
+    assert answer.status == 200 and answer.body["accepted"] == 2
+    stored = [e["envelope"]["payload"]["lines_added"] for e in store.events()]
+    assert stored == [big, 7]
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+@pytest.mark.parametrize("padding", ["", "12345678901234567890123"])  # both parsers
+def test_nan_and_infinity_are_invalid_json(
+    store: CollectorStore, constant: str, padding: str
+) -> None:
+    body = _batch(_envelope(1)).replace('"lines_added": 1', f'"lines_added": {constant}')
+    body = body.replace('"source": "s"', f'"source": "s{padding}"')
+    answer = store.receive(body.encode(), None)
+    assert answer.status == 400 and answer.body["error"] == "invalid_json"
+    assert store.stats()["stored"] == 0
+
+
+def test_a_stored_body_is_the_envelope_as_sent(store: CollectorStore) -> None:
+    envelope = _envelope(3)
+    envelope["payload"]["file_path"] = "src/é/ü.py"  # type: ignore[index]
+    assert store.receive(_batch(envelope).encode(), None).status == 200
+    assert store.events()[0]["envelope"] == envelope
