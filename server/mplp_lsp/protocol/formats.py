@@ -19,7 +19,6 @@ non-strings: JSON Schema applies ``format`` to strings only.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -49,12 +48,8 @@ def _is_leap(year: int) -> bool:
 
 
 def is_date_time(value: Any) -> bool:
-    return not isinstance(value, str) or _is_date_time_text(value)
-
-
-# Events of one burst share their timestamp (millisecond resolution): checked once.
-@functools.lru_cache(maxsize=256)
-def _is_date_time_text(value: str) -> bool:
+    if not isinstance(value, str):
+        return True
     match = _DATE_TIME.fullmatch(value)
     if match is None:
         return False
