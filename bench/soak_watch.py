@@ -104,6 +104,11 @@ def report(run: Run, seconds: float) -> None:
         f"{first.store / 2**20:6.2f} -> {last.store / 2**20:6.2f} MiB; "
         f"file changes written {run.events_written}"
     )
+    every = max(1, len(warm) // 6)
+    trail = ", ".join(
+        f"{(s.at - first.at) / 60:.0f} min {s.rss / 2**20:.1f}" for s in [*warm[::every], last]
+    )
+    print(f"{run.mode:5s} RSS after warm-up (MiB): {trail}")
 
 
 def main() -> int:

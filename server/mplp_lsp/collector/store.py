@@ -27,12 +27,13 @@ from mplp_lsp.store.database import (
     BUSY_TIMEOUT_MS,
     WAL_CHECKPOINT_PAGES,
     WAL_SIZE_LIMIT,
-    WRITER_CACHE_KIB,
     split_script,
     transaction,
 )
 
 __all__ = ["Answer", "CollectorStore"]
+
+_CACHE_KIB = 16 * 1024  # a server ingesting batches: its index pages stay in memory
 
 MAX_ITEMS: Final = 10_000
 _SCHEMA: Final = """
@@ -83,7 +84,7 @@ class CollectorStore:
         # index in memory. Durability is the same (WAL, synchronous=FULL).
         self._conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
         self._conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
-        self._conn.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
+        self._conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
         with transaction(self._conn):
             for statement in split_script(_SCHEMA):
                 self._conn.execute(statement)

@@ -8,22 +8,19 @@ Two schema engines, one verdict:
   format functions: 2-3 µs per event, used to accept valid input without the oracle.
 
 Only input the fast path rejects (or cannot handle) goes to the oracle, which then says
-why. A hypothesis test proves both accept and reject exactly the same inputs. Invariants
-run on every input through the one engine in :mod:`mplp_lsp.protocol.invariants`.
+why; the oracle (:mod:`mplp_lsp.protocol.oracle`) is imported and compiled at that first
+need, so a daemon that only ever sees valid input does not carry it. A hypothesis test
+proves both accept and reject exactly the same inputs. Invariants run on every input
+through the one engine in :mod:`mplp_lsp.protocol.invariants`.
 """
 
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Iterator, Mapping
 from functools import cache
 from typing import Any
 
 import jsonschema_rs
-from jsonschema import Draft7Validator, FormatChecker, ValidationError, validators
-from referencing import Registry
-from referencing.jsonschema import DRAFT7
 
 from mplp_lsp.protocol.formats import FORMAT_CHECKS
 from mplp_lsp.protocol.invariants import InvariantSet
@@ -35,130 +32,25 @@ from mplp_lsp.protocol.kinds import (
     Kind,
     kind_for_event_type,
 )
-from mplp_lsp.protocol.result import (
-    ErrorCode,
-    ValidationIssue,
-    ValidationResult,
-    format_path,
-)
+from mplp_lsp.protocol.result import ErrorCode, ValidationIssue, ValidationResult
 from mplp_lsp.protocol.schemas import all_schema_documents, load_json, schema_path
 
 log = logging.getLogger(__name__)
-
-_CODES: dict[str, ErrorCode] = {
-    "required": ErrorCode.REQUIRED,
-    "type": ErrorCode.TYPE,
-    "enum": ErrorCode.ENUM,
-    "pattern": ErrorCode.PATTERN,
-    "format": ErrorCode.FORMAT,
-    "minLength": ErrorCode.MIN_LENGTH,
-    "maxLength": ErrorCode.MAX_LENGTH,
-    "minimum": ErrorCode.MINIMUM,
-    "exclusiveMinimum": ErrorCode.MINIMUM,
-    "maximum": ErrorCode.MAXIMUM,
-    "exclusiveMaximum": ErrorCode.MAXIMUM,
-    "additionalProperties": ErrorCode.EXTRA_FORBIDDEN,
-    "minItems": ErrorCode.MIN_ITEMS,
-    "maxItems": ErrorCode.MAX_ITEMS,
-    "const": ErrorCode.CONST,
-}
-_MESSAGE_LIMIT = 200
-
-
-# --- oracle keywords: one error per missing or extra property, ECMA-262 anchors -------------
-
-
-def _required(
-    validator: Any, required: list[str], instance: Any, _schema: Any
-) -> Iterator[ValidationError]:
-    if not validator.is_type(instance, "object"):
-        return
-    for name in required:
-        if name not in instance:
-            yield ValidationError(f"{name} is required", path=[name])
-
-
-_STANDARD_ADDITIONAL = Draft7Validator.VALIDATORS["additionalProperties"]
-
-
-def _additional_properties(
-    validator: Any, allowed: Any, instance: Any, schema: Mapping[str, Any]
-) -> Iterator[ValidationError]:
-    if allowed is not False:
-        yield from _STANDARD_ADDITIONAL(validator, allowed, instance, schema)
-        return
-    if not validator.is_type(instance, "object"):
-        return
-    declared = schema.get("properties", {})
-    patterns = [re.compile(p) for p in schema.get("patternProperties", {})]
-    for name in instance:
-        if name not in declared and not any(p.search(name) for p in patterns):
-            yield ValidationError(f"{_short(name)} is not allowed here", path=[name])
-
-
-@cache
-def _ecma_regex(pattern: str) -> re.Pattern[str]:
-    """JSON Schema patterns are ECMA-262: ``$`` ends the input; Python's admits a final newline."""
-    return re.compile(re.sub(r"(?<!\\)\$", r"\\Z", pattern))
-
-
-def _pattern(
-    validator: Any, pattern: str, instance: Any, _schema: Any
-) -> Iterator[ValidationError]:
-    if validator.is_type(instance, "string") and not _ecma_regex(pattern).search(instance):
-        yield ValidationError(f"does not match {pattern}")
-
-
-_Oracle = validators.extend(
-    Draft7Validator,
-    {"required": _required, "additionalProperties": _additional_properties, "pattern": _pattern},
-)
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _issue(error: ValidationError) -> ValidationIssue:
-    code = _CODES.get(str(error.validator), ErrorCode.UNKNOWN)
-    path = format_path(list(error.absolute_path))
-    value = error.validator_value
-    if code is ErrorCode.TYPE:
-        message = f"must be of type {value}, not {type(error.instance).__name__}"
-    elif code is ErrorCode.ENUM:
-        message = f"must be one of: {', '.join(map(str, value))}"
-    elif code is ErrorCode.FORMAT:
-        message = f"{_short(error.instance)} is not a valid {value}"
-    elif code is ErrorCode.MIN_LENGTH:
-        message = f"must be at least {value} character{'s' if value != 1 else ''} long"
-    elif code is ErrorCode.MINIMUM:
-        message = f"must be at least {value}"
-    elif code is ErrorCode.CONST:
-        message = f"must be {value!r}"
-    else:
-        message = error.message
-    return ValidationIssue(path, str(code), message[:_MESSAGE_LIMIT])
-
-
-# --- the validator -----------------------------------------------------------------------
 
 
 class EventValidator:
     """Compiled once (at first use), then shared; thread-safe for concurrent reads."""
 
     def __init__(self) -> None:
-        registry, fast_registry, checker = _engines()
-        self._oracle: dict[Kind, Any] = {}
-        self._fast: dict[Kind, Any] = {}
-        for kind, spec in SPECS.items():
-            schema = load_json(spec.schema)
-            self._oracle[kind] = _Oracle(
-                _without_dialect(schema), registry=registry, format_checker=checker
-            )
-            self._fast[kind] = jsonschema_rs.Draft7Validator(
+        fast_registry = _fast_registry()
+        self._schemas = {kind: load_json(spec.schema) for kind, spec in SPECS.items()}
+        self._oracles: dict[Kind, Any] = {}
+        self._fast = {
+            kind: jsonschema_rs.Draft7Validator(
                 schema, formats=FORMAT_CHECKS, validate_formats=True, registry=fast_registry
             )
+            for kind, schema in self._schemas.items()
+        }
         self.integration_invariants = InvariantSet.load(
             schema_path("v2/invariants/integration-invariants.yaml")
         )
@@ -176,11 +68,12 @@ class EventValidator:
             return None
 
     def oracle_issues(self, kind: Kind, data: Any) -> list[ValidationIssue]:
-        issues: dict[tuple[str, str], ValidationIssue] = {}
-        for error in self._oracle[kind].iter_errors(data):
-            issue = _issue(error)
-            issues.setdefault((issue.path, issue.code), issue)
-        return list(issues.values())
+        from mplp_lsp.protocol import oracle
+
+        checker = self._oracles.get(kind)
+        if checker is None:  # a race builds it twice at worst; both are equal
+            checker = self._oracles[kind] = oracle.oracle_for(self._schemas[kind])
+        return oracle.issues(checker, data)
 
     def invariant_issues(self, kind: Kind, data: Any) -> list[ValidationIssue]:
         if not isinstance(data, dict):
@@ -221,17 +114,9 @@ class EventValidator:
 
 
 @cache
-def _engines() -> tuple[Registry[Any], Any, FormatChecker]:
-    """Both engines' view of every schema file, and the format checks they share."""
-    documents = all_schema_documents()
-    registry: Registry[Any] = Registry().with_resources(
-        (uri, DRAFT7.create_resource(_without_dialect(doc))) for uri, doc in documents.items()
-    )
-    fast_registry = jsonschema_rs.Registry(list(documents.items()))
-    checker = FormatChecker(formats=())
-    for name, check in FORMAT_CHECKS.items():
-        checker.checks(name)(check)
-    return registry, fast_registry, checker
+def _fast_registry() -> Any:
+    """The fast path's view of every schema file (``$ref`` targets)."""
+    return jsonschema_rs.Registry(list(all_schema_documents().items()))
 
 
 class SchemaCheck:
@@ -242,10 +127,10 @@ class SchemaCheck:
     """
 
     def __init__(self, schema: dict[str, Any]) -> None:
-        registry, fast_registry, checker = _engines()
-        self._oracle = _Oracle(_without_dialect(schema), registry=registry, format_checker=checker)
+        self._schema = schema
+        self._oracle: Any = None
         self._fast = jsonschema_rs.Draft7Validator(
-            schema, formats=FORMAT_CHECKS, validate_formats=True, registry=fast_registry
+            schema, formats=FORMAT_CHECKS, validate_formats=True, registry=_fast_registry()
         )
 
     @classmethod
@@ -259,22 +144,17 @@ class SchemaCheck:
                     return ValidationResult.success()
             except Exception:  # noqa: S110 - input the fast path cannot take goes to the oracle
                 pass
-            issues: dict[tuple[str, str], ValidationIssue] = {}
-            for error in self._oracle.iter_errors(data):
-                issue = _issue(error)
-                issues.setdefault((issue.path, issue.code), issue)
+            from mplp_lsp.protocol import oracle
+
+            if self._oracle is None:
+                self._oracle = oracle.oracle_for(self._schema)
+            issues = oracle.issues(self._oracle, data)
         except RecursionError:
             return ValidationResult.single("", ErrorCode.UNKNOWN, "input is nested too deeply")
         if not issues:
             log.error("schema engines disagree on an input; rejecting it")
             return ValidationResult.single("", ErrorCode.UNKNOWN, "rejected by the fast validator")
-        return ValidationResult.failure(issues.values())
-
-
-def _without_dialect(schema: dict[str, Any]) -> dict[str, Any]:
-    """jsonschema picks a validator class by ``$schema`` whenever it follows a ``$ref``,
-    which would drop the oracle's keyword overrides; the class already fixes draft-07."""
-    return {key: value for key, value in schema.items() if key != "$schema"}
+        return ValidationResult.failure(issues)
 
 
 def _upstream_family(event: dict[str, Any]) -> dict[str, Any]:

@@ -45,7 +45,6 @@ __all__ = [
 ]
 
 BUSY_TIMEOUT_MS: Final = 5000
-WRITER_CACHE_KIB: Final = 16 * 1024
 # SQLite checkpoints (copies the WAL back into the database, with its own fsync) after 1000
 # pages by default. The event log's unique indexes take random keys, so every commit
 # rewrites hundreds of their pages into the WAL; a checkpoint every 32 MiB copies each such
@@ -393,9 +392,9 @@ def connect(path: Path, *, read_only: bool = False) -> sqlite3.Connection:
             raise sqlite3.OperationalError(f"could not switch {path} to WAL (got {mode!r})")
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
-        # The default 2 MiB page cache is smaller than the event log's unique indexes of a
-        # store with ~100k events; past it, each random key lookup reads its page again.
-        conn.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
+        # SQLite's default page cache (2 MiB) stays: a larger one sped up 100k-event bulk
+        # appends, but a daemon's cache fills as its store grows, and an hour at 10 events/s
+        # then grew its memory by 16 MiB (bench/soak_watch.py).
         conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
         conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
         conn.create_function("mplp_hex_key", 1, dedup_param, deterministic=True)

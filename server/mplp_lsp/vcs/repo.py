@@ -17,11 +17,13 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import git
+from typing import TYPE_CHECKING, Any
 
 from mplp_lsp.sanitize.redact import strip_url_credentials
+from mplp_lsp.vcs.gitfile import find_git_dir
+
+if TYPE_CHECKING:
+    import git
 
 # Config that must not come from the repository: (key, value) pairs given to every git call.
 _FORCED_CONFIG = (
@@ -69,47 +71,59 @@ class RepoInfo:
 
 
 class GitRepo:
-    """A repository opened for reading; ``run`` is the one way to start git for it."""
+    """A repository opened for reading; ``run`` is the one way to start git for it.
 
-    def __init__(self, repo: git.Repo, info: RepoInfo) -> None:
-        self._repo = repo
+    Opening asks git itself (``rev-parse``) in a plain process; the GitPython object is made
+    at the first command, so an idle daemon does not carry GitPython.
+    """
+
+    def __init__(self, info: RepoInfo) -> None:
         self.info = info
+        self._git: git.Repo | None = None
 
     @classmethod
     def open(cls, path: Path) -> GitRepo:
         """The repository containing ``path``; :class:`RepoRefused` if there is none usable."""
+        if find_git_dir(path) is None:
+            # No .git here or above: git's discovery would find nothing either.
+            raise RepoRefused("not a git repository (nor any of the parent directories)")
         try:
-            probe = git.Git(str(path))
-            probe.update_environment(**ENVIRONMENT)
-            out = probe.rev_parse(
-                "--show-toplevel",
-                "--absolute-git-dir",
-                "--git-common-dir",
-                "--is-shallow-repository",
-            )
-        except git.GitCommandError as error:
-            raise RepoRefused(_reason(error)) from None
-        except (git.GitCommandNotFound, OSError) as error:
+            done = subprocess.run(
+                ["git", "rev-parse", "--show-toplevel", "--absolute-git-dir",
+                 "--git-common-dir", "--is-shallow-repository"],
+                cwd=path,
+                env=_environment(),
+                capture_output=True,
+                check=False,
+            )  # fmt: skip
+        except OSError as error:
             raise RepoRefused(f"git cannot be run: {error}") from None
-        lines = out.splitlines()
+        if done.returncode != 0:
+            raise RepoRefused(_reason(done.stderr.decode("utf-8", "replace"), done.returncode))
+        lines = done.stdout.decode("utf-8", "surrogateescape").splitlines()
         if len(lines) != 4:
             raise RepoRefused("no working tree (a bare repository is not watched)")
         toplevel, git_dir, common, shallow = lines
         common_dir = Path(common) if Path(common).is_absolute() else Path(toplevel) / common
         if (common_dir.resolve() / "reftable").is_dir():
             raise RepoRefused("the reftable ref format is not supported; use the files backend")
-        info = RepoInfo(
-            worktree=Path(toplevel).resolve(),
-            git_dir=Path(git_dir).resolve(),
-            common_dir=common_dir.resolve(),
-            shallow=shallow.strip() == "true",
+        return cls(
+            RepoInfo(
+                worktree=Path(toplevel).resolve(),
+                git_dir=Path(git_dir).resolve(),
+                common_dir=common_dir.resolve(),
+                shallow=shallow.strip() == "true",
+            )
         )
-        try:
-            repo = git.Repo(str(info.worktree))
-        except (git.InvalidGitRepositoryError, git.NoSuchPathError) as error:
-            raise RepoRefused(f"not a repository: {error}") from None
-        repo.git.update_environment(**ENVIRONMENT)
-        return cls(repo, info)
+
+    @property
+    def _repo(self) -> git.Repo:
+        if self._git is None:
+            import git
+
+            self._git = git.Repo(str(self.info.worktree))
+            self._git.git.update_environment(**ENVIRONMENT)
+        return self._git
 
     def run(self, *args: str, **kwargs: Any) -> str:
         """``git <args>`` in the worktree with the controlled environment; stdout as text."""
@@ -128,22 +142,21 @@ class GitRepo:
         done = subprocess.run(
             ["git", *args],
             cwd=self.info.worktree,
-            env=self._environment,
+            env=_environment(),
             input=stdin.encode("utf-8"),
             capture_output=True,
             check=False,
         )
         if done.returncode != 0:
+            import git
+
             raise git.GitCommandError(["git", *args], done.returncode, done.stderr)
         return done.stdout.decode("utf-8", errors="replace")
 
-    @property
-    def _environment(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in LOCATION_VARIABLES}
-        return {**env, **ENVIRONMENT, "LC_ALL": "C", "LANGUAGE": "C"}
-
     def repo_url(self) -> str:
         """``origin``'s URL without credentials, else a stable identifier of this repository."""
+        import git
+
         try:
             url = self._repo.git.config("--get", "remote.origin.url").strip()
         except git.GitCommandError:
@@ -154,11 +167,15 @@ class GitRepo:
         return f"local:{digest}"
 
     def close(self) -> None:
-        self._repo.close()
+        if self._git is not None:
+            self._git.close()
 
 
-def _reason(error: git.GitCommandError) -> str:
-    stderr = error.stderr if isinstance(error.stderr, str) else str(error.stderr)
+def _environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in LOCATION_VARIABLES}
+    return {**env, **ENVIRONMENT, "LC_ALL": "C", "LANGUAGE": "C"}
+
+
+def _reason(stderr: str, status: int) -> str:
     text = " ".join(line.strip() for line in stderr.strip().splitlines() if line.strip())
-    text = text.removeprefix("stderr: ").strip("' ")
-    return text or f"git exited with status {error.status}"
+    return text or f"git exited with status {status}"

@@ -1,0 +1,61 @@
+"""What an idle daemon does not load: the jsonschema oracle until some input is invalid,
+GitPython until a git command is needed. Each case runs in a fresh interpreter."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from tests.gitrepo import Repo
+
+SERVER = Path(__file__).resolve().parents[2] / "server"
+
+
+def run(code: str, *args: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(SERVER)},
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_the_oracle_loads_at_the_first_invalid_input_and_explains_it() -> None:
+    out = run(
+        """
+        import sys
+        from mplp_lsp.protocol.kinds import Kind
+        from mplp_lsp.protocol.validator import default_validator
+        payload = {"file_path": "a.py", "change_type": "modified",
+                   "timestamp": "2026-01-01T00:00:00Z"}
+        assert default_validator().validate(Kind.FILE_UPDATE, payload).ok
+        print("jsonschema" in sys.modules)
+        result = default_validator().validate(Kind.FILE_UPDATE, {**payload, "change_type": "x"})
+        print("jsonschema" in sys.modules, *(e.code for e in result.errors))
+        """
+    )
+    assert out == ["False", "True", "enum"]
+
+
+def test_gitpython_loads_at_the_first_git_command(tmp_path: Path) -> None:
+    repo = Repo.create(tmp_path / "ws")
+    repo.commit("one")
+    out = run(
+        """
+        import sys
+        from pathlib import Path
+        from mplp_lsp.vcs.repo import GitRepo
+        repo = GitRepo.open(Path(sys.argv[1]))
+        print("git" in sys.modules, repo.info.worktree == Path(sys.argv[1]).resolve())
+        print(len(repo.run("rev-parse", "HEAD").strip()), "git" in sys.modules)
+        """,
+        str(repo.path),
+    )
+    assert out == ["False", "True", "40", "True"]
