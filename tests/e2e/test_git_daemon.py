@@ -42,17 +42,7 @@ async def wait_until_recorded(repo: Repo, state: Path, timeout: float = 30.0) ->
 
 async def test_hooks_while_the_watch_daemon_runs(tmp_path: Path) -> None:
     repo, state = Repo.create(tmp_path / "ws"), tmp_path / "state"
-    # The remote exists from the start: repo_url is part of every payload, and the poller
-    # derives its payloads later than the hooks (see docs/git.md, "Limits").
-    remote = tmp_path / "remote.git"
-    repo.git("init", "-q", "--bare", str(remote))
-    repo.git("remote", "add", "origin", str(remote))
-
-    def push(r: Repo) -> list[Triple]:
-        r.git("push", "-q", "origin", "main")
-        return [("push", "refs/remotes/origin/main", r.rev("main"))]
-
-    steps = [*scenario()[:-1], ("push to a bare remote", push)]
+    steps = scenario()  # origin is set from its first step (see its docstring)
     install_hooks(repo, state)
     daemon = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "mplp_lsp", "watch", str(repo.path), "--state-dir", str(state),

@@ -98,9 +98,15 @@ Step = tuple[str, Callable[[Repo], list[Triple]]]
 
 
 def scenario() -> list[Step]:
-    """Operations on a fresh repository, each with the events it must produce."""
+    """Operations on a fresh repository, each with the events it must produce.
+
+    ``origin`` is set from the start (the bare repository is made by the push step):
+    ``repo_url`` is part of every payload, and a hook process still running for one step
+    must not see the remote that a later step adds (docs/git.md, "Limits").
+    """
 
     def initial(r: Repo) -> list[Triple]:
+        r.git("remote", "add", "origin", str(r.path.parent / "remote.git"))
         c = r.commit("one")
         return [("branch_create", "refs/heads/main", c), ("commit", "refs/heads/main", c)]
 
@@ -166,9 +172,7 @@ def scenario() -> list[Step]:
         return [("branch_delete", "refs/heads/topic", tip)]
 
     def push(r: Repo) -> list[Triple]:
-        remote = r.path.parent / "remote.git"
-        subprocess_git(["init", "-q", "--bare", str(remote)])
-        r.git("remote", "add", "origin", str(remote))
+        subprocess_git(["init", "-q", "--bare", str(r.path.parent / "remote.git")])
         r.git("push", "-q", "origin", "main")
         return [("push", "refs/remotes/origin/main", r.rev("main"))]
 
