@@ -42,7 +42,7 @@ test("the Python extension's interpreter for the folder, when it is installed", 
       environments: {
         getActiveEnvironmentPath: (resource: unknown) => {
           asked.push(resource);
-          return { id: "venv", path: "/work/.venv" };
+          return { id: "venv", path: "/home/user/project/.venv" };
         },
         resolveEnvironment: async (path: { path: string }) => ({
           executable: { uri: { fsPath: `${path.path}/bin/python` } },
@@ -54,8 +54,8 @@ test("the Python extension's interpreter for the folder, when it is installed", 
       return this.exports;
     },
   });
-  assert.equal(await pythonFromExtension({ fsPath: "/work" } as never), "/work/.venv/bin/python");
-  assert.deepEqual(asked, [{ fsPath: "/work" }]);
+  assert.equal(await pythonFromExtension({ fsPath: "/home/user/project" } as never), "/home/user/project/.venv/bin/python");
+  assert.deepEqual(asked, [{ fsPath: "/home/user/project" }]);
 });
 
 test("a broken Python extension falls through to the next choice", async () => {
