@@ -46,13 +46,11 @@ def _port(text: str) -> int:
     return int(text)
 
 
-def add_workspace_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--workspace",
-        metavar="PATH",
-        default=".",
-        help="the workspace whose store to read (default: the current directory)",
-    )
+def add_workspace_option(
+    parser: argparse.ArgumentParser,
+    help: str = "the workspace whose store to read (default: the current directory)",
+) -> None:
+    parser.add_argument("--workspace", metavar="PATH", default=".", help=help)
 
 
 def add_log_options(parser: argparse.ArgumentParser, default: str = "warning") -> None:

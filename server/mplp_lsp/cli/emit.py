@@ -17,7 +17,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mplp_lsp.cli.common import TOOL_KINDS, add_state_options, workspace_path
+from mplp_lsp.cli.common import (
+    TOOL_KINDS,
+    add_state_options,
+    add_workspace_option,
+    workspace_path,
+)
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 from mplp_lsp.vcs.hook_names import HOOK_NAMES
@@ -38,9 +43,7 @@ def register(commands: Any) -> None:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--workspace", metavar="PATH", default=".", help="the workspace (default: here)"
-    )
+    add_workspace_option(parser, "the workspace (default: the current directory)")
     add_state_options(parser)
     parser.add_argument(
         "--json", metavar="FILE", dest="json_input", help="the event as JSON (- for stdin)"

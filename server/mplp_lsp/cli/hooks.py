@@ -6,19 +6,21 @@ import argparse
 import sys
 from typing import Any
 
-from mplp_lsp.cli.common import add_state_options, workspace_path
+from mplp_lsp.cli.common import add_state_options, add_workspace_option, workspace_path
+from mplp_lsp.vcs.hook_names import HOOK_NAMES
 
 
 def register(commands: Any) -> None:
     parser = commands.add_parser(
         "hooks",
-        help="install or remove the git hook that reports Git activity immediately",
-        description="Manage the reference-transaction hook of the workspace's repository. It "
-        "chains to a hook already there (run first; its exit status is kept) and respects "
-        "core.hooksPath. Without it, the daemon still notices Git activity by polling.",
+        help="install or remove the git hooks that report Git activity immediately",
+        description=f"Manage the workspace repository's hooks ({', '.join(HOOK_NAMES)}). "
+        "Each chains to a hook already there (run first; its exit status is kept); "
+        "core.hooksPath is respected. Without them, the daemon still notices Git activity by "
+        "polling.",
     )
     parser.add_argument("action", choices=("install", "uninstall", "status"))
-    parser.add_argument("--workspace", metavar="PATH", default=".", help="default: here")
+    add_workspace_option(parser, "the workspace (default: the current directory)")
     add_state_options(parser)
     parser.set_defaults(handler=run)
 
