@@ -42,15 +42,9 @@ class EventValidator:
     """Compiled once (at first use), then shared; thread-safe for concurrent reads."""
 
     def __init__(self) -> None:
-        fast_registry = _fast_registry()
-        self._schemas = {kind: load_json(spec.schema) for kind, spec in SPECS.items()}
-        self._oracles: dict[Kind, Any] = {}
-        self._fast = {
-            kind: jsonschema_rs.Draft7Validator(
-                schema, formats=FORMAT_CHECKS, validate_formats=True, registry=fast_registry
-            )
-            for kind, schema in self._schemas.items()
-        }
+        schemas = {kind: load_json(spec.schema) for kind, spec in SPECS.items()}
+        self._fast = {kind: _fast_validator(schema) for kind, schema in schemas.items()}
+        self._oracles = {kind: _LazyOracle(schema) for kind, schema in schemas.items()}
         self.integration_invariants = InvariantSet.load(
             schema_path("v2/invariants/integration-invariants.yaml")
         )
@@ -68,12 +62,7 @@ class EventValidator:
             return None
 
     def oracle_issues(self, kind: Kind, data: Any) -> list[ValidationIssue]:
-        from mplp_lsp.protocol import oracle
-
-        checker = self._oracles.get(kind)
-        if checker is None:  # a race builds it twice at worst; both are equal
-            checker = self._oracles[kind] = oracle.oracle_for(self._schemas[kind])
-        return oracle.issues(checker, data)
+        return self._oracles[kind].issues(data)
 
     def invariant_issues(self, kind: Kind, data: Any) -> list[ValidationIssue]:
         if not isinstance(data, dict):
@@ -113,6 +102,27 @@ class EventValidator:
         return ValidationResult.failure([*schema_issues, *extra])
 
 
+class _LazyOracle:
+    """The oracle for one schema, imported and compiled when first asked."""
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self._schema = schema
+        self._checker: Any = None
+
+    def issues(self, data: Any) -> list[ValidationIssue]:
+        from mplp_lsp.protocol import oracle
+
+        if self._checker is None:  # a race compiles it twice at worst; both are equal
+            self._checker = oracle.oracle_for(self._schema)
+        return oracle.issues(self._checker, data)
+
+
+def _fast_validator(schema: dict[str, Any]) -> Any:
+    return jsonschema_rs.Draft7Validator(
+        schema, formats=FORMAT_CHECKS, validate_formats=True, registry=_fast_registry()
+    )
+
+
 @cache
 def _fast_registry() -> Any:
     """The fast path's view of every schema file (``$ref`` targets)."""
@@ -127,11 +137,8 @@ class SchemaCheck:
     """
 
     def __init__(self, schema: dict[str, Any]) -> None:
-        self._schema = schema
-        self._oracle: Any = None
-        self._fast = jsonschema_rs.Draft7Validator(
-            schema, formats=FORMAT_CHECKS, validate_formats=True, registry=_fast_registry()
-        )
+        self._fast = _fast_validator(schema)
+        self._oracle = _LazyOracle(schema)
 
     @classmethod
     def for_ref(cls, ref: str) -> SchemaCheck:
@@ -144,11 +151,7 @@ class SchemaCheck:
                     return ValidationResult.success()
             except Exception:  # noqa: S110 - input the fast path cannot take goes to the oracle
                 pass
-            from mplp_lsp.protocol import oracle
-
-            if self._oracle is None:
-                self._oracle = oracle.oracle_for(self._schema)
-            issues = oracle.issues(self._oracle, data)
+            issues = self._oracle.issues(data)
         except RecursionError:
             return ValidationResult.single("", ErrorCode.UNKNOWN, "input is nested too deeply")
         if not issues:
