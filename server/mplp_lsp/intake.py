@@ -27,6 +27,7 @@ from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 from mplp_lsp.protocol.validator import EventValidator, default_validator
 from mplp_lsp.sanitize.paths import PathRejected, relative_path
 from mplp_lsp.sanitize.redact import redact, redact_args, strip_url_credentials
+from mplp_lsp.store.dedup import DIGEST_SIZE, id_key, payload_key
 from mplp_lsp.store.errorlog import IntegrationErrorLog
 from mplp_lsp.store.events import EventLog, NewEvent, StoredEvent
 from mplp_lsp.store.writer import StoreWriter
@@ -232,9 +233,10 @@ class Intake:
             return NewEvent(
                 event_id=envelope["event_id"],
                 kind=kind.value,
-                dedup_key=_dedup_key(kind.value, data),
+                dedup_key=_payload_key(kind.value, data),
                 timestamp=envelope["timestamp"],
                 envelope=envelope,
+                minted=True,
             )
         if kind is Kind.ENVELOPE:
             payload_kind = _payload_kind(data)
@@ -242,7 +244,7 @@ class Intake:
             return NewEvent(
                 event_id=data["event_id"],
                 kind=payload_kind.value,
-                dedup_key=_dedup_key(payload_kind.value, data["payload"]),
+                dedup_key=_payload_key(payload_kind.value, data["payload"]),
                 timestamp=data["timestamp"],
                 envelope=data,
             )
@@ -250,7 +252,7 @@ class Intake:
         return NewEvent(
             event_id=data["event_id"],
             kind=kind.value,
-            dedup_key=f"id:{data['event_id']}",
+            dedup_key=id_key(data["event_id"], data["timestamp"]),
             timestamp=data["timestamp"],
             envelope=data,
         )
@@ -319,12 +321,13 @@ def _payload_kind(envelope: Mapping[str, Any]) -> Kind | None:
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _dedup_key(kind: str, payload: Mapping[str, Any]) -> str:
+def _payload_key(kind: str, payload: Mapping[str, Any]) -> bytes:
     """Same kind and same payload = the same event (spec §6.4: duplicates handled gracefully)."""
     canonical = _CANONICAL.encode(payload)
-    return hashlib.blake2b(
-        f"{kind}\0{canonical}".encode(errors="surrogatepass"), digest_size=16
-    ).hexdigest()
+    digest = hashlib.blake2b(
+        f"{kind}\0{canonical}".encode(errors="surrogatepass"), digest_size=DIGEST_SIZE
+    ).digest()
+    return payload_key(digest, payload)
 
 
 def _refuse_secret_path(name: str, value: str) -> None:

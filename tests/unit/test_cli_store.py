@@ -22,6 +22,7 @@ from mplp_lsp.store.database import SCHEMA_VERSION
 from mplp_lsp.store.events import EventLog, NewEvent
 from mplp_lsp.store.writer import StoreWriter
 from tests.conftest import sample
+from tests.old_store import store_at_version
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -127,11 +128,24 @@ def test_events_on_a_store_caught_mid_creation_prints_nothing_instead_of_failing
     assert status.returncode == 0, status.stderr
 
 
-def test_events_reads_a_store_left_at_an_older_schema(state: Path, tmp_path: Path) -> None:
+def test_events_reads_a_store_left_at_an_older_schema(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
     database = state / "events.db"
-    conn = sqlite3.connect(database)
-    # As written before the last migration (which only rewrites keys, so it can run again).
-    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
+    conn = store_at_version(database, SCHEMA_VERSION - 1)
+    for index in range(3):
+        envelope = build_envelope(Kind.FILE_UPDATE, sample("file_update"), source_module="test")
+        conn.execute(
+            "INSERT INTO events (event_id, kind, dedup_key, timestamp, received_at, body)"
+            " VALUES (?, 'file_update', ?, ?, ?, ?)",
+            (
+                envelope["event_id"],
+                f"key-{index}",
+                envelope["timestamp"],
+                envelope["timestamp"],
+                json.dumps(envelope),
+            ),
+        )
     conn.close()
     done = cli("events", "--json", "--state-dir", str(state), "--workspace", str(tmp_path))
     assert done.returncode == 0, done.stderr

@@ -21,6 +21,7 @@ import tempfile
 import textwrap
 import threading
 from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mplp_lsp.intake import _payload_key
 from mplp_lsp.store import (
     SCHEMA_VERSION,
     EventLog,
@@ -41,6 +43,9 @@ from mplp_lsp.store import (
     transaction,
 )
 from mplp_lsp.store.database import split_script
+from mplp_lsp.store.dedup import id_key
+from tests.conftest import sample
+from tests.old_store import store_at_version
 
 SERVER = Path(__file__).resolve().parents[2] / "server"
 UTC_MS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
@@ -282,30 +287,48 @@ def test_hash_dedup_keys_are_stored_as_16_bytes_and_still_deduplicate(
     assert log.append([make_event(3, key=hashed)]) == [None]
 
 
-def test_migration_compacts_hex_dedup_keys_of_an_older_store(db: Path) -> None:
-    """A store written before the compact keys still recognises its old events' duplicates."""
-    old = sqlite3.connect(db, isolation_level=None)
-    old.execute("PRAGMA auto_vacuum = INCREMENTAL")
-    old.execute("PRAGMA journal_mode = WAL")
-    before = database.MIGRATIONS.index(database._COMPACT_DEDUP_KEYS)
-    for script in database.MIGRATIONS[:before]:
-        for statement in split_script(script):
-            old.execute(statement)
-    old.execute(f"PRAGMA user_version = {before}")
-    hashed = "fedcba9876543210" * 2
-    old.execute(
-        "INSERT INTO events (event_id, kind, dedup_key, timestamp, received_at, body)"
-        " VALUES ('id-1', 'file_update', ?, 't', 't', '{}'), ('id-2', 'file_update', 'k2', 't',"
-        " 't', '{}')",
-        (hashed,),
-    )
+def test_older_stores_keep_recognising_their_events_after_the_key_migrations(db: Path) -> None:
+    """Keys written in hex, as 16 bytes or as ``id:<event_id>`` catch duplicates after upgrade."""
+    file_update = sample("file_update")
+    payload_key = _payload_key("file_update", file_update)
+    l3 = sample("graph_update")
+    old_forms = [
+        ("id-1", payload_key[4:].hex(), {"event_id": "id-1", "payload": file_update}),
+        ("id-2", f"id:{l3['event_id']}", l3),
+        ("id-3", "k3", {"event_id": "id-3"}),
+    ]
+    old = store_at_version(db, database.MIGRATIONS.index(database._COMPACT_DEDUP_KEYS))
+    for event_id, key, body in old_forms:
+        old.execute(
+            "INSERT INTO events (event_id, kind, dedup_key, timestamp, received_at, body)"
+            " VALUES (?, 'file_update', ?, 't', 't', ?)",
+            (event_id, key, json.dumps(body)),
+        )
     old.close()
     conn = connect(db)
     keys = dict(conn.execute("SELECT event_id, dedup_key FROM events"))
-    assert keys == {"id-1": bytes.fromhex(hashed), "id-2": "k2"}
-    log = EventLog(conn)
-    assert log.append([make_event(3, key=hashed), make_event(4, key="k2")]) == [None, None]
+    today = [payload_key, id_key(l3["event_id"], l3["timestamp"]), "k3"]
+    assert keys == dict(zip(["id-1", "id-2", "id-3"], today, strict=True))
+    # Leading with the event's own time: the payload's timestamp, in whole seconds.
+    moment = datetime.fromisoformat(file_update["timestamp"])
+    assert int.from_bytes(payload_key[:4], "big") == int(moment.timestamp())
+    again = [make_event(n, key=key) for n, key in enumerate(today, start=4)]  # type: ignore[arg-type]
+    assert EventLog(conn).append(again) == [None, None, None]
     conn.close()
+
+
+def test_minted_event_ids_skip_the_id_check_and_received_ones_do_not(
+    conn: sqlite3.Connection,
+) -> None:
+    log = EventLog(conn)
+    received = make_event(1, event_id="same")
+    minted = NewEvent("mint", "file_update", "key-2", received.timestamp, {}, minted=True)
+    assert log.append([received, minted])[1] is not None
+    assert log.append([make_event(3, event_id="same")]) == [None]
+    # A minted id is unique by construction (UUID v4); the store does not look it up.
+    assert log.append([NewEvent("mint", "file_update", "key-4", "2026-03-02T08:00:00Z", {})])
+    rows = conn.execute("SELECT event_id, minted FROM events ORDER BY seq").fetchall()
+    assert rows == [("same", 0), ("mint", 1), ("mint", 0)]
 
 
 def test_duplicate_event_id_is_none(conn: sqlite3.Connection) -> None:
@@ -434,38 +457,44 @@ def test_append_joins_an_open_transaction(conn: sqlite3.Connection) -> None:
     assert log.query() == [] and log.counters() == {}
 
 
-# Small pools make repeats frequent: every event draws a dedup key and an event id.
+# Small pools make repeats frequent: every event draws a dedup key, an event id, and whether
+# the daemon minted that id (then it is not checked).
+Draw = tuple[int, int, bool]
 batches_strategy = st.lists(
-    st.lists(st.tuples(st.integers(0, 5), st.integers(0, 8)), min_size=1, max_size=6),
+    st.lists(
+        st.tuples(st.integers(0, 5), st.integers(0, 8), st.booleans()), min_size=1, max_size=6
+    ),
     min_size=1,
     max_size=6,
 )
 
 
-def dedup_event(key: int, ident: int, position: int) -> NewEvent:
+def dedup_event(key: int, ident: int, minted: bool, position: int) -> NewEvent:
     return NewEvent(
         event_id=f"id-{ident}",
         kind="file_update",
         dedup_key=f"key-{key}",
         timestamp="2026-03-02T08:00:00.000Z",
         envelope={"key": key, "id": ident, "position": position},
+        minted=minted,
     )
 
 
-def dedup_model(batches: list[list[tuple[int, int]]]) -> tuple[list[list[bool]], list[int]]:
+def dedup_model(batches: list[list[Draw]]) -> tuple[list[list[bool]], list[int]]:
     """Which events are fresh, and the positions stored, in first-seen order."""
     keys: set[int] = set()
-    ids: set[int] = set()
+    received_ids: set[int] = set()
     fresh: list[list[bool]] = []
     stored: list[int] = []
     position = 0
     for batch in batches:
         marks = []
-        for key, ident in batch:
-            is_new = key not in keys and ident not in ids
+        for key, ident, minted in batch:
+            is_new = key not in keys and (minted or ident not in received_ids)
             if is_new:
                 keys.add(key)
-                ids.add(ident)
+                if not minted:
+                    received_ids.add(ident)
                 stored.append(position)
             marks.append(is_new)
             position += 1
@@ -473,12 +502,12 @@ def dedup_model(batches: list[list[tuple[int, int]]]) -> tuple[list[list[bool]],
     return fresh, stored
 
 
-def numbered(batches: list[list[tuple[int, int]]]) -> list[list[NewEvent]]:
+def numbered(batches: list[list[Draw]]) -> list[list[NewEvent]]:
     out, position = [], 0
     for batch in batches:
         events = []
-        for key, ident in batch:
-            events.append(dedup_event(key, ident, position))
+        for key, ident, minted in batch:
+            events.append(dedup_event(key, ident, minted, position))
             position += 1
         out.append(events)
     return out
@@ -486,7 +515,7 @@ def numbered(batches: list[list[tuple[int, int]]]) -> list[list[NewEvent]]:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches=batches_strategy)
-def test_dedup_property_event_log(batches: list[list[tuple[int, int]]]) -> None:
+def test_dedup_property_event_log(batches: list[list[Draw]]) -> None:
     fresh, stored = dedup_model(batches)
     with tempfile.TemporaryDirectory() as tmp:
         conn = connect(Path(tmp) / "p.db")
@@ -501,7 +530,7 @@ def test_dedup_property_event_log(batches: list[list[tuple[int, int]]]) -> None:
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches=batches_strategy)
-def test_dedup_property_concurrent_writer(batches: list[list[tuple[int, int]]]) -> None:
+def test_dedup_property_concurrent_writer(batches: list[list[Draw]]) -> None:
     """Concurrent callers merged into one group still see first-come-first-stored."""
     fresh, stored = dedup_model(batches)
 

@@ -30,6 +30,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Final
 
+from mplp_lsp.store.dedup import current_key
+
 __all__ = [
     "BUSY_TIMEOUT_MS",
     "MIGRATIONS",
@@ -157,7 +159,16 @@ CREATE TABLE psg_commit_branches (
 CREATE INDEX psg_commit_branches_ref ON psg_commit_branches (ref_name);
 """
 
-_OUTBOX: Final = """
+# Shared by the outbox's first migration and the event log's rebuild (which drops it with
+# the old table): the one definition of "an accepted event is queued".
+_OUTBOX_ENQUEUE: Final = """\
+CREATE TRIGGER outbox_enqueue AFTER INSERT ON events
+WHEN (SELECT enabled FROM outbox_state WHERE id = 1)
+BEGIN
+    INSERT INTO outbox (seq, bytes) VALUES (NEW.seq, length(CAST(NEW.body AS BLOB)));
+END;"""
+
+_OUTBOX: Final = f"""
 -- Forwarding outbox (mplp_lsp.forward; docs/forwarding.md). An entry is only the seq of an
 -- event: the body stays in the event log, which is kept anyway, so a pending envelope costs
 -- a few bytes here. The trigger on events puts the entry into the same transaction as the
@@ -194,11 +205,7 @@ CREATE TABLE outbox_state (
 );
 INSERT INTO outbox_state (id) VALUES (1);
 
-CREATE TRIGGER outbox_enqueue AFTER INSERT ON events
-WHEN (SELECT enabled FROM outbox_state WHERE id = 1)
-BEGIN
-    INSERT INTO outbox (seq, bytes) VALUES (NEW.seq, length(CAST(NEW.body AS BLOB)));
-END;
+{_OUTBOX_ENQUEUE}
 
 -- Overflow policy: past the budget the oldest pending entry leaves the outbox (its event
 -- stays in the local log) and is counted.
@@ -220,7 +227,7 @@ BEGIN
        SET pending = pending - 1, pending_bytes = pending_bytes - OLD.bytes
      WHERE id = 1;
 END;
-"""
+"""  # noqa: S608 (only a constant is formatted in)
 
 _DRIFT: Final = """
 -- Drift (spec §6.5). The inode joins size and mtime as a stat fact: a file replaced by
@@ -355,6 +362,51 @@ _COMPACT_DEDUP_KEYS: Final = """
 UPDATE events SET dedup_key = mplp_hex_key(dedup_key) WHERE typeof(dedup_key) = 'text';
 """
 
+_TIMED_KEYS: Final = f"""
+-- The event log rebuilt so that an append touches few index pages (mplp_lsp.store.dedup):
+-- * dedup keys lead with the event's own time; mplp_current_key (registered by connect())
+--   rewrites every older form, so old events still catch their duplicates;
+-- * event_id is unique among the ids received from outside (minted = 0). An id the daemon
+--   mints itself is a UUID v4 from the OS's random source: unique without an index, and
+--   a unique index on random ids cost a page write per event. Rows from before are all
+--   treated as received, so their ids stay checked.
+CREATE TABLE events_v8 (
+    seq         INTEGER PRIMARY KEY,
+    event_id    TEXT NOT NULL,
+    kind        TEXT NOT NULL,
+    dedup_key   BLOB NOT NULL UNIQUE,
+    timestamp   TEXT NOT NULL,
+    received_at TEXT NOT NULL,
+    body        TEXT NOT NULL,
+    minted      INTEGER NOT NULL DEFAULT 0   -- 1: event_id was minted by this daemon
+);
+INSERT INTO events_v8 (seq, event_id, kind, dedup_key, timestamp, received_at, body)
+    SELECT seq, event_id, kind, mplp_current_key(dedup_key, body), timestamp, received_at, body
+      FROM events ORDER BY seq;
+DROP TABLE events;
+ALTER TABLE events_v8 RENAME TO events;
+CREATE UNIQUE INDEX events_received_id ON events (event_id) WHERE minted = 0;
+CREATE INDEX events_kind_seq ON events (kind, seq);
+CREATE INDEX events_timestamp ON events (timestamp);
+{_OUTBOX_ENQUEUE}
+
+-- The overflow policy runs only when the budget is exceeded: checked on the counter's own
+-- update (NEW is at hand) instead of by two extra statements per queued event.
+DROP TRIGGER outbox_added;
+CREATE TRIGGER outbox_added AFTER INSERT ON outbox
+BEGIN
+    UPDATE outbox_state
+       SET pending = pending + 1, pending_bytes = pending_bytes + NEW.bytes
+     WHERE id = 1;
+END;
+CREATE TRIGGER outbox_overflow AFTER UPDATE OF pending_bytes ON outbox_state
+WHEN NEW.pending_bytes > NEW.budget_bytes
+BEGIN
+    UPDATE outbox_state SET overflow_dropped = overflow_dropped + 1 WHERE id = 1;
+    DELETE FROM outbox WHERE seq = (SELECT min(seq) FROM outbox);
+END;
+"""  # noqa: S608 (only a constant is formatted in)
+
 MIGRATIONS: tuple[str, ...] = (
     _V1,
     _TOOL_INVOCATIONS,
@@ -363,6 +415,7 @@ MIGRATIONS: tuple[str, ...] = (
     _DRIFT,
     _PSG_NODES,
     _COMPACT_DEDUP_KEYS,
+    _TIMED_KEYS,
 )
 """Schema scripts; index ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append only."""
 
@@ -398,6 +451,7 @@ def connect(path: Path, *, read_only: bool = False) -> sqlite3.Connection:
         conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
         conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
         conn.create_function("mplp_hex_key", 1, dedup_param, deterministic=True)
+        conn.create_function("mplp_current_key", 2, current_key, deterministic=True)
         _migrate(conn, path)
     except BaseException:
         conn.close()

@@ -30,6 +30,7 @@ from typing import Any, Final
 
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.store.database import connect, transaction
+from mplp_lsp.store.dedup import KEY_SIZE
 
 __all__ = ["SALVAGE_META_KEY", "SalvageReport", "ensure_usable", "read_report"]
 
@@ -166,10 +167,11 @@ def _salvage(old_path: Path, new_path: Path, report: SalvageReport) -> None:
                     continue
                 _copy_table(old, new, table, report)
             with transaction(new):
-                # Rows from a store older than the compact dedup keys come over in hex.
+                # Rows from an older store come over with their dedup keys in an older form.
                 new.execute(
-                    "UPDATE events SET dedup_key = mplp_hex_key(dedup_key)"
-                    " WHERE typeof(dedup_key) = 'text'"
+                    "UPDATE events SET dedup_key = mplp_current_key(dedup_key, body)"
+                    " WHERE typeof(dedup_key) = 'text' OR length(dedup_key) != ?",
+                    (KEY_SIZE,),
                 )
             _restore_outbox(new, old_state, report)
         finally:

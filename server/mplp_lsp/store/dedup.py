@@ -1,0 +1,95 @@
+"""Dedup keys as the event log stores them: the event's own time, then a digest.
+
+The unique index on ``dedup_key`` is what makes "the same event twice is stored once" hold
+across restarts. A digest alone is a random key: each new event lands on a random page of
+that index, so a commit rewrites about one index page per event into the WAL, and the cost
+grows with the store until the index no longer fits in the page cache. Put the event's own
+time in front (whole seconds, 4 bytes, big-endian) and new keys land next to each other at
+the end of the index, as rowids do: a commit touches a handful of pages whatever the size
+of the store.
+
+The time is taken from the event itself, never from the clock, so the same event submitted
+again gets the same key: a payload's ``timestamp`` (or ``started_at``/``completed_at`` for
+tool and CI payloads, which have no ``timestamp``), an L3 event's envelope ``timestamp``.
+Which field is used changes only where a key sorts, never whether two keys are equal: the
+digest covers the whole identity. A missing or unreadable time sorts first (0).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+__all__ = ["DIGEST_SIZE", "KEY_SIZE", "current_key", "id_key", "payload_key"]
+
+DIGEST_SIZE: Final = 16
+_TIME_SIZE: Final = 4
+KEY_SIZE: Final = _TIME_SIZE + DIGEST_SIZE
+_LATEST: Final = 2 ** (8 * _TIME_SIZE) - 1
+_PAYLOAD_TIMES: Final = ("timestamp", "started_at", "completed_at")
+_HEX_DIGITS: Final = frozenset("0123456789abcdef")
+
+
+def payload_key(digest: bytes, payload: Mapping[str, Any]) -> bytes:
+    """The key of a payload whose identity digest is ``digest``."""
+    moment = None
+    for name in _PAYLOAD_TIMES:
+        moment = payload.get(name)
+        if moment is not None:
+            break
+    return _seconds(moment) + digest
+
+
+def id_key(event_id: str, timestamp: object) -> bytes:
+    """The key of an event identified by its id (an L3 event): same id, same key."""
+    digest = hashlib.blake2b(
+        f"id\0{event_id}".encode(errors="surrogatepass"), digest_size=DIGEST_SIZE
+    ).digest()
+    return _seconds(timestamp) + digest
+
+
+def current_key(key: str | bytes, body: str) -> str | bytes:
+    """``key`` of a row written by an older mplp-lsp, in today's form (``body``: its envelope).
+
+    Older forms: the payload digest alone, as 32 hex digits or as its 16 bytes, and
+    ``id:<event_id>`` for L3 events. A key already in today's form, or in none of these
+    forms, is returned as it is, so this can run over a table more than once.
+    """
+    if isinstance(key, str):
+        if key.startswith("id:"):
+            envelope = _envelope(body)
+            return id_key(key[3:], envelope.get("timestamp"))
+        if len(key) != 2 * DIGEST_SIZE or not _HEX_DIGITS.issuperset(key):
+            return key
+        key = bytes.fromhex(key)
+    if len(key) != DIGEST_SIZE:
+        return key
+    payload = _envelope(body).get("payload")
+    return payload_key(key, payload if isinstance(payload, Mapping) else {})
+
+
+def _envelope(body: str) -> Mapping[str, Any]:
+    try:
+        envelope = json.loads(body)
+    except (TypeError, ValueError):
+        return {}
+    return envelope if isinstance(envelope, Mapping) else {}
+
+
+def _seconds(moment: object) -> bytes:
+    if not isinstance(moment, str):
+        return bytes(_TIME_SIZE)
+    try:
+        parsed = datetime.fromisoformat(moment)
+    except ValueError:
+        return bytes(_TIME_SIZE)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    try:
+        seconds = int(parsed.timestamp())
+    except (OverflowError, OSError, ValueError):
+        return bytes(_TIME_SIZE)
+    return min(max(seconds, 0), _LATEST).to_bytes(_TIME_SIZE, "big")
