@@ -58,7 +58,12 @@ def register(commands: Any) -> None:
     chosen = requeue.add_mutually_exclusive_group(required=True)
     chosen.add_argument("--all", action="store_true", help="every dead letter")
     chosen.add_argument(
-        "seqs", nargs="*", type=int, default=[], metavar="SEQ", help="a dead letter's seq"
+        "seqs",
+        nargs="*",
+        type=int,
+        default=[],
+        metavar="SEQ",
+        help="the seq of a dead letter, as 'outbox dead' lists it",
     )
     _store_options(requeue)
     requeue.set_defaults(handler=run_requeue)
