@@ -491,3 +491,106 @@ async def test_a_damaged_store_is_moved_aside_salvaged_and_the_daemon_goes_on(
     if damage is garble_page:
         assert copied + lost == len(before)
     assert status.forward is not None and status.forward["quarantined"] == lost
+
+
+# -- dead letters: refused, listed, requeued beside the running daemon, delivered ------------
+
+
+async def outbox_cli(state: Path, root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Off the event loop, so the daemon in this process keeps running meanwhile."""
+    command = [sys.executable, "-m", "mplp_lsp", "outbox", *args]
+    command += ["--state-dir", str(state), "--workspace", str(root)]
+    return await asyncio.to_thread(
+        subprocess.run, command, env=child_env(), capture_output=True, text=True, timeout=60
+    )
+
+
+async def dead_letters(state: Path, root: Path) -> list[dict[str, Any]]:
+    done = await outbox_cli(state, root, "dead", "--json")
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+async def test_a_poison_envelope_is_requeued_to_a_running_daemon_and_arrives(
+    scripted: Any, workspace: Path, state_dir: Path
+) -> None:
+    refusing = True
+
+    def respond(_number: int, items: list[dict[str, Any]]) -> tuple[int, dict[str, str]]:
+        poisoned = any(
+            item["envelope"].get("payload", {}).get("file_path") == "src/poison.py"
+            for item in items
+        )
+        return (400, {}) if poisoned and refusing else (200, {})
+
+    server = await scripted(respond)
+    ws = await open_workspace(workspace, state_dir, server.url)
+    try:
+        results = await ws.intake.submit_many(submissions(20, poison=7))
+        poison_id = results[7].event.event_id
+
+        async def refused() -> bool:
+            return [d["event_id"] for d in await dead_letters(state_dir, workspace)] == [poison_id]
+
+        await until(refused)
+        (letter,) = await dead_letters(state_dir, workspace)
+        assert (letter["kind"], letter["status"]) == ("file_update", 400)
+        assert letter["reason"].startswith("HTTP 400")
+        refusing = False  # the remote's bug is fixed; the daemon keeps running
+        done = await outbox_cli(state_dir, workspace, "requeue", str(letter["seq"]))
+        assert (done.returncode, done.stdout) == (0, "requeued 1 dead letter\n"), done.stderr
+
+        async def arrived() -> bool:
+            return poison_id in {item["envelope"]["event_id"] for item in server.stored}
+
+        await until(arrived)
+        status = (await ws.status()).forward
+    finally:
+        await ws.close()
+    assert await dead_letters(state_dir, workspace) == []
+    assert status is not None and status["dead_lettered"] == 1 and status["depth"] == 0
+    poison_item = next(i for i in server.stored if i["envelope"]["event_id"] == poison_id)
+    assert poison_item["seq"] == letter["seq"]  # the same stream position as before
+
+
+async def test_refused_by_the_collector_for_a_bad_token_then_requeued_with_the_right_one(
+    tmp_path: Path, workspace: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remote = Collector(tmp_path / "collector.db")
+    try:
+        monkeypatch.setenv("MPLP_LSP_REMOTE_TOKEN", "not-" + TOKEN)
+        ws = await open_workspace(workspace, state_dir, remote.url)
+        try:
+            accepted = set(accepted_ids(await ws.intake.submit_many(submissions(5))))
+
+            async def refused() -> bool:
+                dead = {d["event_id"] for d in await dead_letters(state_dir, workspace)}
+                return accepted <= dead
+
+            await until(refused)
+        finally:
+            await ws.close()
+        letters = await dead_letters(state_dir, workspace)
+        assert {d["status"] for d in letters} == {401}
+        assert remote.get("/stats")["stored"] == 0
+
+        monkeypatch.setenv("MPLP_LSP_REMOTE_TOKEN", TOKEN)
+        ws = await open_workspace(workspace, state_dir, remote.url)
+        try:
+            # A started daemon with nothing pending: requeueing must wake it, not a restart.
+            await asyncio.sleep(0.2)
+            unknown = str(max(d["seq"] for d in letters) + 1000)
+            done = await outbox_cli(state_dir, workspace, "requeue", "--all")
+            assert (done.returncode, done.stdout) == (0, f"requeued {len(letters)} dead letters\n")
+            missing = await outbox_cli(state_dir, workspace, "requeue", unknown)
+            assert missing.returncode == 1 and unknown in missing.stderr
+
+            async def delivered() -> bool:
+                return {e["event_id"] for e in remote.events()} == {d["event_id"] for d in letters}
+
+            await until(delivered)
+        finally:
+            await ws.close()
+    finally:
+        remote.stop()
+    assert await dead_letters(state_dir, workspace) == []

@@ -14,6 +14,7 @@ from mplp_lsp.cli import (
     events,
     flow,
     hooks,
+    outbox,
     run,
     serve,
     status,
@@ -25,7 +26,20 @@ EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_USAGE = 2
 
-_COMMANDS = (serve, watch, events, status, validate, emit, run, hooks, drift, flow, collector)
+_COMMANDS = (
+    serve,
+    watch,
+    events,
+    status,
+    validate,
+    emit,
+    run,
+    hooks,
+    drift,
+    flow,
+    collector,
+    outbox,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -29,3 +29,16 @@ def open_read_only(paths: StatePaths) -> sqlite3.Connection | None:
         connect(paths.database).close()
         conn = connect(paths.database, read_only=True)
     return conn
+
+
+def open_for_writing(paths: StatePaths) -> sqlite3.Connection | None:
+    """None when nothing was ever recorded for this workspace; never creates a store.
+
+    For small edits beside a running daemon: every write is one ``BEGIN IMMEDIATE``
+    transaction, which waits for the daemon's writer (busy_timeout) instead of failing, and
+    WAL lets the daemon's readers go on meanwhile. The state dir's lock is not taken: a
+    daemon starting at that moment would refuse to open the store.
+    """
+    if not paths.database.exists():
+        return None
+    return connect(paths.database)

@@ -35,7 +35,9 @@ __all__ = ["Forwarder", "Reply", "Transport", "TransportError"]
 
 log = logging.getLogger(__name__)
 
-_RECHECK = 5.0  # seconds between outbox checks when nothing woke the loop (belt and braces)
+# Seconds between outbox checks when nothing woke the loop. Load-bearing: entries another
+# process puts in (``mplp-lsp outbox requeue``) pass no bus, and are seen this way.
+_RECHECK = 5.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,9 +9,10 @@ dropped, each counted in ``outbox_state`` in the same transaction.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -20,11 +21,13 @@ from mplp_lsp.store.database import transaction
 
 __all__ = [
     "STREAM_META_KEY",
+    "DeadLetter",
     "Entry",
     "OutboxState",
     "ack",
     "add_quarantined",
     "dead_letter",
+    "dead_letters",
     "disable",
     "enable",
     "peek",
@@ -169,16 +172,28 @@ def dead_letter(
     return removed
 
 
-def requeue_dead(conn: sqlite3.Connection) -> int:
-    """Put every dead letter back into the outbox (e.g. after fixing a token); returns how many."""
+def requeue_dead(conn: sqlite3.Connection, seqs: Collection[int] | None = None) -> int:
+    """Put dead letters back into the outbox (e.g. after fixing a token); returns how many.
+
+    Every dead letter, or only those whose ``seq`` is in ``seqs`` (other numbers are
+    ignored). The entries re-enter through the outbox's insert trigger, so ``pending`` and
+    ``pending_bytes`` (and the disk budget) apply to them as to new ones; ``dead_lettered``
+    keeps counting every refusal ever made and is not lowered.
+    """
+    chosen = (_seq_array(seqs),)
     with transaction(conn):
         cursor = conn.execute(
             "INSERT INTO outbox (seq, bytes) SELECT d.seq, length(CAST(e.body AS BLOB))"
-            " FROM outbox_dead AS d JOIN events AS e ON e.seq = d.seq ORDER BY d.seq"
-            " ON CONFLICT DO NOTHING"
+            " FROM outbox_dead AS d JOIN events AS e ON e.seq = d.seq"
+            " WHERE ?1 IS NULL OR d.seq IN (SELECT value FROM json_each(?1))"
+            " ORDER BY d.seq ON CONFLICT DO NOTHING",
+            chosen,
         )
         moved = cursor.rowcount
-        conn.execute("DELETE FROM outbox_dead")
+        conn.execute(
+            "DELETE FROM outbox_dead WHERE ?1 IS NULL OR seq IN (SELECT value FROM json_each(?1))",
+            chosen,
+        )
     return moved
 
 
@@ -246,3 +261,40 @@ def read_state(conn: sqlite3.Connection) -> OutboxState:
         last_error_at=row[12],
         oldest_pending_at=None if oldest is None else str(oldest[0]),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """An envelope the remote refused for good: its event and the refusal."""
+
+    seq: int
+    event_id: str
+    kind: str
+    status: int | None  # the HTTP status; None if no status was recorded
+    reason: str
+    dead_at: str
+
+
+def dead_letters(
+    conn: sqlite3.Connection, *, seqs: Collection[int] | None = None, limit: int | None = None
+) -> list[DeadLetter]:
+    """The dead letters in ``seq`` order (the order their events were accepted).
+
+    Only those whose ``seq`` is in ``seqs`` when given; at most ``limit``.
+    """
+    rows = conn.execute(
+        "SELECT d.seq, e.event_id, e.kind, d.status, d.reason, d.dead_at FROM outbox_dead AS d"
+        " JOIN events AS e ON e.seq = d.seq"
+        " WHERE ?1 IS NULL OR d.seq IN (SELECT value FROM json_each(?1)) ORDER BY d.seq LIMIT ?2",
+        (_seq_array(seqs), -1 if limit is None else limit),  # a negative LIMIT: no limit
+    )
+    return [
+        DeadLetter(int(seq), str(event_id), str(kind), status, str(reason), str(dead_at))
+        for seq, event_id, kind, status, reason, dead_at in rows
+    ]
+
+
+def _seq_array(seqs: Collection[int] | None) -> str | None:
+    """The ``?1`` of the dead-letter queries: NULL chooses all, else a JSON array of seqs
+    (one bound parameter holds any number of them)."""
+    return None if seqs is None else json.dumps(sorted(set(seqs)))

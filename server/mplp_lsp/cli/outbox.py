@@ -1,0 +1,157 @@
+"""``mplp-lsp outbox dead|requeue``: see the envelopes the remote refused, and send them again."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from mplp_lsp.cli.common import add_state_options, add_workspace_option, workspace_path
+
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Callable
+
+    from mplp_lsp.statedir import StatePaths
+
+EXIT_NO_STORE = 2
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser(
+        "outbox",
+        help="list the envelopes the remote refused (dead letters) and send them again",
+        description=(
+            "The forwarding outbox's dead letters: envelopes the remote refused for good "
+            "(HTTP 400/413/422 for the envelope alone, 401/403/404 for its batch). Their "
+            "events stay in the local store; after fixing the cause (a token, a bug on the "
+            "remote), requeue them."
+        ),
+    )
+    actions = parser.add_subparsers(dest="outbox_command", metavar="ACTION", required=True)
+    dead = actions.add_parser(
+        "dead",
+        help="list the dead letters, oldest first",
+        description=(
+            "List the dead letters in the order their events were accepted: seq, event id, "
+            "kind, the HTTP status that refused it, when, and the reason. Reads the store "
+            "only; safe while a daemon is running."
+        ),
+    )
+    dead.add_argument("--json", action="store_true", help="one JSON object per dead letter")
+    dead.add_argument("--limit", type=_positive, metavar="N", help="at most N dead letters")
+    _store_options(dead)
+    dead.set_defaults(handler=run_dead)
+    requeue = actions.add_parser(
+        "requeue",
+        help="put dead letters back into the outbox to be sent again",
+        description=(
+            "Move the chosen dead letters back into the outbox. A running daemon with a "
+            "remote sends them within seconds, without a restart; otherwise they go at the "
+            "next start with a remote. Prints how many were requeued; a SEQ that is not a "
+            "dead letter is named on stderr and the exit status is 1 (the others are still "
+            "requeued)."
+        ),
+    )
+    chosen = requeue.add_mutually_exclusive_group(required=True)
+    chosen.add_argument("--all", action="store_true", help="every dead letter")
+    chosen.add_argument(
+        "seqs",
+        nargs="*",
+        type=int,
+        default=[],
+        metavar="SEQ",
+        help="the seq of a dead letter, as 'outbox dead' lists it",
+    )
+    _store_options(requeue)
+    requeue.set_defaults(handler=run_requeue)
+
+
+def _store_options(parser: argparse.ArgumentParser) -> None:
+    add_workspace_option(
+        parser, "the workspace whose outbox to use (default: the current directory)"
+    )
+    add_state_options(parser)
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"not a positive number: {text!r}")
+    return int(text)
+
+
+def run_dead(args: argparse.Namespace) -> int:
+    from mplp_lsp.cli.store_access import open_read_only
+    from mplp_lsp.forward.outbox import dead_letters
+
+    conn = _open(args, open_read_only)
+    if conn is None:
+        return EXIT_NO_STORE
+    try:
+        letters = dead_letters(conn, limit=args.limit)
+    finally:
+        conn.close()
+    if args.json:
+        for letter in letters:
+            print(json.dumps(asdict(letter)))  # ASCII: the reason is the remote's text
+        return 0
+    if letters:
+        print(f"{'seq':>7}  {'event_id':<36}  {'kind':<17} {'status':>6}  {'dead_at':<24}  reason")
+    for letter in letters:
+        status = "-" if letter.status is None else str(letter.status)
+        print(
+            f"{letter.seq:>7}  {letter.event_id:<36}  {letter.kind:<17} {status:>6}  "
+            f"{letter.dead_at:<24}  {_printable(letter.reason)}"
+        )
+    return 0
+
+
+def run_requeue(args: argparse.Namespace) -> int:
+    from mplp_lsp.cli.store_access import open_for_writing
+    from mplp_lsp.forward.outbox import dead_letters, requeue_dead
+    from mplp_lsp.store.database import transaction
+
+    conn = _open(args, open_for_writing)
+    if conn is None:
+        return EXIT_NO_STORE
+    unknown: list[int] = []
+    try:
+        with transaction(conn):  # which seqs are dead letters, and requeueing them: one view
+            if args.all:
+                moved = requeue_dead(conn)
+            else:
+                known = {letter.seq for letter in dead_letters(conn, seqs=args.seqs)}
+                unknown = sorted(set(args.seqs) - known)
+                moved = requeue_dead(conn, known)
+    finally:
+        conn.close()
+    print(f"requeued {moved} dead letter{'' if moved == 1 else 's'}")
+    if unknown:
+        names = ", ".join(map(str, unknown))
+        print(f"mplp-lsp outbox requeue: not dead letters: {names}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _open(
+    args: argparse.Namespace, opener: Callable[[StatePaths], sqlite3.Connection | None]
+) -> sqlite3.Connection | None:
+    """The workspace's store through ``opener``, or None after saying there is none."""
+    from mplp_lsp.cli.store_access import state_paths
+
+    workspace = workspace_path(args.workspace)
+    paths = state_paths(workspace, args.state_dir)
+    conn = opener(paths)
+    if conn is None:
+        print(
+            f"mplp-lsp outbox: no store for {workspace} (looked for {paths.database})",
+            file=sys.stderr,
+        )
+    return conn
+
+
+def _printable(text: str) -> str:
+    """The remote's text on one line, without control characters that a terminal would obey."""
+    return "".join(char if char.isprintable() else " " for char in text)
