@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -237,3 +239,22 @@ def test_requeue_all_beside_a_daemon_that_holds_the_store(state: Path, tmp_path:
     assert (done.returncode, done.stdout, done.stderr) == (0, "requeued 3 dead letters\n", "")
     assert tables(state / "events.db")[:2] == ([1, 2, 3, 4, 5, 6], [])
     assert_counters_match_tables(state / "events.db")
+
+
+def test_dead_into_a_reader_that_stops_early_ends_quietly(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    make_store(
+        state / "events.db",
+        3000,
+        {seq: (400, "HTTP 400", "2026-03-02T09:00:00.000Z") for seq in range(1, 3001)},
+    )
+    command = [sys.executable, "-m", "mplp_lsp", "outbox", "dead", "--json"]
+    command += ["--state-dir", str(state), "--workspace", str(tmp_path)]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:
+        assert child.stdout is not None and child.stderr is not None
+        first = child.stdout.readline()
+        child.stdout.close()  # as `| head -1` does
+        errors = child.stderr.read()
+    assert json.loads(first)["seq"] == 1
+    assert (child.returncode, errors) == (0, b"")

@@ -12,8 +12,9 @@ from mplp_lsp.cli.common import add_state_options, add_workspace_option, workspa
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
+    from mplp_lsp.forward.outbox import DeadLetter
     from mplp_lsp.statedir import StatePaths
 
 EXIT_NO_STORE = 2
@@ -93,19 +94,27 @@ def run_dead(args: argparse.Namespace) -> int:
         letters = dead_letters(conn, limit=args.limit)
     finally:
         conn.close()
-    if args.json:
+    try:
+        for line in _dead_lines(letters, as_json=args.json):
+            print(line, flush=True)
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        pass
+    return 0
+
+
+def _dead_lines(letters: list[DeadLetter], *, as_json: bool) -> Iterator[str]:
+    if as_json:
         for letter in letters:
-            print(json.dumps(asdict(letter)))  # ASCII: the reason is the remote's text
-        return 0
+            yield json.dumps(asdict(letter))  # ASCII: the reason is the remote's text
+        return
     if letters:
-        print(f"{'seq':>7}  {'event_id':<36}  {'kind':<17} {'status':>6}  {'dead_at':<24}  reason")
+        yield f"{'seq':>7}  {'event_id':<36}  {'kind':<17} {'status':>6}  {'dead_at':<24}  reason"
     for letter in letters:
         status = "-" if letter.status is None else str(letter.status)
-        print(
+        yield (
             f"{letter.seq:>7}  {letter.event_id:<36}  {letter.kind:<17} {status:>6}  "
             f"{letter.dead_at:<24}  {_printable(letter.reason)}"
         )
-    return 0
 
 
 def run_requeue(args: argparse.Namespace) -> int:
