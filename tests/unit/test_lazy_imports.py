@@ -1,5 +1,6 @@
 """What an idle daemon does not load: the jsonschema oracle until some input is invalid,
-GitPython until a git command is needed. Each case runs in a fresh interpreter."""
+GitPython until a git command is needed, orjson until an event is stored. Each case runs in
+a fresh interpreter."""
 
 from __future__ import annotations
 
@@ -59,3 +60,21 @@ def test_gitpython_loads_at_the_first_git_command(tmp_path: Path) -> None:
         str(repo.path),
     )
     assert out == ["False", "True", "40", "True"]
+
+
+def test_orjson_loads_when_the_first_event_is_stored(tmp_path: Path) -> None:
+    out = run(
+        """
+        import sys
+        from pathlib import Path
+        import mplp_lsp.lsp.server, mplp_lsp.workspace
+        from mplp_lsp.store import EventLog, NewEvent, connect
+        print("orjson" in sys.modules)
+        log = EventLog(connect(Path(sys.argv[1])))
+        stamp = "2026-03-02T08:00:00.000Z"
+        log.append([NewEvent("id-1", "file_update", "key-1", stamp, {"event_id": "id-1"})])
+        print("orjson" in sys.modules)
+        """,
+        str(tmp_path / "events.db"),
+    )
+    assert out == ["False", "True"]

@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-import orjson
-
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.store.database import dedup_param, transaction
 
@@ -102,7 +100,11 @@ def encode_body(envelope: Mapping[str, Any]) -> str:
     append's Python time), but it writes NaN as ``null`` and refuses what ``json`` takes
     (integers beyond 64 bits, non-string keys, lone surrogates). Any output holding
     ``null`` and anything orjson refuses go through ``json``, which decides as before.
+    orjson is imported at the first event, not at start-up: an idle daemon's memory is kept
+    within twice a bare pygls server's (tests/unit/test_lazy_imports.py).
     """
+    import orjson
+
     try:
         encoded = orjson.dumps(envelope)
     except orjson.JSONEncodeError:
