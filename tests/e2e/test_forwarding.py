@@ -26,11 +26,15 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from mplp_lsp.forward import outbox
+from mplp_lsp.forward.engine import Forwarder
+from mplp_lsp.forward.sender import HttpTransport
 from mplp_lsp.intake import Submission
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.settings import parse_settings
-from mplp_lsp.store import EventLog
+from mplp_lsp.store import EventLog, StoreWriter, connect
 from mplp_lsp.workspace import Workspace
+from tests.unit.test_forward_core import new_event
 
 SERVER = Path(__file__).resolve().parents[2] / "server"
 PRODUCER = Path(__file__).with_name("forward_producer.py")
@@ -271,6 +275,40 @@ async def test_413_splits_the_batch_until_it_fits(
 
 
 # -- the real collector ----------------------------------------------------------------------
+
+
+async def test_a_drained_outbox_gives_its_pages_back_to_the_file_system(
+    scripted: Any, tmp_path: Path
+) -> None:
+    server = await scripted(lambda _number, _items: (200, {}))
+    database = tmp_path / "events.db"
+    conn = connect(database)
+    outbox.enable(conn, budget_bytes=2**30)
+    EventLog(conn).append([new_event(n) for n in range(1, 5001)])
+    conn.close()
+    writer = StoreWriter(database)
+    await writer.start()
+    forwarder = Forwarder(
+        writer,
+        HttpTransport(server.url + "/events", TOKEN),
+        budget_bytes=2**30,
+        reclaim_min_pages=1,  # the default waits for 1 MiB of free pages
+    )
+    await forwarder.start()
+
+    def free_pages(conn: sqlite3.Connection) -> tuple[int, int]:
+        pending = outbox.read_state(conn).pending
+        return pending, conn.execute("PRAGMA freelist_count").fetchone()[0]
+
+    try:
+        deadline = time.monotonic() + 30
+        while (state := await writer.read(free_pages)) != (0, 0):
+            assert time.monotonic() < deadline, f"pending and free pages: {state}"
+            await asyncio.sleep(0.02)
+    finally:
+        await forwarder.close()
+        await writer.close()
+    assert len(server.stored) == 5000
 
 
 async def test_long_outage_then_back_loses_nothing_and_keeps_each_stream_in_order(

@@ -317,6 +317,24 @@ def test_older_stores_keep_recognising_their_events_after_the_key_migrations(db:
     conn.close()
 
 
+def test_a_migration_that_rebuilt_the_log_gives_the_old_pages_back(db: Path) -> None:
+    old = store_at_version(db, database.SCHEMA_VERSION - 1)
+    body = json.dumps({"payload": {"text": "x" * 1000}})
+    old.executemany(
+        "INSERT INTO events (event_id, kind, dedup_key, timestamp, received_at, body)"
+        " VALUES (?, 'file_update', ?, 't', 't', ?)",
+        [(f"id-{n}", f"key-{n}", body) for n in range(3000)],
+    )
+    old.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    old.close()
+    before = db.stat().st_size
+    conn = connect(db)  # copies the log into a new table and drops the old one
+    assert conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    assert db.stat().st_size < 1.1 * before
+
+
 def test_minted_event_ids_skip_the_id_check_and_received_ones_do_not(
     conn: sqlite3.Connection,
 ) -> None:

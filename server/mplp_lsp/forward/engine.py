@@ -28,6 +28,7 @@ from mplp_lsp.forward import outbox
 from mplp_lsp.forward.batching import Batch, BatchLimits, encode_batch, split
 from mplp_lsp.forward.outbox import Entry
 from mplp_lsp.forward.retry import Action, RetryPolicy, classify, parse_retry_after
+from mplp_lsp.store.database import RECLAIM_MIN_PAGES, reclaim_free_pages
 from mplp_lsp.store.events import StoredEvent
 from mplp_lsp.store.writer import StoreWriter
 
@@ -75,8 +76,10 @@ class Forwarder:
         limits: BatchLimits | None = None,
         policy: RetryPolicy | None = None,
         rand: Callable[[], float] = random.random,
+        reclaim_min_pages: int = RECLAIM_MIN_PAGES,
     ) -> None:
         self._writer = writer
+        self._reclaim_min_pages = reclaim_min_pages
         self._transport = transport
         self._budget_bytes = budget_bytes
         self.limits = limits or BatchLimits()
@@ -145,6 +148,8 @@ class Forwarder:
                 await asyncio.sleep(self.limits.linger)  # let a burst fill the batch
                 entries, batch = await self._peek(), None
             if not entries:
+                if not idle:  # the outbox was just drained: let the file shrink back
+                    await self._reclaim()
                 idle = True
                 self.state = "idle"
                 with contextlib.suppress(TimeoutError):
@@ -161,6 +166,14 @@ class Forwarder:
                 self.last_error = f"store error: {error}"
                 await self._wait(self.policy.delay(self.consecutive_failures, rand=self._rand))
                 self.consecutive_failures += 1
+
+    async def _reclaim(self) -> None:
+        try:
+            await self._writer.read(
+                partial(reclaim_free_pages, min_pages=self._reclaim_min_pages)
+            )
+        except sqlite3.Error:  # only space is at stake; the next drain tries again
+            log.warning("forwarding: could not give free pages back", exc_info=True)
 
     async def _peek(self, after_seq: int = 0) -> list[Entry]:
         return await self._writer.read(partial(self._read, after_seq=after_seq))

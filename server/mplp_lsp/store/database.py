@@ -35,12 +35,14 @@ from mplp_lsp.store.dedup import current_key
 __all__ = [
     "BUSY_TIMEOUT_MS",
     "MIGRATIONS",
+    "RECLAIM_MIN_PAGES",
     "SCHEMA_VERSION",
     "WAL_CHECKPOINT_PAGES",
     "WAL_SIZE_LIMIT",
     "StoreVersionError",
     "connect",
     "dedup_param",
+    "reclaim_free_pages",
     "schema_version",
     "split_script",
     "transaction",
@@ -54,6 +56,12 @@ BUSY_TIMEOUT_MS: Final = 5000
 # WAL_SIZE_LIMIT after each checkpoint, so a burst does not leave a large file behind.
 WAL_CHECKPOINT_PAGES: Final = 8192
 WAL_SIZE_LIMIT: Final = 4 * 2**20
+
+# Free pages are given back to the file system once there are this many (1 MiB at the
+# default page size): after a large drain of the outbox, after a migration that rebuilt a
+# table. Fewer are left for SQLite to reuse; reclaiming after every small drain would move
+# pages around for nothing.
+RECLAIM_MIN_PAGES: Final = 256
 
 _HEX_KEY_LENGTH: Final = 32
 _HEX_DIGITS: Final = frozenset("0123456789abcdef")
@@ -452,7 +460,8 @@ def connect(path: Path, *, read_only: bool = False) -> sqlite3.Connection:
         conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
         conn.create_function("mplp_hex_key", 1, dedup_param, deterministic=True)
         conn.create_function("mplp_current_key", 2, current_key, deterministic=True)
-        _migrate(conn, path)
+        if _migrate(conn, path):
+            reclaim_free_pages(conn)
     except BaseException:
         conn.close()
         raise
@@ -482,13 +491,31 @@ def _is_empty(conn: sqlite3.Connection) -> bool:
     return conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is None
 
 
-def _migrate(conn: sqlite3.Connection, path: Path) -> None:
+def reclaim_free_pages(conn: sqlite3.Connection, *, min_pages: int = RECLAIM_MIN_PAGES) -> int:
+    """Give the file's free pages back to the file system; returns how many were free.
+
+    The store runs with ``auto_vacuum = INCREMENTAL``: pages freed by deletes stay in the
+    file (SQLite keeps its high-water mark) until this is asked for. Nothing is done below
+    ``min_pages`` or inside an open transaction. The WAL is checkpointed (passively) so
+    the database file itself shrinks now rather than at the next automatic checkpoint.
+    """
+    free = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+    if free < max(min_pages, 1) or conn.in_transaction:
+        return 0
+    # executescript steps the pragma to completion; execute() would free a single page.
+    conn.executescript("PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(PASSIVE);")
+    return free
+
+
+def _migrate(conn: sqlite3.Connection, path: Path) -> bool:
+    """Bring the schema up to date; returns whether any migration ran."""
     target = len(MIGRATIONS)
     current = schema_version(conn)
     if current > target:
         raise StoreVersionError(
             f"{path} has schema version {current}; this mplp-lsp knows up to {target}"
         )
+    migrated = False
     while current < target:
         with transaction(conn):
             # Re-read under the write lock: another process may have migrated meanwhile.
@@ -499,6 +526,8 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
                 conn.execute(statement)
             current += 1
             conn.execute(f"PRAGMA user_version = {current}")
+            migrated = True
+    return migrated
 
 
 def split_script(script: str) -> list[str]:
