@@ -169,9 +169,7 @@ class Forwarder:
 
     async def _reclaim(self) -> None:
         try:
-            await self._writer.read(
-                partial(reclaim_free_pages, min_pages=self._reclaim_min_pages)
-            )
+            await self._writer.read(partial(reclaim_free_pages, min_pages=self._reclaim_min_pages))
         except sqlite3.Error:  # only space is at stake; the next drain tries again
             log.warning("forwarding: could not give free pages back", exc_info=True)
 
