@@ -531,6 +531,37 @@ async def test_a_damaged_store_is_moved_aside_salvaged_and_the_daemon_goes_on(
     assert status.forward is not None and status.forward["quarantined"] == lost
 
 
+async def test_damage_found_while_running_is_salvaged_and_the_daemon_goes_on(
+    workspace: Path, state_dir: Path
+) -> None:
+    before = await make_store(workspace, state_dir)
+    ws = await open_workspace(workspace, state_dir, None)
+    try:
+        garble_page(state_dir / "events.db")
+        # Forget the pages the writer has cached, as memory pressure would, so the next
+        # read meets the damage.
+        await ws._writer.read(lambda c: c.execute("PRAGMA shrink_memory"))
+        stored = {e.event_id for e in await ws._writer.read(lambda c: EventLog(c).query())}
+        status = await ws.status()
+        after = set(accepted_ids(await ws.intake.submit_many(submissions(10, first=10**6))))
+        found = {e.event_id for e in await ws._writer.read(lambda c: EventLog(c).query())}
+    finally:
+        await ws.close()
+    assert status.store_health == "degraded"
+    assert status.salvage is not None and Path(status.salvage["moved_to"]).is_dir()
+    copied = status.salvage["copied"]["events"]
+    lost = status.salvage["lost"].get("events", 0)
+    assert lost > 0 and len(stored) == copied and stored <= before
+    assert copied + lost >= len(before)
+    assert len(after) == 10 and after | stored == found  # it goes on, on the salvaged store
+    reopened = await open_workspace(workspace, state_dir, None)
+    try:
+        assert (await reopened.status()).store_health == "degraded"  # no second salvage
+        assert (await reopened.status()).salvage == status.salvage
+    finally:
+        await reopened.close()
+
+
 # -- dead letters: refused, listed, requeued beside the running daemon, delivered ------------
 
 

@@ -965,3 +965,34 @@ def test_error_log_is_thread_safe(tmp_path: Path) -> None:
     assert len(records) == 1600 and log.failures == 0
     for worker in range(8):
         assert [r["n"] for r in records if r["worker"] == worker] == list(range(200))
+
+
+async def test_an_append_that_meets_damage_is_retried_on_the_salvaged_store(
+    db: Path, writer: StoreWriter
+) -> None:
+    assert all(await writer.append([make_event(n) for n in range(1, 501)]))
+    await writer.read(lambda c: c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall())
+    with db.open("r+b") as handle:  # every page but the first (the schema) zeroed
+        handle.seek(4096)
+        handle.write(bytes(db.stat().st_size - 4096))
+    await writer.read(lambda c: c.execute("PRAGMA shrink_memory"))  # as memory pressure would
+    generation = writer.generation
+    results = await writer.append([make_event(1000)])
+    assert results[0] is not None and results[0].event_id == "id-1000"  # not an error
+    assert writer.generation == generation + 1
+    assert [e.event_id for e in await writer.read(lambda c: EventLog(c).query())][-1] == "id-1000"
+    (quarantine,) = db.parent.glob("corrupt-*")
+    assert (quarantine / db.name).is_file()
+
+
+async def test_damage_that_sqlite_does_not_confirm_is_not_salvaged(writer: StoreWriter) -> None:
+    def fails_as_damaged(conn: sqlite3.Connection) -> None:
+        error = sqlite3.DatabaseError("database disk image is malformed")
+        error.sqlite_errorcode = sqlite3.SQLITE_CORRUPT  # type: ignore[attr-defined]
+        raise error
+
+    with pytest.raises(sqlite3.DatabaseError):
+        await writer.run(fails_as_damaged)
+    assert writer.generation == 0  # quick_check found the file sound: nothing moved aside
+    assert not list(writer.path.parent.glob("corrupt-*"))
+    assert await writer.append([make_event(1)])  # and the writer still works

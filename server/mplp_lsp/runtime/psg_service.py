@@ -27,8 +27,8 @@ from typing import Any, TypeVar
 from mplp_lsp.intake import Intake, Outcome, Submission
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.runtime import psg
-from mplp_lsp.store.database import connect
 from mplp_lsp.store.events import StoredEvent
+from mplp_lsp.store.reader import ReaderConnection
 from mplp_lsp.store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ class PsgService:
         self._intake = intake
         self._published: list[str] = []  # outbox rows to clear in the next transaction
         self._reads = ThreadPoolExecutor(1, thread_name_prefix="mplp-psg-read")
-        self._read_conn: sqlite3.Connection | None = None  # touched on that thread only
+        self._reader = ReaderConnection(writer)  # used on that thread only
 
     async def start(self) -> None:
         """Submit events a previous run recorded but may not have handed to the intake."""
@@ -56,14 +56,9 @@ class PsgService:
         if self._published:
             done, self._published = self._published, []
             await self._writer.run(lambda conn: psg.clear_outbox(conn, done))
-        if self._read_conn is not None:
-            await asyncio.get_running_loop().run_in_executor(self._reads, self._close_reader)
+        if self._reader.is_open:
+            await asyncio.get_running_loop().run_in_executor(self._reads, self._reader.close)
         self._reads.shutdown(wait=True)
-
-    def _close_reader(self) -> None:
-        if self._read_conn is not None:
-            self._read_conn.close()
-            self._read_conn = None
 
     async def write(self, change: Callable[[sqlite3.Connection], psg.Outcome]) -> psg.Outcome:
         """Run one graph write in its own transaction, then publish its events.
@@ -89,9 +84,7 @@ class PsgService:
         return await loop.run_in_executor(self._reads, self._read_snapshot, query)
 
     def _read_snapshot(self, query: Callable[[sqlite3.Connection], T]) -> T:
-        if self._read_conn is None:
-            self._read_conn = connect(self._writer.path, read_only=True)
-        conn = self._read_conn
+        conn = self._reader.get()
         conn.execute("BEGIN")
         try:
             return query(conn)

@@ -24,6 +24,17 @@ accepted events are on disk by the time ``append`` returns. If the transaction f
 gets the exception; nothing of the group is stored. An envelope that cannot be
 serialised fails only its own caller, before the shared transaction starts.
 
+Damage while open
+-----------------
+If SQLite reports the file damaged (``SQLITE_CORRUPT``, ``SQLITE_NOTADB``) during a write
+or a read, the writer thread closes its connection, salvages the store as a start would
+(:func:`~mplp_lsp.store.salvage.ensure_usable`: the damaged file moved aside, every
+readable row copied into a new one, the loss counted, status "degraded"), reopens it and
+runs the failed operation once more. A failed append group is retried as a whole, so its
+callers are not told of the damage at all unless the retry fails too. ``generation`` moves
+with each salvage, so read-only connections beside the writer reopen
+(:class:`~mplp_lsp.store.reader.ReaderConnection`).
+
 Cancellation
 ------------
 Cancelling a caller never disturbs the others. A call cancelled while still queued is
@@ -48,6 +59,7 @@ from typing import Literal, TypeVar
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.store.database import connect, transaction
 from mplp_lsp.store.events import EventLog, NewEvent, PreparedEvent, StoredEvent, prepare_events
+from mplp_lsp.store.salvage import ensure_usable
 
 __all__ = ["StoreWriter"]
 
@@ -55,6 +67,17 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 _Outcome = list[StoredEvent | None] | BaseException
+_DAMAGE_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+
+
+def is_damage(error: BaseException) -> bool:
+    """Whether ``error`` is SQLite saying the database file itself is damaged."""
+    code = getattr(error, "sqlite_errorcode", None)
+    return (
+        isinstance(error, sqlite3.DatabaseError)
+        and code is not None
+        and code & 0xFF in (_DAMAGE_CODES)
+    )
 
 
 class _Request:
@@ -71,7 +94,7 @@ class StoreWriter:
     """Owns the workspace database connection and its thread; see the module docstring.
 
     ``commits`` counts committed transactions (append groups and :meth:`run` calls);
-    ``failed_transactions`` counts those rolled back because of an error.
+    ``failed_transactions`` counts those that failed (after a salvage's retry, if any).
     """
 
     def __init__(self, path: Path, *, max_batch: int = 256, linger: float = 0.002) -> None:
@@ -84,6 +107,7 @@ class StoreWriter:
         self.linger = linger
         self.commits = 0
         self.failed_transactions = 0
+        self.generation = 0  # bumped by each salvage while open (see the module docstring)
         self._state: Literal["new", "starting", "open", "closing", "closed"] = "new"
         self._loop: asyncio.AbstractEventLoop | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
@@ -287,14 +311,18 @@ class StoreWriter:
 
     def _close_connection(self) -> None:
         if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-            self._log = None
+            conn, self._conn, self._log = self._conn, None, None
+            with contextlib.suppress(sqlite3.Error):  # a damaged file may not close cleanly
+                conn.close()
 
     def _connection(self) -> sqlite3.Connection:
         conn = self._conn
         if conn is None:
-            raise RuntimeError(f"StoreWriter for {self.path} is closed")
+            if self._state == "closed":
+                raise RuntimeError(f"StoreWriter for {self.path} is closed")
+            self._open()  # a reopen after a salvage failed: try again
+            conn = self._conn
+            assert conn is not None
         if conn.in_transaction:
             # Only a read() callback that began a transaction and left it open gets here.
             log.warning("rolling back a transaction left open on %s", self.path)
@@ -312,26 +340,58 @@ class StoreWriter:
                 outcomes.append(error)
         if not prepared:
             return outcomes
-        try:
+
+        def append_all() -> list[tuple[int, list[StoredEvent | None]]]:
             conn = self._connection()
             assert self._log is not None
             received_at = utc_timestamp()
             with transaction(conn):
-                for index, items in prepared:
-                    outcomes[index] = self._log.append_prepared(items, received_at=received_at)
+                return [
+                    (index, self._log.append_prepared(items, received_at=received_at))
+                    for index, items in prepared
+                ]
+
+        try:
+            stored = self._recovering(append_all)
         except Exception as error:
             self.failed_transactions += 1
             for index, _ in prepared:
                 outcomes[index] = error
         else:
             self.commits += 1
+            for index, results in stored:
+                outcomes[index] = results
         return outcomes
 
-    def _run_in_transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        conn = self._connection()
+    def _recovering(self, operation: Callable[[], T]) -> T:
+        """Run ``operation``; if it finds the store damaged, salvage it and run it once more."""
         try:
-            with transaction(conn):
-                result = fn(conn)
+            return operation()
+        except sqlite3.DatabaseError as error:
+            if not is_damage(error) or not self._salvage(error):
+                raise
+        return operation()
+
+    def _salvage(self, error: sqlite3.DatabaseError) -> bool:
+        """Move the damaged store aside, salvage it and reopen; whether anything was done."""
+        log.error("the store %s reported damage while open (%s); salvaging it", self.path, error)
+        self._close_connection()
+        try:
+            report = ensure_usable(self.path)
+        finally:
+            self._open()
+        if report is None:  # SQLite's own check finds the file sound: nothing to retry for
+            return False
+        self.generation += 1
+        return True
+
+    def _run_in_transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        def run() -> T:
+            with transaction(self._connection()) as conn:
+                return fn(conn)
+
+        try:
+            result = self._recovering(run)
         except BaseException:
             self.failed_transactions += 1
             raise
@@ -339,10 +399,15 @@ class StoreWriter:
         return result
 
     def _run_plain(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        conn = self._connection()
-        try:
-            return fn(conn)
-        finally:
-            if conn.in_transaction:
-                log.warning("read() callback left a transaction open on %s; rolled back", self.path)
-                conn.execute("ROLLBACK")
+        def run() -> T:
+            conn = self._connection()
+            try:
+                return fn(conn)
+            finally:
+                if conn.in_transaction:
+                    log.warning(
+                        "read() callback left a transaction open on %s; rolled back", self.path
+                    )
+                    conn.execute("ROLLBACK")
+
+        return self._recovering(run)

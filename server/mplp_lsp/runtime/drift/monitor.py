@@ -42,7 +42,7 @@ from mplp_lsp.runtime.drift.repository import (
 from mplp_lsp.runtime.drift.scan import Index, Outcome, Progress, check, load_index, per_directory
 from mplp_lsp.runtime.graph_events import graph_id
 from mplp_lsp.runtime.psg_files import FileChange
-from mplp_lsp.store.database import connect
+from mplp_lsp.store.reader import ReaderConnection
 from mplp_lsp.store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ class DriftMonitor:
         self._sync_repository = sync_repository
         self._git_dir = git_dir(root)
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="mplp-drift")
-        self._read_conn: sqlite3.Connection | None = None
+        self._reader = ReaderConnection(writer)
         self._index: Index | None = None  # recorded stat facts, kept in step with the PSG
         self._checked_epoch: int | None = None
         self._dirty: set[str] | None = None  # paths re-recorded while a full scan runs
@@ -145,19 +145,12 @@ class DriftMonitor:
         if self._scan is not None:
             await asyncio.gather(self._scan, return_exceptions=True)
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, self._close_connection)
+        await loop.run_in_executor(self._executor, self._reader.close)
         self._executor.shutdown(wait=True)
-
-    def _close_connection(self) -> None:
-        if self._read_conn is not None:
-            self._read_conn.close()
-            self._read_conn = None
 
     def _connection(self) -> sqlite3.Connection:
         """The monitor thread's read-only connection: scans never hold up the writer."""
-        if self._read_conn is None:
-            self._read_conn = connect(self._writer.path, read_only=True)
-        return self._read_conn
+        return self._reader.get()
 
     @property
     def open_drifts(self) -> dict[str, Drift]:
