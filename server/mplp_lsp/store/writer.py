@@ -70,7 +70,7 @@ _Outcome = list[StoredEvent | None] | BaseException
 _DAMAGE_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 
 
-def is_damage(error: BaseException) -> bool:
+def _is_damage(error: BaseException) -> bool:
     """Whether ``error`` is SQLite saying the database file itself is damaged."""
     code = getattr(error, "sqlite_errorcode", None)
     return (
@@ -368,7 +368,7 @@ class StoreWriter:
         try:
             return operation()
         except sqlite3.DatabaseError as error:
-            if not is_damage(error) or not self._salvage(error):
+            if not _is_damage(error) or not self._salvage(error):
                 raise
         return operation()
 
