@@ -344,12 +344,18 @@ class StoreWriter:
         def append_all() -> list[tuple[int, list[StoredEvent | None]]]:
             conn = self._connection()
             assert self._log is not None
-            received_at = utc_timestamp()
+            # The callers' events as one batch: one statement for the whole group (many
+            # callers append a single event), in call order, so the first of two equal
+            # events is the one stored, as with separate appends.
+            items = [item for _, batch in prepared for item in batch]
             with transaction(conn):
-                return [
-                    (index, self._log.append_prepared(items, received_at=received_at))
-                    for index, items in prepared
-                ]
+                results = self._log.append_prepared(items, received_at=utc_timestamp())
+            shares: list[tuple[int, list[StoredEvent | None]]] = []
+            start = 0
+            for index, batch in prepared:
+                shares.append((index, results[start : start + len(batch)]))
+                start += len(batch)
+            return shares
 
         try:
             stored = self._recovering(append_all)
