@@ -317,7 +317,9 @@ def test_older_stores_keep_recognising_their_events_after_the_key_migrations(db:
     conn.close()
 
 
-def test_a_migration_that_rebuilt_the_log_gives_the_old_pages_back(db: Path) -> None:
+def test_a_migration_that_rebuilt_the_log_gives_the_old_pages_back(
+    db: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     old = store_at_version(db, database.SCHEMA_VERSION - 1)
     body = json.dumps({"payload": {"text": "x" * 1000}})
     old.executemany(
@@ -328,7 +330,9 @@ def test_a_migration_that_rebuilt_the_log_gives_the_old_pages_back(db: Path) -> 
     old.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     old.close()
     before = db.stat().st_size
-    conn = connect(db)  # copies the log into a new table and drops the old one
+    with caplog.at_level(logging.WARNING, logger="mplp_lsp.store.database"):
+        conn = connect(db)  # copies the log into a new table and drops the old one
+    assert f"from schema {database.SCHEMA_VERSION - 1} to {database.SCHEMA_VERSION}" in caplog.text
     assert conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()

@@ -24,6 +24,7 @@ version intact. Read-only connections never migrate.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -47,6 +48,8 @@ __all__ = [
     "split_script",
     "transaction",
 ]
+
+log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS: Final = 5000
 # SQLite checkpoints (copies the WAL back into the database, with its own fsync) after 1000
@@ -515,6 +518,10 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> bool:
         raise StoreVersionError(
             f"{path} has schema version {current}; this mplp-lsp knows up to {target}"
         )
+    if 0 < current < target:
+        # Some upgrades rewrite the whole event log (about 10 s per million events): say why
+        # this start is slow.
+        log.warning("upgrading the store %s from schema %d to %d", path, current, target)
     migrated = False
     while current < target:
         with transaction(conn):
