@@ -188,11 +188,6 @@ class EventLog:
         if not rows:
             return []
         conn = self._conn
-        if len(rows) == 1:  # the statement itself says whether the row was stored, and where
-            cursor = conn.execute(_INSERT, rows[0])
-            if cursor.rowcount != 1 or cursor.lastrowid is None:
-                return [None]
-            return [_accepted(cursor.lastrowid, prepared[0], received)]
         last = _last_seq(conn)
         # One executemany costs a third of a statement per row. Rows that are duplicates
         # are skipped by ON CONFLICT DO NOTHING, so the statement itself says only how many
