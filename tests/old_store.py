@@ -5,8 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from mplp_lsp.store.database import MIGRATIONS, dedup_param, split_script
-from mplp_lsp.store.dedup import current_key
+from mplp_lsp.store.database import MIGRATIONS, register_functions, split_script
 
 
 def store_at_version(path: Path, version: int) -> sqlite3.Connection:
@@ -14,9 +13,7 @@ def store_at_version(path: Path, version: int) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
     conn.execute("PRAGMA journal_mode = WAL")
-    # The functions the migration scripts call, as connect() registers them.
-    conn.create_function("mplp_hex_key", 1, dedup_param, deterministic=True)
-    conn.create_function("mplp_current_key", 2, current_key, deterministic=True)
+    register_functions(conn)
     for script in MIGRATIONS[:version]:
         for statement in split_script(script):
             conn.execute(statement)

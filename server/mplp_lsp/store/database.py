@@ -31,7 +31,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Final
 
-from mplp_lsp.store.dedup import current_key
+from mplp_lsp.store.dedup import current_key, dedup_param
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -42,8 +42,8 @@ __all__ = [
     "WAL_SIZE_LIMIT",
     "StoreVersionError",
     "connect",
-    "dedup_param",
     "reclaim_free_pages",
+    "register_functions",
     "schema_version",
     "split_script",
     "transaction",
@@ -65,17 +65,6 @@ WAL_SIZE_LIMIT: Final = 4 * 2**20
 # table. Fewer are left for SQLite to reuse; reclaiming after every small drain would move
 # pages around for nothing.
 RECLAIM_MIN_PAGES: Final = 256
-
-_HEX_KEY_LENGTH: Final = 32
-_HEX_DIGITS: Final = frozenset("0123456789abcdef")
-
-
-def dedup_param(key: str | bytes) -> str | bytes:
-    """How a dedup key is stored: 32 lowercase hex digits as their 16 bytes, others as given."""
-    if isinstance(key, str) and len(key) == _HEX_KEY_LENGTH and _HEX_DIGITS.issuperset(key):
-        return bytes.fromhex(key)
-    return key
-
 
 _V1: Final = """
 -- seq is the rowid: dense, in commit order, and the cursor consumers resume from
@@ -461,14 +450,19 @@ def connect(path: Path, *, read_only: bool = False) -> sqlite3.Connection:
         # then grew its memory by 16 MiB (bench/soak_watch.py).
         conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
         conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
-        conn.create_function("mplp_hex_key", 1, dedup_param, deterministic=True)
-        conn.create_function("mplp_current_key", 2, current_key, deterministic=True)
+        register_functions(conn)
         if _migrate(conn, path):
             reclaim_free_pages(conn)
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def register_functions(conn: sqlite3.Connection) -> None:
+    """The SQL functions the migration scripts (and salvage) call."""
+    conn.create_function("mplp_hex_key", 1, dedup_param, deterministic=True)
+    conn.create_function("mplp_current_key", 2, current_key, deterministic=True)
 
 
 def _connect_read_only(path: Path) -> sqlite3.Connection:

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
-__all__ = ["DIGEST_SIZE", "KEY_SIZE", "current_key", "id_key", "payload_key"]
+__all__ = ["DIGEST_SIZE", "KEY_SIZE", "current_key", "dedup_param", "id_key", "payload_key"]
 
 DIGEST_SIZE: Final = 16
 _TIME_SIZE: Final = 4
@@ -51,6 +51,17 @@ def id_key(event_id: str, timestamp: object) -> bytes:
     return _seconds(timestamp) + digest
 
 
+def dedup_param(key: str | bytes) -> str | bytes:
+    """How a key is bound: 32 lowercase hex digits as their 16 bytes, others as given.
+
+    Hex digests were the intake's key form before keys were bytes; SQLite never finds a
+    blob equal to a text value, so the two forms cannot collide.
+    """
+    if isinstance(key, str) and len(key) == 2 * DIGEST_SIZE and _HEX_DIGITS.issuperset(key):
+        return bytes.fromhex(key)
+    return key
+
+
 def current_key(key: str | bytes, body: str) -> str | bytes:
     """``key`` of a row written by an older mplp-lsp, in today's form (``body``: its envelope).
 
@@ -58,14 +69,10 @@ def current_key(key: str | bytes, body: str) -> str | bytes:
     ``id:<event_id>`` for L3 events. A key already in today's form, or in none of these
     forms, is returned as it is, so this can run over a table more than once.
     """
-    if isinstance(key, str):
-        if key.startswith("id:"):
-            envelope = _envelope(body)
-            return id_key(key[3:], envelope.get("timestamp"))
-        if len(key) != 2 * DIGEST_SIZE or not _HEX_DIGITS.issuperset(key):
-            return key
-        key = bytes.fromhex(key)
-    if len(key) != DIGEST_SIZE:
+    if isinstance(key, str) and key.startswith("id:"):
+        return id_key(key[3:], _envelope(body).get("timestamp"))
+    key = dedup_param(key)
+    if isinstance(key, str) or len(key) != DIGEST_SIZE:
         return key
     payload = _envelope(body).get("payload")
     return payload_key(key, payload if isinstance(payload, Mapping) else {})

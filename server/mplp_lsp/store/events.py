@@ -20,7 +20,8 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from mplp_lsp.protocol.envelope import utc_timestamp
-from mplp_lsp.store.database import dedup_param, transaction
+from mplp_lsp.store.database import transaction
+from mplp_lsp.store.dedup import dedup_param
 
 __all__ = [
     "EventLog",
