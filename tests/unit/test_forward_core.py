@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -293,10 +293,48 @@ class OutboxModel(RuleBasedStateMachine):
         state = outbox.read_state(self.conn)
         assert state.pending == len(pending)
         assert state.delivered == len(self.acked)
+        assert (state.pending, state.pending_bytes) == _counted_from_table(self.conn)
 
 
 OutboxModel.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
 test_outbox_model = OutboxModel.TestCase
+
+
+def _counted_from_table(conn: sqlite3.Connection) -> tuple[int, int]:
+    count, size = conn.execute("SELECT count(*), coalesce(sum(bytes), 0) FROM outbox").fetchone()
+    return int(count), int(size)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    batches=st.lists(st.integers(1, 12), min_size=1, max_size=8),
+    budget_entries=st.integers(1, 20),
+)
+def test_appends_past_the_budget_drop_exactly_the_oldest(
+    batches: list[int], budget_entries: int
+) -> None:
+    with tempfile.TemporaryDirectory() as scratch:
+        conn, log = _open(Path(scratch) / "s.db")
+        log.append([new_event(100)])  # ids of three digits: every body has the same size
+        [first] = outbox.peek(conn, max_count=1, max_bytes=2**20)
+        outbox.ack(conn, [first.seq])
+        budget = budget_entries * len(first.body.encode())
+        conn.execute("UPDATE outbox_state SET budget_bytes = ?", (budget,))
+        queued: list[int] = []
+        for size in batches:
+            start = 101 + len(queued)
+            stored = log.append([new_event(n) for n in range(start, start + size)])
+            queued += [s.seq for s in stored if s is not None]
+            state = outbox.read_state(conn)
+            pending = [e.seq for e in outbox.peek(conn, max_count=10**6, max_bytes=2**40)]
+            # Whatever is left is the newest of what was queued, within the budget, and no
+            # more was dropped than needed: one more entry would not have fitted.
+            assert pending == queued[len(queued) - len(pending) :]
+            assert state.pending_bytes <= budget
+            assert len(pending) == min(len(queued), budget_entries)
+            assert state.overflow_dropped == len(queued) - len(pending)
+            assert (state.pending, state.pending_bytes) == _counted_from_table(conn)
+        conn.close()
 
 
 def test_peek_respects_count_and_bytes_but_always_returns_one(tmp_path: Path) -> None:

@@ -320,7 +320,8 @@ def test_older_stores_keep_recognising_their_events_after_the_key_migrations(db:
 def test_a_migration_that_rebuilt_the_log_gives_the_old_pages_back(
     db: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    old = store_at_version(db, database.SCHEMA_VERSION - 1)
+    rebuilt_at = database.MIGRATIONS.index(database._TIMED_KEYS)
+    old = store_at_version(db, rebuilt_at)
     body = json.dumps({"payload": {"text": "x" * 1000}})
     old.executemany(
         "INSERT INTO events (event_id, kind, dedup_key, timestamp, received_at, body)"
@@ -332,11 +333,38 @@ def test_a_migration_that_rebuilt_the_log_gives_the_old_pages_back(
     before = db.stat().st_size
     with caplog.at_level(logging.WARNING, logger="mplp_lsp.store.database"):
         conn = connect(db)  # copies the log into a new table and drops the old one
-    assert f"from schema {database.SCHEMA_VERSION - 1} to {database.SCHEMA_VERSION}" in caplog.text
+    assert f"from schema {rebuilt_at} to {database.SCHEMA_VERSION}" in caplog.text
     assert conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
     assert db.stat().st_size < 1.1 * before
+
+
+def test_entries_queued_by_the_old_triggers_stay_counted_after_the_upgrade(db: Path) -> None:
+    """Migration 9 drops the per-event queue triggers; what they queued is kept as it was."""
+    old = store_at_version(db, database.MIGRATIONS.index(database._QUEUE_PER_APPEND))
+    old.execute("UPDATE outbox_state SET enabled = 1")
+    old.executemany(
+        "INSERT INTO events (event_id, kind, dedup_key, timestamp, received_at, body)"
+        " VALUES (?, 'file_update', ?, 't', 't', ?)",
+        [(f"id-{n}", f"key-{n}", json.dumps({"n": n})) for n in range(3)],
+    )
+    old.close()
+    conn = connect(db)
+    triggers = {
+        name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+    }
+    assert triggers.isdisjoint({"outbox_enqueue", "outbox_added", "outbox_overflow"})
+    assert conn.execute("SELECT pending FROM outbox_state").fetchone()[0] == 3
+    EventLog(conn).append([make_event(n) for n in range(3, 5)])
+    pending, pending_bytes = conn.execute(
+        "SELECT pending, pending_bytes FROM outbox_state"
+    ).fetchone()
+    assert (pending, pending_bytes) == conn.execute(
+        "SELECT count(*), sum(length(CAST(e.body AS BLOB))) FROM outbox JOIN events AS e USING (seq)"
+    ).fetchone()
+    assert pending == 5
+    conn.close()
 
 
 def test_minted_event_ids_skip_the_id_check_and_received_ones_do_not(

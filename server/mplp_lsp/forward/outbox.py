@@ -1,10 +1,11 @@
 """The outbox tables (migration 2 in :mod:`mplp_lsp.store.database`), synchronously.
 
 Every function takes a connection and is meant to run on the store's writer thread
-(``StoreWriter.run`` for writes, ``StoreWriter.read`` for reads). Entries are put in by a
-trigger on ``events`` inside the intake's own transaction, so nothing here enqueues; this
-module reads entries with their bodies, and removes them as delivered, dead-lettered or
-dropped, each counted in ``outbox_state`` in the same transaction.
+(``StoreWriter.run`` for writes, ``StoreWriter.read`` for reads). Entries are put in by the
+event log's append inside the intake's own transaction (:mod:`mplp_lsp.store.queueing`),
+so nothing here enqueues new events; this module reads entries with their bodies, and
+removes them as delivered, dead-lettered or dropped, each counted in ``outbox_state`` in
+the same transaction.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Final
 
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.store.database import transaction
+from mplp_lsp.store.queueing import apply_budget, recount
 
 __all__ = [
     "STREAM_META_KEY",
@@ -176,8 +178,8 @@ def requeue_dead(conn: sqlite3.Connection, seqs: Collection[int] | None = None) 
     """Put dead letters back into the outbox (e.g. after fixing a token); returns how many.
 
     Every dead letter, or only those whose ``seq`` is in ``seqs`` (other numbers are
-    ignored). The entries re-enter through the outbox's insert trigger, so ``pending`` and
-    ``pending_bytes`` (and the disk budget) apply to them as to new ones; ``dead_lettered``
+    ignored). They count in ``pending`` and ``pending_bytes`` and the disk budget applies
+    to them as to new entries; ``dead_lettered``
     keeps counting every refusal ever made and is not lowered.
     """
     chosen = (_seq_array(seqs),)
@@ -194,6 +196,9 @@ def requeue_dead(conn: sqlite3.Connection, seqs: Collection[int] | None = None) 
             "DELETE FROM outbox_dead WHERE ?1 IS NULL OR seq IN (SELECT value FROM json_each(?1))",
             chosen,
         )
+        if moved:
+            recount(conn)
+            apply_budget(conn)
     return moved
 
 
@@ -208,26 +213,9 @@ def record_failure(conn: sqlite3.Connection, message: str, *, at: str | None = N
 
 
 def trim_to_budget(conn: sqlite3.Connection) -> int:
-    """Apply the overflow policy in full (the trigger drops one entry per insert at most)."""
-    dropped = 0
+    """Apply the overflow policy now (after the budget changed); returns how many dropped."""
     with transaction(conn):
-        while True:
-            over = conn.execute(
-                "SELECT pending_bytes > budget_bytes FROM outbox_state WHERE id = 1"
-            ).fetchone()[0]
-            if not over:
-                break
-            oldest = conn.execute("SELECT min(seq) FROM outbox").fetchone()[0]
-            if oldest is None:
-                break
-            conn.execute("DELETE FROM outbox WHERE seq = ?", (oldest,))
-            dropped += 1
-        if dropped:
-            conn.execute(
-                "UPDATE outbox_state SET overflow_dropped = overflow_dropped + ? WHERE id = 1",
-                (dropped,),
-            )
-    return dropped
+        return apply_budget(conn)
 
 
 def add_quarantined(conn: sqlite3.Connection, count: int) -> None:

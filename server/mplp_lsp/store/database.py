@@ -407,6 +407,16 @@ BEGIN
 END;
 """  # noqa: S608 (only a constant is formatted in)
 
+_QUEUE_PER_APPEND: Final = """
+-- Accepted events are queued by the append itself, one statement per batch, with the
+-- overflow policy applied by the same code (mplp_lsp.store.queueing): the triggers that
+-- queued and counted each event cost a third of an append. outbox_removed still counts
+-- what leaves.
+DROP TRIGGER outbox_enqueue;
+DROP TRIGGER outbox_added;
+DROP TRIGGER outbox_overflow;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     _V1,
     _TOOL_INVOCATIONS,
@@ -416,6 +426,7 @@ MIGRATIONS: tuple[str, ...] = (
     _PSG_NODES,
     _COMPACT_DEDUP_KEYS,
     _TIMED_KEYS,
+    _QUEUE_PER_APPEND,
 )
 """Schema scripts; index ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append only."""
 

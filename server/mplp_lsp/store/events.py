@@ -22,6 +22,7 @@ from typing import Any, Final
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.store.database import transaction
 from mplp_lsp.store.dedup import dedup_param
+from mplp_lsp.store.queueing import queue_appended
 
 __all__ = [
     "EventLog",
@@ -194,6 +195,8 @@ class EventLog:
         # are skipped by ON CONFLICT DO NOTHING, so the statement itself says only how many
         # were stored, not which.
         inserted = conn.executemany(_INSERT, rows).rowcount
+        if inserted:
+            queue_appended(conn, last)
         if inserted == len(rows) and _last_seq(conn) == last + inserted:
             # seq is the rowid of an append-only table: SQLite numbers new rows one past the
             # largest, so these rows hold exactly the numbers after ``last``, in order.

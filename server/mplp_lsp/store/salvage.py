@@ -31,6 +31,7 @@ from typing import Any, Final
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.store.database import connect, transaction
 from mplp_lsp.store.dedup import KEY_SIZE
+from mplp_lsp.store.queueing import recount
 
 __all__ = ["SALVAGE_META_KEY", "SalvageReport", "ensure_usable", "read_report"]
 
@@ -298,6 +299,7 @@ def _restore_outbox(
                 " WHERE seq NOT IN (SELECT seq FROM outbox_dead) ORDER BY seq"
             )
             new.execute("UPDATE outbox_state SET enabled = 1 WHERE id = 1")
+        recount(new)  # the copied (or rebuilt) entries
         if report.lost_events:
             new.execute(
                 "UPDATE outbox_state SET quarantined = quarantined + ? WHERE id = 1",
