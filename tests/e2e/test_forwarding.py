@@ -618,6 +618,7 @@ async def test_a_poison_envelope_is_requeued_to_a_running_daemon_and_arrives(
         await ws.close()
     assert await dead_letters(state_dir, workspace) == []
     assert status is not None and status["dead_lettered"] == 1 and status["depth"] == 0
+    assert status["dead_letters"] == 0  # refused once, requeued, delivered
     poison_item = next(i for i in server.stored if i["envelope"]["event_id"] == poison_id)
     assert poison_item["seq"] == letter["seq"]  # the same stream position as before
 

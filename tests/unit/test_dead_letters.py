@@ -105,6 +105,7 @@ def test_requeue_of_chosen_seqs_moves_only_those_and_keeps_the_counters(
         assert still_dead == sorted(dead - chosen)
         assert pending == sorted(set(range(1, count + 1)) - (dead - chosen))
         assert counters.dead_lettered == len(dead)  # every refusal stays counted
+        assert counters.dead_letters == len(still_dead)  # what is held now
         assert_counters_match_tables(db)
 
 
@@ -258,3 +259,14 @@ def test_dead_into_a_reader_that_stops_early_ends_quietly(tmp_path: Path) -> Non
         errors = child.stderr.read()
     assert json.loads(first)["seq"] == 1
     assert (child.returncode, errors) == (0, b"")
+
+
+def test_status_shows_refusals_ever_and_the_dead_letters_held_now(
+    state: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert outbox_cli(state, tmp_path, "requeue", "2") == 0
+    capsys.readouterr()
+    assert main(["status", "--state-dir", str(state), "--workspace", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "  dead lettered       3" in lines  # every refusal ever made
+    assert "  dead letters held   2 (mplp-lsp outbox dead)" in lines  # 4 and 5

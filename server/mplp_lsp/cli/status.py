@@ -82,3 +82,4 @@ def _print_forward(forward: dict[str, Any]) -> None:
     print(f"  last error          {forward['last_error'] or '-'}")
     for name in ("delivered", "dead_lettered", "overflow_dropped", "quarantined"):
         print(f"  {name.replace('_', ' '):<20}{forward[name]}")
+    print(f"  dead letters held   {forward['dead_letters']} (mplp-lsp outbox dead)")

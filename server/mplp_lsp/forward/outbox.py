@@ -60,7 +60,8 @@ class OutboxState:
     pending: int
     pending_bytes: int
     delivered: int
-    dead_lettered: int
+    dead_lettered: int  # refusals ever made (an envelope refused again counts again)
+    dead_letters: int  # envelopes in the dead-letter table now
     overflow_dropped: int
     quarantined: int
     batches_sent: int
@@ -233,6 +234,7 @@ def read_state(conn: sqlite3.Connection) -> OutboxState:
     oldest = conn.execute(
         "SELECT e.received_at FROM events AS e WHERE e.seq = (SELECT min(seq) FROM outbox)"
     ).fetchone()
+    (held,) = conn.execute("SELECT count(*) FROM outbox_dead").fetchone()
     return OutboxState(
         enabled=bool(row[0]),
         budget_bytes=int(row[1]),
@@ -240,6 +242,7 @@ def read_state(conn: sqlite3.Connection) -> OutboxState:
         pending_bytes=int(row[3]),
         delivered=int(row[4]),
         dead_lettered=int(row[5]),
+        dead_letters=int(held),
         overflow_dropped=int(row[6]),
         quarantined=int(row[7]),
         batches_sent=int(row[8]),

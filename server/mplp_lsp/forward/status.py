@@ -40,6 +40,7 @@ def forward_status(
         "last_error_at": state.last_error_at,
         "delivered": state.delivered,
         "dead_lettered": state.dead_lettered,
+        "dead_letters": state.dead_letters,
         "overflow_dropped": state.overflow_dropped,
         "quarantined": state.quarantined,
         "batches_sent": state.batches_sent,
