@@ -8,7 +8,7 @@ import time
 import pytest
 
 from mplp_lsp.api.app import openapi_document
-from mplp_lsp.api.security import IDLE_TIMEOUT
+from mplp_lsp.api.credentials import IDLE_TIMEOUT
 from tests.unit.test_http_api import Api
 from tests.unit.test_http_api import api as api
 

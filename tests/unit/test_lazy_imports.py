@@ -1,6 +1,6 @@
 """What an idle daemon does not load: the jsonschema oracle until some input is invalid,
-GitPython until a git command is needed, orjson until an event is stored. Each case runs in
-a fresh interpreter."""
+GitPython until a git command is needed, orjson until an event is stored, aiohttp until the
+HTTP API gets a connection. Each case runs in a fresh interpreter."""
 
 from __future__ import annotations
 
@@ -78,3 +78,32 @@ def test_orjson_loads_when_the_first_event_is_stored(tmp_path: Path) -> None:
         str(tmp_path / "events.db"),
     )
     assert out == ["False", "True"]
+
+
+def test_aiohttp_loads_when_the_api_gets_its_first_connection(tmp_path: Path) -> None:
+    out = run(
+        """
+        import asyncio, sys
+        from pathlib import Path
+        from mplp_lsp.api.engine import Engine
+        from mplp_lsp.api.server import ApiServer
+        from mplp_lsp.statedir import StatePaths
+
+        async def main() -> None:
+            server = ApiServer(Engine(None, None, None), StatePaths(Path(sys.argv[1])))
+            await server.start()
+            print("aiohttp" in sys.modules, server.token_file.exists())
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            host = f"127.0.0.1:{server.port}"
+            writer.write(f"GET /health HTTP/1.1\\r\\nHost: {host}\\r\\n\\r\\n".encode())
+            status = (await reader.readline()).split()[1].decode()
+            print("aiohttp" in sys.modules, status)  # served, and refused without the token
+            writer.close()
+            await server.stop()
+            print(server.token_file.exists())
+
+        asyncio.run(main())
+        """,
+        str(tmp_path),
+    )
+    assert out == ["False", "True", "True", "401", "False"]

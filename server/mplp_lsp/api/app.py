@@ -13,16 +13,15 @@ from typing import Any
 from aiohttp import web
 
 from mplp_lsp import __version__
+from mplp_lsp.api.engine import Engine
 from mplp_lsp.api.errors import error_response, result_response
 from mplp_lsp.api.security import BODY_TIMEOUT, MAX_BODY, guard
-from mplp_lsp.intake import Intake, Outcome, Submission
+from mplp_lsp.intake import Outcome, Submission
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ErrorCode
 from mplp_lsp.runtime.psg import Outcome as GraphOutcome
 from mplp_lsp.runtime.psg import Rejected
-from mplp_lsp.runtime.psg_service import PsgService
 from mplp_lsp.store.events import EventLog
-from mplp_lsp.store.writer import StoreWriter
 
 _UUID4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 _INTEGRATION_KINDS = {"file": Kind.FILE_UPDATE, "git": Kind.GIT, "ci": Kind.CI, "tool": Kind.TOOL}
@@ -30,13 +29,6 @@ _EVENT_KINDS = frozenset(
     {"file_update", "git", "tool", "ci", "pipeline_stage", "graph_update", "runtime_execution"}
 )
 EVENTS_LIMIT = 1000
-
-
-class Engine:
-    """What the API works on: one workspace's intake, PSG and store."""
-
-    def __init__(self, intake: Intake, psg: PsgService, writer: StoreWriter) -> None:
-        self.intake, self.psg, self.writer = intake, psg, writer
 
 
 ENGINE = web.AppKey("engine", Engine)

@@ -16,18 +16,15 @@ Checked in this order, before a handler runs and before any body is read:
    chunked body is cut off by aiohttp's ``client_max_size`` once it passes the limit.
 
 Time is bounded too: a connection that has not completed a request within
-:data:`IDLE_TIMEOUT` is closed (slow-loris headers), and a body that does not arrive within
-:data:`BODY_TIMEOUT` is answered 408 (see ``app._json``).
+:data:`~mplp_lsp.api.credentials.IDLE_TIMEOUT` is closed (slow-loris headers), and a body
+that does not arrive within :data:`BODY_TIMEOUT` is answered 408 (see ``app._json``).
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
-import os
-import secrets
 from collections.abc import Awaitable, Callable, Collection
-from pathlib import Path
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
@@ -36,31 +33,9 @@ from mplp_lsp.api.errors import error_response
 from mplp_lsp.protocol.result import ErrorCode
 
 MAX_BODY = 1024 * 1024  # bytes; the largest integration payload or plan is far below this
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
-IDLE_TIMEOUT = 10.0  # seconds a connection may sit without a complete request
 BODY_TIMEOUT = 10.0  # seconds to receive a whole request body
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def new_token() -> str:
-    return secrets.token_urlsafe(32)
-
-
-def write_token(path: Path, token: str) -> None:
-    """Write the token readable by this user only, replacing any older file atomically."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    try:
-        os.fchmod(fd, 0o600)  # the umask cannot widen it, an old file's mode does not matter
-        os.write(fd, token.encode())
-    finally:
-        os.close(fd)
-    temporary.replace(path)
-
-
-def allowed_hosts(port: int) -> frozenset[str]:
-    return frozenset(LOOPBACK_NAMES) | {f"{name}:{port}" for name in LOOPBACK_NAMES}
 
 
 def is_loopback_peer(peername: object) -> bool:

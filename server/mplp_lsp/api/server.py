@@ -3,27 +3,38 @@
 While it listens, the state dir holds ``api-token`` (0600, a fresh random token each start)
 and ``api.json`` (``{url, token_file, pid}``) so scripts and hooks can find it;
 ``mplp-lsp status --json`` reports the same. Both are removed when it stops.
+
+The socket is bound and listening from the start, but aiohttp (about 11 MiB of an idle
+daemon's memory, which is kept within twice a bare pygls server's) is loaded only when the
+first connection arrives: most sessions never get a request. That connection waits in the
+kernel's backlog meanwhile and is then served like any other.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import os
+import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from aiohttp import web
-
-from mplp_lsp.api.app import Engine, build_app
+from mplp_lsp.api.credentials import IDLE_TIMEOUT, allowed_hosts, new_token, write_token
 from mplp_lsp.api.endpoint import ENDPOINT_NAME, TOKEN_NAME, Endpoint
-from mplp_lsp.api.security import IDLE_TIMEOUT, allowed_hosts, new_token, write_token
+from mplp_lsp.api.engine import Engine
 from mplp_lsp.settings import Settings
 from mplp_lsp.statedir import StatePaths
 from mplp_lsp.workspace import Workspace
 
+if TYPE_CHECKING:
+    from aiohttp import web
+
 log = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"
+_BACKLOG = 128
 
 
 class ApiServer:
@@ -31,6 +42,9 @@ class ApiServer:
         self._engine = engine
         self._paths = paths
         self._requested_port = port
+        self._socket: socket.socket | None = None
+        self._waiting = False  # listening, aiohttp not loaded yet
+        self._serving: asyncio.Task[None] | None = None
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
         self.token = new_token()
@@ -49,21 +63,19 @@ class ApiServer:
 
     async def start(self) -> Endpoint:
         write_token(self.token_file, self.token)
-        hosts: frozenset[str] = frozenset()
-        app = build_app(self._engine, self.token, lambda: hosts)
-        runner = web.AppRunner(
-            app, access_log=None, handle_signals=False, keepalive_timeout=IDLE_TIMEOUT
-        )
-        await runner.setup()
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
-            site = web.TCPSite(runner, HOST, self._requested_port, reuse_address=False)
-            await site.start()
+            # No SO_REUSEADDR: a port another process holds is refused, not shared.
+            listener.bind((HOST, self._requested_port))
+            listener.listen(_BACKLOG)
+            listener.setblocking(False)
         except BaseException:
-            await runner.cleanup()
+            listener.close()
             raise
-        self._runner = runner
-        self.port = int(runner.addresses[0][1])
-        hosts = allowed_hosts(self.port)
+        self._socket = listener
+        self.port = int(listener.getsockname()[1])
+        asyncio.get_running_loop().add_reader(listener.fileno(), self._first_connection)
+        self._waiting = True
         endpoint = Endpoint(self.url, str(self.token_file))
         payload = {**endpoint.to_json(), "pid": os.getpid()}
         temporary = self.endpoint_file.with_name(f".{ENDPOINT_NAME}.tmp")
@@ -72,12 +84,52 @@ class ApiServer:
         log.info("HTTP API listening on %s", self.url)
         return endpoint
 
+    def _first_connection(self) -> None:
+        self._stop_waiting()
+        self._serving = asyncio.get_running_loop().create_task(self._serve(), name="api-serve")
+
+    def _stop_waiting(self) -> None:
+        if self._waiting and self._socket is not None:
+            asyncio.get_running_loop().remove_reader(self._socket.fileno())
+        self._waiting = False
+
+    async def _serve(self) -> None:
+        """Load aiohttp and hand it the listening socket (at the first connection)."""
+        from aiohttp import web
+
+        from mplp_lsp.api.app import build_app
+
+        assert self._socket is not None and self.port is not None
+        hosts = allowed_hosts(self.port)
+        runner = web.AppRunner(
+            build_app(self._engine, self.token, lambda: hosts),
+            access_log=None,
+            handle_signals=False,
+            keepalive_timeout=IDLE_TIMEOUT,
+        )
+        try:
+            await runner.setup()
+            await web.SockSite(runner, self._socket).start()
+        except Exception:
+            log.exception("the HTTP API could not start serving on %s", self.url)
+            await runner.cleanup()
+            self._socket.close()  # refused from now on, rather than left hanging
+            return
+        self._runner = runner
+
     async def stop(self) -> None:
         for path in (self.endpoint_file, self.token_file):
             path.unlink(missing_ok=True)
+        self._stop_waiting()
+        if self._serving is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._serving
         if self._runner is not None:
             runner, self._runner = self._runner, None
-            await runner.cleanup()
+            await runner.cleanup()  # closes the socket with the server
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
 
 
 def api_port(settings: Settings, port: int | None, disabled: bool) -> int | None:
