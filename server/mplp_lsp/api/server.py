@@ -43,7 +43,6 @@ class ApiServer:
         self._paths = paths
         self._requested_port = port
         self._socket: socket.socket | None = None
-        self._waiting = False  # listening, aiohttp not loaded yet
         self._serving: asyncio.Task[None] | None = None
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
@@ -75,7 +74,6 @@ class ApiServer:
         self._socket = listener
         self.port = int(listener.getsockname()[1])
         asyncio.get_running_loop().add_reader(listener.fileno(), self._first_connection)
-        self._waiting = True
         endpoint = Endpoint(self.url, str(self.token_file))
         payload = {**endpoint.to_json(), "pid": os.getpid()}
         temporary = self.endpoint_file.with_name(f".{ENDPOINT_NAME}.tmp")
@@ -89,9 +87,9 @@ class ApiServer:
         self._serving = asyncio.get_running_loop().create_task(self._serve(), name="api-serve")
 
     def _stop_waiting(self) -> None:
-        if self._waiting and self._socket is not None:
+        """Stop watching for the first connection (watched while nothing serves yet)."""
+        if self._serving is None and self._socket is not None:
             asyncio.get_running_loop().remove_reader(self._socket.fileno())
-        self._waiting = False
 
     async def _serve(self) -> None:
         """Load aiohttp and hand it the listening socket (at the first connection)."""

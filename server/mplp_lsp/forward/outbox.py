@@ -180,8 +180,8 @@ def requeue_dead(conn: sqlite3.Connection, seqs: Collection[int] | None = None) 
 
     Every dead letter, or only those whose ``seq`` is in ``seqs`` (other numbers are
     ignored). They count in ``pending`` and ``pending_bytes`` and the disk budget applies
-    to them as to new entries; ``dead_lettered``
-    keeps counting every refusal ever made and is not lowered.
+    to them as to new entries; ``dead_lettered`` keeps counting every refusal ever made
+    and is not lowered.
     """
     chosen = (_seq_array(seqs),)
     with transaction(conn):

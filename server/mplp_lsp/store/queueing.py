@@ -7,7 +7,7 @@ calls :func:`queue_appended` after its insert, before ``COMMIT``.
 
 Entries are added per batch (one ``INSERT ... SELECT`` and one counter update for all the
 events of an append), not per event: the per-event triggers that did this before cost a
-third of an append (bench/bench_forward.py). Entries leaving the outbox (delivered,
+quarter of an enqueue (bench/bench_forward.py). Entries leaving the outbox (delivered,
 dead-lettered, dropped) are still counted by the ``outbox_removed`` trigger, one row at a
 time, because they leave by seq from several places. Everything else that adds entries
 (requeued dead letters, a salvage) calls :func:`recount` afterwards.
@@ -19,6 +19,7 @@ events stay in the local log) and are counted in ``overflow_dropped``.
 from __future__ import annotations
 
 import sqlite3
+from itertools import accumulate
 from typing import Final
 
 __all__ = ["apply_budget", "queue_appended", "recount"]
@@ -76,14 +77,10 @@ def apply_budget(conn: sqlite3.Connection) -> int:
         ).fetchall()
         if not oldest:
             break
-        freed = 0
-        last = oldest[-1][0]
-        for seq, size in oldest:
-            freed += size
-            if freed >= excess:
-                last = seq
-                break
-        dropped += conn.execute("DELETE FROM outbox WHERE seq <= ?", (last,)).rowcount
+        # Up to the first entry whose running total covers the excess, or the whole chunk.
+        totals = zip(oldest, accumulate(size for _, size in oldest), strict=True)
+        cut = next((seq for (seq, _), freed in totals if freed >= excess), oldest[-1][0])
+        dropped += conn.execute("DELETE FROM outbox WHERE seq <= ?", (cut,)).rowcount
     if dropped:
         conn.execute(
             "UPDATE outbox_state SET overflow_dropped = overflow_dropped + ? WHERE id = 1",
