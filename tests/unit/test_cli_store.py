@@ -107,6 +107,14 @@ def test_events_human_lines(state: Path, tmp_path: Path) -> None:
     assert "refs/heads/main" in lines[1]
 
 
+def test_events_refuses_a_kind_the_log_never_stores(state: Path, tmp_path: Path) -> None:
+    args = ("--state-dir", str(state), "--workspace", str(tmp_path))
+    done = cli("events", "--kind", "file_updates", *args)
+    assert done.returncode == 2 and done.stdout == ""
+    assert "invalid choice: 'file_updates'" in done.stderr and "'runtime_execution'" in done.stderr
+    assert cli("events", "--kind", "envelope", *args).returncode == 2  # stored by payload kind
+
+
 def test_events_with_no_store_says_so(tmp_path: Path) -> None:
     done = cli("events", "--state-dir", str(tmp_path / "empty"), "--workspace", str(tmp_path))
     assert done.returncode == 0

@@ -17,7 +17,7 @@ from mplp_lsp.api.engine import Engine
 from mplp_lsp.api.errors import error_response, result_response
 from mplp_lsp.api.security import BODY_TIMEOUT, MAX_BODY, guard
 from mplp_lsp.intake import Outcome, Submission
-from mplp_lsp.protocol.kinds import Kind
+from mplp_lsp.protocol.kinds import STORED_KINDS, Kind
 from mplp_lsp.protocol.result import ErrorCode
 from mplp_lsp.runtime.psg import Outcome as GraphOutcome
 from mplp_lsp.runtime.psg import Rejected
@@ -25,9 +25,7 @@ from mplp_lsp.store.events import EventLog
 
 _UUID4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 _INTEGRATION_KINDS = {"file": Kind.FILE_UPDATE, "git": Kind.GIT, "ci": Kind.CI, "tool": Kind.TOOL}
-_EVENT_KINDS = frozenset(
-    {"file_update", "git", "tool", "ci", "pipeline_stage", "graph_update", "runtime_execution"}
-)
+_EVENT_KINDS = frozenset(STORED_KINDS)
 EVENTS_LIMIT = 1000
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from mplp_lsp.cli.common import add_state_options, add_workspace_option, workspace_path
 from mplp_lsp.protocol.envelope import utc_timestamp
+from mplp_lsp.protocol.kinds import STORED_KINDS
 
 if TYPE_CHECKING:
     from mplp_lsp.store.events import StoredEvent
@@ -31,9 +32,9 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--kind",
         action="append",
+        choices=[kind.value for kind in STORED_KINDS],
         metavar="KIND",
-        help="only this kind (file_update, git, tool, ci, graph_update, pipeline_stage, "
-        "runtime_execution); repeat for several",
+        help=f"only this kind ({', '.join(STORED_KINDS)}); repeat for several",
     )
     parser.add_argument(
         "--since",

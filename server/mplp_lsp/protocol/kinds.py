@@ -24,6 +24,8 @@ EVENT_FAMILY_KINDS: tuple[Kind, ...] = (
     Kind.GRAPH_UPDATE,
     Kind.RUNTIME_EXECUTION,
 )
+# What the event log stores an event as (an envelope is stored as its payload's kind).
+STORED_KINDS: tuple[Kind, ...] = (*PAYLOAD_KINDS, *EVENT_FAMILY_KINDS)
 
 SPEC_FAMILY = "ExternalIntegrationEvent"
 UPSTREAM_FAMILY = "external_integration"
