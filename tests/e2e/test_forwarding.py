@@ -34,6 +34,7 @@ from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.settings import parse_settings
 from mplp_lsp.store import EventLog, StoreWriter, connect
 from mplp_lsp.workspace import Workspace
+from tests.e2e.test_api_daemon import cli, start_watch, stop, wait_for_api
 from tests.unit.test_forward_core import new_event
 
 SERVER = Path(__file__).resolve().parents[2] / "server"
@@ -664,3 +665,60 @@ async def test_refused_by_the_collector_for_a_bad_token_then_requeued_with_the_r
     finally:
         remote.stop()
     assert await dead_letters(state_dir, workspace) == []
+
+
+async def status_report(state: Path, workspace: Path, *extra: str) -> Any:
+    args = ("status", "--state-dir", str(state), "--workspace", str(workspace), *extra)
+    done = await asyncio.to_thread(cli, *args)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout) if extra else done.stdout
+
+
+async def test_status_of_a_recording_daemon_shows_its_forwarders_live_state(
+    tmp_path: Path, collector: Collector
+) -> None:
+    workspace, state = tmp_path / "ws", tmp_path / "state"
+    workspace.mkdir()
+    daemon = await start_watch(workspace, state, "--remote", collector.url)
+    try:
+        await wait_for_api(state, workspace)
+        (workspace / "a.py").write_text("x = 1\n")
+
+        async def delivered() -> bool:
+            forward = (await status_report(state, workspace, "--json"))["forward"]
+            return forward is not None and forward["delivered"] >= 1
+
+        await until(delivered)
+        live = (await status_report(state, workspace, "--json"))["forward"]
+        text = await status_report(state, workspace)
+    finally:
+        err = await stop(daemon)
+    assert daemon.returncode == 0, err
+    assert live["state"] in ("idle", "sending")
+    assert live["remote"] == collector.url
+    assert f"forwarding    {live['state']} (remote {collector.url})" in text
+    # The store alone, once nobody records: forwarding stays on for it, nobody sends now.
+    stored = (await status_report(state, workspace, "--json"))["forward"]
+    assert (stored["state"], stored["remote"]) == ("queuing", None)
+    assert stored["delivered"] == live["delivered"]
+
+
+async def test_status_says_unknown_when_the_recording_daemon_cannot_be_asked(
+    tmp_path: Path, collector: Collector
+) -> None:
+    workspace, state = tmp_path / "ws", tmp_path / "state"
+    workspace.mkdir()
+    daemon = await start_watch(workspace, state, "--remote", collector.url, "--no-api")
+    try:
+
+        async def recording() -> bool:
+            report = await status_report(state, workspace, "--json")
+            return report["daemon"] is not None and report["forward"] is not None
+
+        await until(recording)
+        report = await status_report(state, workspace, "--json")
+    finally:
+        err = await stop(daemon)
+    assert daemon.returncode == 0, err
+    assert report["api"] is None
+    assert report["forward"]["state"] == "unknown"

@@ -47,7 +47,8 @@ class Running:
     async def _start(self, root: Path, state: Path) -> tuple[Workspace, ApiServer]:
         workspace = await Workspace.open(root, Settings(), state_dir=state)
         server = ApiServer(
-            Engine(workspace.intake, workspace.psg, workspace.writer), workspace.paths
+            Engine(workspace.intake, workspace.psg, workspace.writer, workspace.status),
+            workspace.paths,
         )
         await server.start()
         return workspace, server

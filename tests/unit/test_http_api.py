@@ -90,7 +90,9 @@ async def api(tmp_path: Path) -> AsyncIterator[Api]:
     root = tmp_path / "ws"
     root.mkdir()
     workspace = await Workspace.open(root, Settings(), state_dir=tmp_path / "state")
-    server = ApiServer(Engine(workspace.intake, workspace.psg, workspace.writer), workspace.paths)
+    server = ApiServer(
+        Engine(workspace.intake, workspace.psg, workspace.writer, workspace.status), workspace.paths
+    )
     await server.start()
     try:
         async with aiohttp.ClientSession() as session:
@@ -426,7 +428,7 @@ async def test_a_non_loopback_peer_is_refused(api: Api) -> None:
 
     port = api.server.port
     app = build_app(
-        Engine(api.workspace.intake, api.workspace.psg, api.workspace.writer),
+        Engine(api.workspace.intake, api.workspace.psg, api.workspace.writer, api.workspace.status),
         api.server.token,
         lambda: {f"127.0.0.1:{port}", f"{address}"},
     )
@@ -459,7 +461,9 @@ async def test_stopping_removes_the_endpoint_and_token_files(tmp_path: Path) -> 
     root = tmp_path / "ws"
     root.mkdir()
     workspace = await Workspace.open(root, Settings(), state_dir=tmp_path / "state")
-    server = ApiServer(Engine(workspace.intake, workspace.psg, workspace.writer), workspace.paths)
+    server = ApiServer(
+        Engine(workspace.intake, workspace.psg, workspace.writer, workspace.status), workspace.paths
+    )
     await server.start()
     await server.stop()
     await workspace.close()

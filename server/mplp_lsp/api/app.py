@@ -90,6 +90,11 @@ async def health(request: web.Request) -> web.Response:
     return web.json_response({"ok": True, "version": __version__})
 
 
+async def live_status(request: web.Request) -> web.Response:
+    report = await _engine(request).status()
+    return web.json_response(report.to_json())
+
+
 async def openapi(request: web.Request) -> web.Response:
     return web.json_response(openapi_document())
 
@@ -228,6 +233,7 @@ async def events(request: web.Request) -> web.Response:
 
 ROUTES: tuple[tuple[str, str, Callable[[web.Request], Awaitable[web.Response]]], ...] = (
     ("GET", "/health", health),
+    ("GET", "/status", live_status),
     ("GET", "/openapi.json", openapi),
     ("POST", "/integration/{kind}", integration),
     ("POST", "/psg/contexts", create_context),

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from mplp_lsp.intake import Intake
 from mplp_lsp.runtime.psg_service import PsgService
 from mplp_lsp.store.writer import StoreWriter
+from mplp_lsp.workspace_status import WorkspaceStatus
 
 
 class Engine:
-    """What the API works on: one workspace's intake, PSG and store."""
+    """What the API works on: one workspace's intake, PSG, store and live status."""
 
-    def __init__(self, intake: Intake, psg: PsgService, writer: StoreWriter) -> None:
-        self.intake, self.psg, self.writer = intake, psg, writer
+    def __init__(
+        self,
+        intake: Intake,
+        psg: PsgService,
+        writer: StoreWriter,
+        status: Callable[[], Awaitable[WorkspaceStatus]],
+    ) -> None:
+        self.intake, self.psg, self.writer, self.status = intake, psg, writer, status

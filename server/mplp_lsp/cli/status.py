@@ -14,8 +14,9 @@ def register(commands: Any) -> None:
         "status",
         help="show what is stored and whether a daemon is recording",
         description=(
-            "Counts by kind, rejected input, store size, last event time, and the daemon "
-            "process that owns the store."
+            "Counts by kind, rejected input, store size, last event time, drift, forwarding, "
+            "and the daemon process that owns the store. While a daemon is recording, its own "
+            "view is shown (asked over its HTTP API), with forwarding's live state."
         ),
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -26,6 +27,7 @@ def register(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from mplp_lsp.api.endpoint import read_endpoint
+    from mplp_lsp.cli.daemon_status import daemon_status, without_live_state
     from mplp_lsp.cli.store_access import open_read_only, state_paths
     from mplp_lsp.statedir import StateDirLock
     from mplp_lsp.workspace_status import WorkspaceStatus, read_status
@@ -45,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
     owner = StateDirLock(paths.lock, workspace=workspace).owner()
     endpoint = read_endpoint(paths) if owner else None  # a dead daemon's file is stale
     api = endpoint.to_json() if endpoint else None
+    if owner:
+        status = (api and daemon_status(api)) or without_live_state(status)
     report: dict[str, Any] = {
         "workspace": str(workspace),
         **status.to_json(),
@@ -75,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_forward(forward: dict[str, Any]) -> None:
     age = forward["oldest_pending_age_s"]
-    print(f"forwarding    {forward['state']}")
+    remote = forward.get("remote")
+    print(f"forwarding    {forward['state']}{f' (remote {remote})' if remote else ''}")
     print(f"  outbox depth        {forward['depth']} ({forward['pending_bytes']:,} bytes)")
     print(f"  oldest pending      {'-' if age is None else f'{age:.1f} s ago'}")
     print(f"  last success        {forward['last_success_at'] or '-'}")

@@ -1,0 +1,72 @@
+"""A running daemon's own view of its workspace, for ``mplp-lsp status``.
+
+The store tells counts and counters; only the daemon knows what its forwarder is doing
+now (sending, waiting out a backoff) and which remote it sends to. ``GET /status`` on the
+daemon's loopback API answers with both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from mplp_lsp.api.credentials import LOOPBACK_NAMES
+from mplp_lsp.workspace_status import WorkspaceStatus
+
+__all__ = ["daemon_status", "without_live_state"]
+
+# A daemon busy committing a burst answers in tens of milliseconds; one that does not answer
+# within this is reported from the store alone rather than holding the command.
+_ASK_TIMEOUT: Final = 3.0
+_FIELDS: Final = frozenset(field.name for field in dataclasses.fields(WorkspaceStatus))
+
+
+def daemon_status(api: dict[str, Any]) -> WorkspaceStatus | None:
+    """The status the daemon behind ``api`` (its endpoint file) reports; None if it cannot.
+
+    The token goes only to a loopback address, whatever the endpoint file says.
+    """
+    import aiohttp
+
+    url = str(api["url"])
+    parts = urlsplit(url)
+    if parts.scheme != "http" or parts.netloc.rsplit(":", 1)[0] not in LOOPBACK_NAMES:
+        return None
+    try:
+        token = Path(api["token_file"]).read_text(encoding="utf-8").strip()
+        report = asyncio.run(_ask(url, token))
+    except (OSError, ValueError, aiohttp.ClientError, TimeoutError):
+        return None
+    if not isinstance(report, dict):
+        return None
+    try:  # a daemon of another version may report fields this one does not know
+        return WorkspaceStatus(**{name: value for name, value in report.items() if name in _FIELDS})
+    except TypeError:
+        return None
+
+
+def without_live_state(status: WorkspaceStatus) -> WorkspaceStatus:
+    """``status`` read from the store of a running daemon that could not be asked.
+
+    The store cannot tell what the daemon's forwarder is doing, so its state is "unknown"
+    rather than the "queuing" that a store without a running daemon means.
+    """
+    if status.forward is None or not status.forward["enabled"]:
+        return status
+    return dataclasses.replace(status, forward={**status.forward, "state": "unknown"})
+
+
+async def _ask(url: str, token: str) -> Any:
+    import aiohttp
+
+    timeout = aiohttp.ClientTimeout(total=_ASK_TIMEOUT)
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        aiohttp.ClientSession(timeout=timeout, headers=headers) as session,
+        session.get(f"{url}/status") as response,
+    ):
+        response.raise_for_status()
+        return await response.json()
