@@ -8,6 +8,7 @@ import contextlib
 import os
 import secrets
 import signal
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any, Final
@@ -46,11 +47,14 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, args.log_file)
     db = Path(args.db).expanduser().absolute()
+    if not db.parent.is_dir():
+        return _fail(f"the folder of --db does not exist: {db.parent}")
     try:
         token = _token(args, db)
     except OSError as error:
-        print(f"mplp-lsp collector: cannot read the token: {error}", file=sys.stderr)
-        return 1
+        return _fail(f"cannot read or create the token file: {error}")
+    if not token:
+        return _fail(f"the token is empty; set {TOKEN_ENV} or put one in the token file")
     from mplp_lsp.collector.app import run_collector
 
     def ready(host: str, port: int) -> None:
@@ -65,9 +69,19 @@ def run(args: argparse.Namespace) -> int:
             loop.add_signal_handler(signum, task.cancel)
         await run_collector(db, token, args.host, args.port, ready=ready)
 
-    with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
-        asyncio.run(main())
+    try:
+        with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
+            asyncio.run(main())
+    except sqlite3.Error as error:
+        return _fail(f"cannot use the database {db}: {error}")
+    except OSError as error:  # the address: taken, or not one of this machine's
+        return _fail(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}")
     return 0
+
+
+def _fail(message: str) -> int:
+    print(f"mplp-lsp collector: {message}", file=sys.stderr)
+    return 1
 
 
 def _token(args: argparse.Namespace, db: Path) -> str:
