@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from mplp_lsp.api.credentials import LOOPBACK_NAMES
+from mplp_lsp.forward.config import is_loopback_host
 from mplp_lsp.workspace_status import WorkspaceStatus
 
 __all__ = ["daemon_status", "without_live_state"]
@@ -32,10 +32,14 @@ def daemon_status(api: dict[str, Any]) -> WorkspaceStatus | None:
     import aiohttp
 
     url = str(api["url"])
-    parts = urlsplit(url)
-    if parts.scheme != "http" or parts.netloc.rsplit(":", 1)[0] not in LOOPBACK_NAMES:
-        return None
     try:
+        parts = urlsplit(url)
+        if (
+            parts.scheme != "http"
+            or "@" in parts.netloc
+            or not is_loopback_host(parts.hostname or "")
+        ):
+            return None
         token = Path(api["token_file"]).read_text(encoding="utf-8").strip()
         report = asyncio.run(_ask(url, token))
     except (OSError, ValueError, aiohttp.ClientError, TimeoutError):

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mplp_lsp.cli.common import add_state_options, add_workspace_option, workspace_path
+
+if TYPE_CHECKING:
+    from mplp_lsp.statedir import StatePaths
+    from mplp_lsp.workspace_status import WorkspaceStatus
 
 
 def register(commands: Any) -> None:
@@ -28,27 +32,19 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from mplp_lsp.api.endpoint import read_endpoint
     from mplp_lsp.cli.daemon_status import daemon_status, without_live_state
-    from mplp_lsp.cli.store_access import open_read_only, state_paths
+    from mplp_lsp.cli.store_access import state_paths
     from mplp_lsp.statedir import StateDirLock
-    from mplp_lsp.workspace_status import WorkspaceStatus, read_status
 
     workspace = workspace_path(args.workspace)
     paths = state_paths(workspace, args.state_dir)
-    conn = open_read_only(paths)
-    try:
-        status = (
-            read_status(conn, paths)
-            if conn is not None
-            else WorkspaceStatus(state_dir=str(paths.root))
-        )
-    finally:
-        if conn is not None:
-            conn.close()
     owner = StateDirLock(paths.lock, workspace=workspace).owner()
     endpoint = read_endpoint(paths) if owner else None  # a dead daemon's file is stale
     api = endpoint.to_json() if endpoint else None
-    if owner:
-        status = (api and daemon_status(api)) or without_live_state(status)
+    status = daemon_status(api) if api else None
+    if status is None:
+        status = _stored_status(paths)
+        if owner:
+            status = without_live_state(status)
     report: dict[str, Any] = {
         "workspace": str(workspace),
         **status.to_json(),
@@ -75,6 +71,20 @@ def run(args: argparse.Namespace) -> int:
     if status.forward is not None:
         _print_forward(status.forward)
     return 0
+
+
+def _stored_status(paths: StatePaths) -> WorkspaceStatus:
+    """What the store alone tells (a store not created yet: nothing)."""
+    from mplp_lsp.cli.store_access import open_read_only
+    from mplp_lsp.workspace_status import WorkspaceStatus, read_status
+
+    conn = open_read_only(paths)
+    if conn is None:
+        return WorkspaceStatus(state_dir=str(paths.root))
+    try:
+        return read_status(conn, paths)
+    finally:
+        conn.close()
 
 
 def _print_forward(forward: dict[str, Any]) -> None:

@@ -98,7 +98,7 @@ def _checked_url(url: str, *, allow_insecure: bool) -> str:
         )
     if parts.query or parts.fragment:
         raise RemoteConfigError("remote URL must not have a query or fragment")
-    if parts.scheme == "http" and not allow_insecure and not _is_loopback(host):
+    if parts.scheme == "http" and not allow_insecure and not is_loopback_host(host):
         raise RemoteConfigError(
             "plain http:// is allowed to a loopback host only; use https:// or set "
             "remoteAllowInsecureHttp"
@@ -106,7 +106,8 @@ def _checked_url(url: str, *, allow_insecure: bool) -> str:
     return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` (a URL's host name, brackets removed) is this machine."""
     if host == "localhost":
         return True
     try:
