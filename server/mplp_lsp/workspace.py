@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +47,6 @@ class StateDirBusy(RuntimeError):
         self.owner = owner
 
 
-CommitListener = Callable[[int], None]
 _MAX_TICK = 0.001
 _COMMIT_BATCH = 4096  # events per transaction at most: one fsync for a whole burst slice
 
@@ -101,7 +99,6 @@ class Workspace:
         self.documents = EditorDocuments()
         self.debouncer = self._new_debouncer(settings)
         self.ignored = 0
-        self._listeners: list[CommitListener] = []
         self.forwarding = Forwarding()
 
     @classmethod
@@ -164,10 +161,6 @@ class Workspace:
             tick=min(quiet / 10, _MAX_TICK),
         )
 
-    def on_commit(self, listener: CommitListener) -> None:
-        """Called with the number of file events committed after each debounced batch."""
-        self._listeners.append(listener)
-
     def observe(
         self,
         change: Change,
@@ -213,10 +206,7 @@ class Workspace:
             ):
                 payload["language"] = lang
             submissions.append(Submission(Kind.FILE_UPDATE, payload, "ide", trusted_paths=True))
-        results = await self.intake.submit_many(submissions)
-        committed = sum(1 for result in results if result.accepted)
-        for listener in self._listeners:
-            listener(committed)
+        await self.intake.submit_many(submissions)
 
     async def reject(
         self, source_module: str, kind: Kind, result: ValidationResult, data: Any

@@ -19,6 +19,7 @@ export const CATEGORY = "MPLP";
 export const COMMANDS = {
   restart: { command: "mplp.restart", title: "Restart the mplp-lsp server" },
   showStatus: { command: "mplp.showStatus", title: "Show status" },
+  showLogs: { command: "mplp.showLogs", title: "Show logs" },
   scanDrift: { command: "mplp.scanForDrift", title: "Scan for drift", server: "mplp.scanDrift" },
   openEventLog: { command: "mplp.openEventLog", title: "Open event log" },
   installHooks: {

@@ -11,7 +11,6 @@ import {
   type LanguageClientOptions,
   RevealOutputChannelOn,
   type ServerOptions,
-  TransportKind,
 } from "vscode-languageclient/node";
 import { advertisedCommands, COMMANDS, describeResult, type ExtensionCommand } from "./commands";
 import { chooseLaunch, cliArgs, type Launch, probe } from "./launch";
@@ -19,6 +18,7 @@ import { onPythonChanged, pythonFromExtension } from "./python";
 import { serverSection } from "./serverSettings";
 import { type ServerStatus, statusReport } from "./status";
 import { StatusBar } from "./statusBar";
+import { traceChannel } from "./trace";
 
 const SECTION = "mplp";
 const STATUS_METHOD = "mplp/status";
@@ -33,9 +33,15 @@ class Extension implements vscode.Disposable {
   private queue: Promise<void> = Promise.resolve();
   private readonly statusChanged = new vscode.EventEmitter<vscode.Uri>();
 
+  /**
+   * @param neutralDir the working directory of every process the extension starts: never the
+   *   workspace, whose files must not be picked up as code.
+   */
   constructor(
     readonly log: vscode.LogOutputChannel,
     readonly bar: StatusBar,
+    readonly neutralDir: string,
+    readonly trace: vscode.LogOutputChannel,
   ) {}
 
   /** Start, or stop and start again; calls are serialised. */
@@ -56,16 +62,22 @@ class Extension implements vscode.Disposable {
     const folder = vscode.workspace.workspaceFolders?.[0];
     const launch = chooseLaunch(
       { serverPath: config.get("serverPath"), interpreter: config.get("interpreter") },
-      await pythonFromExtension(folder?.uri),
+      // The Python extension may pick the workspace's own interpreter: not in Restricted Mode.
+      vscode.workspace.isTrusted ? await pythonFromExtension(folder?.uri) : undefined,
     );
-    const checked = await probe(launch);
+    const checked = await probe(launch, this.neutralDir);
     if (!checked.ok) {
       this.fail(`${checked.problem} ${checked.fix}`);
       return;
     }
     this.launch = launch;
     this.log.info(`starting mplp-lsp ${checked.version} with ${launch.command} (${launch.origin})`);
-    const client = new LanguageClient("mplp", "MPLP", serverOptions(launch, folder), clientOptions(this.log));
+    const client = new LanguageClient(
+      "mplp",
+      "MPLP",
+      serverOptions(launch, this.neutralDir),
+      clientOptions(this.log, this.trace),
+    );
     client.onNotification(STATUS_METHOD, (status: ServerStatus) => {
       this.bar.update(status);
       this.statusChanged.fire(STATUS_URI);
@@ -113,7 +125,8 @@ class Extension implements vscode.Disposable {
     let status = this.bar.last;
     if (this.client?.isRunning()) {
       try {
-        status = await this.client.sendRequest<ServerStatus>(STATUS_METHOD);
+        // A request without params is not valid JSON-RPC for pygls: send an empty object.
+        status = await this.client.sendRequest<ServerStatus>(STATUS_METHOD, {});
       } catch (error) {
         this.log.warn(`${STATUS_METHOD}: ${String(error)}`);
       }
@@ -207,21 +220,23 @@ class Extension implements vscode.Disposable {
 
 const NOT_ADVERTISED = Symbol("not advertised");
 
-function serverOptions(launch: Launch, folder?: vscode.WorkspaceFolder): ServerOptions {
-  return {
-    command: launch.command,
-    args: cliArgs(launch, "serve"),
-    transport: TransportKind.stdio,
-    options: folder ? { cwd: folder.uri.fsPath } : {},
-  };
+/**
+ * No `transport`: the server speaks LSP on its stdin/stdout either way, and with
+ * `TransportKind.stdio` vscode-languageclient appends `--stdio` to the arguments.
+ */
+function serverOptions(launch: Launch, cwd: string): ServerOptions {
+  return { command: launch.command, args: cliArgs(launch, "serve"), options: { cwd } };
 }
 
-function clientOptions(log: vscode.LogOutputChannel): LanguageClientOptions {
+function clientOptions(
+  log: vscode.LogOutputChannel,
+  trace: vscode.LogOutputChannel,
+): LanguageClientOptions {
   return {
     // mplp-lsp records activity on files of every language.
     documentSelector: [{ scheme: "file" }],
     outputChannel: log,
-    traceOutputChannel: log,
+    traceOutputChannel: trace,
     revealOutputChannelOn: RevealOutputChannelOn.Never,
     initializationOptions: () => ({
       [SECTION]: serverSection(vscode.workspace.getConfiguration(SECTION)),
@@ -246,10 +261,12 @@ let extension: Extension | undefined;
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   const log = vscode.window.createOutputChannel("MPLP", { log: true });
   const bar = new StatusBar();
-  extension = new Extension(log, bar);
+  const trace = traceChannel(log);
+  extension = new Extension(log, bar, context.extensionUri.fsPath, trace);
   const ext = extension;
   const handlers: Record<keyof typeof COMMANDS, () => unknown> = {
     restart: () => ext.restart(),
+    showLogs: () => log.show(),
     showStatus: () => ext.showStatus(),
     scanDrift: () => ext.scanDrift(),
     openEventLog: () => ext.openEventLog(),
@@ -257,6 +274,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   };
   context.subscriptions.push(
     log,
+    trace,
     bar,
     ext,
     vscode.workspace.registerTextDocumentContentProvider(STATUS_URI.scheme, ext.statusProvider()),
@@ -266,6 +284,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.workspace.onDidChangeConfiguration((change) => {
       if (RESTART_ON.some((key) => change.affectsConfiguration(key))) void ext.restart();
     }),
+    // Settings Restricted Mode ignored (the interpreter, forwarding) apply once trusted.
+    vscode.workspace.onDidGrantWorkspaceTrust(() => void ext.restart()),
   );
   const pythonWatch = await onPythonChanged(() => {
     if (ext.startedFromPythonExtension()) void ext.restart();

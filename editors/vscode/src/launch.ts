@@ -4,6 +4,11 @@
  * Order: `mplp.serverPath` (an `mplp-lsp` executable), then `mplp.interpreter`, then the Python
  * extension's interpreter for the workspace, then `python3`. An explicit setting wins over the
  * Python extension so that setting it always has an effect.
+ *
+ * A Python runs in isolated mode (`-I`): with `python -m`, the working directory comes first on
+ * `sys.path`, so a workspace's own `mplp_lsp/__main__.py` (or `sitecustomize.py`) would run
+ * instead of the installed package. The extension also starts every process outside the
+ * workspace (`neutralDir`).
  */
 
 import { type ExecFileException, execFile } from "node:child_process";
@@ -24,6 +29,8 @@ export interface Launch {
 }
 
 export const DEFAULT_PYTHON = "python3";
+/** Python's isolated mode: no working directory, user site or PYTHON* variables on the path. */
+const ISOLATED = ["-I"];
 
 export function chooseLaunch(settings: LaunchSettings, fromPythonExtension?: string): Launch {
   const serverPath = settings.serverPath?.trim();
@@ -34,7 +41,7 @@ export function chooseLaunch(settings: LaunchSettings, fromPythonExtension?: str
     : fromPythonExtension
       ? [fromPythonExtension, "the Python extension"]
       : [DEFAULT_PYTHON, "the default"];
-  return { command: python, prefix: ["-m", "mplp_lsp"], origin, python };
+  return { command: python, prefix: [...ISOLATED, "-m", "mplp_lsp"], origin, python };
 }
 
 /** The argv of an `mplp-lsp` subcommand run the way the server is started. */
@@ -46,16 +53,16 @@ export type Probe = { ok: true; version: string } | { ok: false; problem: string
 
 const PROBE_TIMEOUT_MS = 30_000;
 
-/** Can `launch` run the server? Runs `mplp-lsp --version` (or imports the module). */
-export function probe(launch: Launch): Promise<Probe> {
+/** Can `launch` run the server? Runs `mplp-lsp --version` (or imports the module) in `cwd`. */
+export function probe(launch: Launch, cwd?: string): Promise<Probe> {
   const args = launch.python
-    ? ["-c", "import mplp_lsp; print(mplp_lsp.__version__)"]
+    ? [...ISOLATED, "-c", "import mplp_lsp; print(mplp_lsp.__version__)"]
     : ["--version"];
   return new Promise((resolve) => {
     execFile(
       launch.command,
       args,
-      { timeout: PROBE_TIMEOUT_MS, windowsHide: true },
+      { timeout: PROBE_TIMEOUT_MS, windowsHide: true, cwd },
       (error, stdout, stderr) => {
         if (!error) {
           resolve({ ok: true, version: stdout.trim().split(/\s+/).pop() ?? "" });

@@ -50,6 +50,37 @@ export const CLIENT_SETTINGS: Record<string, Contribution> = {
   },
 };
 
+/**
+ * Settings that run a program, read a file or send data somewhere. In Restricted Mode (a
+ * workspace the user has not trusted) VS Code ignores the workspace's own values of these, so a
+ * repository's `.vscode/settings.json` cannot start a program or redirect forwarding.
+ */
+export const RESTRICTED_SETTINGS = [
+  "mplp.serverPath",
+  "mplp.interpreter",
+  "mplp.tools",
+  "mplp.remoteUrl",
+  "mplp.remoteTokenFile",
+  "mplp.remoteAllowInsecureHttp",
+  "mplp.stateDir",
+  "mplp.llmEndpointUrl",
+  "mplp.llmModel",
+  "mplp.llmApiKeyFile",
+  "mplp.vslUrl",
+] as const;
+
+/** package.json's `capabilities`: limited support for untrusted workspaces. */
+export function capabilitiesContribution(): Contribution {
+  return {
+    untrustedWorkspaces: {
+      supported: "limited",
+      description:
+        "In Restricted Mode mplp-lsp records as usual, but takes the settings that start a program, read a file or send data only from your user settings.",
+      restrictedConfigurations: [...RESTRICTED_SETTINGS],
+    },
+  };
+}
+
 /** Keys JSON Schema has and VS Code reads the same way. */
 const COPIED = ["type", "enum", "default", "minimum", "maximum", "minLength", "items"] as const;
 

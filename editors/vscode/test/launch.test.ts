@@ -24,11 +24,11 @@ test("serverPath, then interpreter, then the Python extension, then python3", ()
   const fromExtension = chooseLaunch({ interpreter: "" }, "/ext-py");
   assert.deepEqual(fromExtension, {
     command: "/ext-py",
-    prefix: ["-m", "mplp_lsp"],
+    prefix: ["-I", "-m", "mplp_lsp"],
     origin: "the Python extension",
     python: "/ext-py",
   });
-  assert.deepEqual(cliArgs(fromExtension, "serve"), ["-m", "mplp_lsp", "serve"]);
+  assert.deepEqual(cliArgs(fromExtension, "serve"), ["-I", "-m", "mplp_lsp", "serve"]);
   assert.equal(chooseLaunch({}).command, "python3");
   assert.equal(chooseLaunch({}).origin, "the default");
 });

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { COMMANDS } from "../src/commands";
 import { serverSection } from "../src/serverSettings";
-import { CLIENT_SETTINGS, type SettingsSchema } from "../src/settingsSchema";
+import { CLIENT_SETTINGS, RESTRICTED_SETTINGS, type SettingsSchema } from "../src/settingsSchema";
 import { PACKAGE_JSON, readJson, SETTINGS_SCHEMA, syncedManifest } from "../tools/sync-settings";
 
 const manifest = readJson(PACKAGE_JSON);
@@ -10,6 +10,19 @@ const schema = readJson(SETTINGS_SCHEMA) as SettingsSchema;
 
 test("package.json contributes exactly the settings of schemas/settings.schema.json (run `npm run sync-settings`)", () => {
   assert.deepEqual(manifest.contributes, syncedManifest(manifest, schema).contributes);
+  assert.deepEqual(manifest.capabilities, syncedManifest(manifest, schema).capabilities);
+});
+
+test("Restricted Mode ignores a workspace's value of every setting that runs, reads or sends", () => {
+  const { supported, restrictedConfigurations } = manifest.capabilities.untrustedWorkspaces;
+  assert.equal(supported, "limited");
+  const contributed = Object.keys(manifest.contributes.configuration.properties);
+  // Every llm* setting sends a prompt or names a key file; every remote* one sends or reads.
+  const bySubject = contributed.filter((name) => /^mplp\.(llm|remote)/.test(name));
+  for (const name of [...bySubject, "mplp.serverPath", "mplp.interpreter", "mplp.tools", "mplp.stateDir", "mplp.vslUrl"]) {
+    assert.ok(restrictedConfigurations.includes(name), `${name} is restricted`);
+  }
+  for (const name of RESTRICTED_SETTINGS) assert.ok(contributed.includes(name), `${name} is a setting`);
 });
 
 test("a setting added to the schema makes the manifest stale", () => {
@@ -47,11 +60,12 @@ test("command ids never equal the server command they call (vscode-languageclien
   }
 });
 
-test("the manifest can be packaged: activation, entry point, catch-all activation on .git", () => {
+test("the manifest can be packaged: activation once start-up finished, entry point, icon, repository", () => {
   assert.equal(manifest.main, "./dist/extension.js");
-  assert.deepEqual(manifest.activationEvents, ["onStartupFinished", "workspaceContains:.git"]);
-  // vsce asks interactively (and CI has no input) unless told there is no repository.
-  assert.match(manifest.scripts.package, /vsce package --no-dependencies --allow-missing-repository/);
+  // Every workspace is recorded, git or not; commands activate the extension by themselves.
+  assert.deepEqual(manifest.activationEvents, ["onStartupFinished"]);
+  assert.match(manifest.icon, /\.png$/);
+  assert.equal(manifest.repository.type, "git");
   assert.match(manifest.engines.vscode, /^\^1\.\d+\.\d+$/);
   const typesVersion = manifest.devDependencies["@types/vscode"].replace(/^[~^]/, "");
   assert.ok(

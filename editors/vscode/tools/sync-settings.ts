@@ -1,13 +1,17 @@
 /**
- * Writes package.json's `contributes.configuration` (from schemas/settings.schema.json) and
- * `contributes.commands` (from src/commands.ts). Run by `npm run sync-settings` after either
+ * Writes package.json's `contributes.configuration` (from schemas/settings.schema.json),
+ * `contributes.commands` (from src/commands.ts) and `capabilities` (src/settingsSchema.ts). Run by `npm run sync-settings` after either
  * changes; test/manifest.test.ts fails until it has been run.
  */
 
 import { readFileSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { commandsContribution } from "../src/commands";
-import { configurationContribution, type SettingsSchema } from "../src/settingsSchema";
+import {
+  capabilitiesContribution,
+  configurationContribution,
+  type SettingsSchema,
+} from "../src/settingsSchema";
 
 /** The extension's folder (this file runs from out/tools/ or, in tests, out/test/). */
 export const PACKAGE_ROOT = resolve(__dirname, "..", "..");
@@ -22,6 +26,7 @@ export function readJson(path: string): Record<string, any> {
 export function syncedManifest(manifest: Record<string, any>, schema: SettingsSchema) {
   return {
     ...manifest,
+    capabilities: capabilitiesContribution(),
     contributes: {
       ...manifest.contributes,
       commands: commandsContribution(),

@@ -25,11 +25,17 @@ def register(commands: Any) -> None:
             "file_update events and stores them durably. Logs go to stderr."
         ),
     )
-    parser.add_argument(
+    transport = parser.add_mutually_exclusive_group()
+    transport.add_argument(
         "--tcp",
         metavar="HOST:PORT",
         type=_host_port,
         help="listen on a loopback TCP port instead of stdio",
+    )
+    # Many language clients append --stdio on their own (vscode-languageclient with
+    # TransportKind.stdio, for one); stdio is the default, so it changes nothing.
+    transport.add_argument(
+        "--stdio", action="store_true", help="speak LSP on stdin/stdout (the default)"
     )
     add_state_options(parser)
     add_remote_option(parser)

@@ -167,8 +167,7 @@ class MplpLanguageServer(LanguageServer):
                 log.exception("cannot open workspace %s", root)
                 self._warn(f"mplp-lsp is not recording {root}: {exc}")
                 continue
-            workspace.on_commit(lambda _count: self.status_changed())
-            self.drift.attach(workspace)
+            self.follow(workspace)
             await self.open_api(workspace)
         self.workspaces = workspaces
         early, self._early = self._early, []
@@ -176,6 +175,16 @@ class MplpLanguageServer(LanguageServer):
             replay()
         self.ready.set()
         self.status_changed()
+
+    def follow(self, workspace: Workspace) -> None:
+        """Push the status after every stored event: the consequences of a save (its
+        graph_update) too, so the status bar never lags one event behind."""
+
+        async def stored(_events: Any) -> None:
+            self.status_changed()
+
+        workspace.bus.subscribe("status", stored)
+        self.drift.attach(workspace)
 
     async def open_api(self, workspace: Workspace) -> None:
         """Serve the loopback HTTP API for this workspace, unless it is switched off."""
@@ -427,8 +436,7 @@ def create_server(
         for added in params.event.added:
             if path := to_fs_path(added.uri):
                 workspace = await ls.workspaces.add(Path(path), await ls._settings_for(added.uri))
-                workspace.on_commit(lambda _count: ls.status_changed())
-                ls.drift.attach(workspace)
+                ls.follow(workspace)
                 await ls.open_api(workspace)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -440,7 +448,8 @@ def create_server(
         await ls.reload_settings()
 
     @server.feature(STATUS_REQUEST)
-    async def status(ls: MplpLanguageServer, _params: Any) -> dict[str, Any]:
+    async def status(ls: MplpLanguageServer, _params: Any = None) -> dict[str, Any]:
+        # _params defaults: a request may leave out `params` (JSON-RPC allows it).
         return await ls.status()
 
     drift.register(server)

@@ -1,0 +1,144 @@
+"""Fixtures of the real VS Code suite; a screenshot and the logs are kept when a test fails."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.vscode.host import (
+    CodeServer,
+    base_settings,
+    chromium,
+    code_server,
+    code_server_dir,
+    packaged_vsix,
+)
+from tests.vscode.workbench import Workbench
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.com",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.com",
+}
+
+
+@dataclass
+class Host:
+    """One opened folder in one real VS Code, and the store its server records into."""
+
+    workspace: Path
+    state_dir: Path
+    server: CodeServer
+    bench: Workbench
+    env: dict[str, str]
+    artefacts: Path
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """`mplp-lsp ARGS` on this workspace's store, run from outside the workspace."""
+        return subprocess.run(
+            [sys.executable, "-I", "-m", "mplp_lsp", *args, "--workspace", str(self.workspace)],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            cwd=self.state_dir.parent,
+            check=check,
+            timeout=60,
+        )
+
+
+def git(workspace: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-C", str(workspace), *args],
+        check=True,
+        capture_output=True,
+        env={**os.environ, **GIT_ENV},
+    )
+
+
+@pytest.fixture(scope="session")
+def artefacts() -> Path:
+    """Where screenshots and logs of failed tests go (MPLP_LSP_ARTIFACTS, else a temp dir)."""
+    configured = os.environ.get("MPLP_LSP_ARTIFACTS")
+    folder = Path(configured) if configured else Path(tempfile.mkdtemp(prefix="mplp-vscode-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def code_server_root() -> Path:
+    return code_server_dir()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    executable = chromium()
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+@contextlib.contextmanager
+def open_host(
+    root: Path,
+    browser: Any,
+    tmp: Path,
+    workspace: Path,
+    artefacts: Path,
+    settings: dict[str, Any] | None = None,
+) -> Iterator[Host]:
+    """Start code-server with the packaged extension and open ``workspace`` in a browser tab.
+
+    The server the extension starts inherits code-server's environment, so MPLP_LSP_STATE_DIR
+    puts the store in ``tmp``.
+    """
+    state_dir = tmp / "state"
+    env = {**os.environ, "MPLP_LSP_STATE_DIR": str(state_dir)}
+    profile = tmp / "profile"
+    with code_server(root, profile, packaged_vsix(), settings or base_settings(), env) as server:
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        try:
+            page.goto(server.url(workspace))
+            bench = Workbench(page)
+            bench.wait_ready()
+            yield Host(workspace, state_dir, server, bench, env, artefacts)
+        finally:
+            page.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.when == "call" and report.failed:
+        host = item.funcargs.get("host")  # type: ignore[attr-defined]
+        if isinstance(host, Host):
+            folder = host.artefacts / item.name
+            keep(host, folder)
+            report.sections.append(("real VS Code artefacts", str(folder)))
+    return report
+
+
+def keep(host: Host, folder: Path) -> None:
+    """A screenshot, the MPLP output channel and code-server's log, for a failed test."""
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        host.bench.page.screenshot(path=str(folder / "screenshot.png"))
+    except Exception as error:  # a crashed page still leaves the logs
+        (folder / "screenshot-failed.txt").write_text(str(error))
+    (folder / "MPLP.log").write_text(host.server.extension_log())
+    log = host.server.profile / "code-server.log"
+    if log.exists():
+        shutil.copy(log, folder / "code-server.log")

@@ -1,0 +1,246 @@
+"""The extension in a real VS Code (code-server), driven the way a user drives it.
+
+One folder, one editor window, the tests in order: the server starts (exactly as the extension
+means to start it), a save becomes one event and the status bar counts it, drift found at
+start-up is in the Problems panel and each quick fix does what it says, every command runs
+without an error, and an interpreter without mplp-lsp gets a message that names the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.vscode.conftest import Host, git, keep, open_host
+from tests.vscode.host import argv_of, base_settings, eventually, server_processes
+
+pytestmark = pytest.mark.e2e
+
+BASE = "".join(f"line {i}\n" for i in range(1, 11))
+DISK = BASE.replace("line 10\n", "line 10 disk\n")
+RECORDED = BASE.replace("line 1\n", "line 1 psg\n")
+MERGED = DISK.replace("line 1\n", "line 1 psg\n")
+# file: (what the PSG recorded, what is on disk when the editor opens the folder)
+DRIFTED = {
+    "drift/fs.txt": (RECORDED, DISK),
+    "drift/psg.txt": (RECORDED, DISK),
+    "drift/merge.txt": (RECORDED, DISK),
+    "drift/later.txt": (RECORDED, DISK),
+    "drift/clash.txt": (
+        BASE.replace("line 5\n", "line 5 psg\n"),
+        BASE.replace("line 5\n", "line 5 disk\n"),
+    ),
+}
+PLANTED = "import pathlib; pathlib.Path({marker!r}).write_text('ran')\n"
+
+
+def prepare(workspace: Path, state_dir: Path, marker: Path) -> None:
+    """A git repository whose files drifted while nothing was recording, and a planted
+    `mplp_lsp` package that would run if the server imported from the workspace."""
+    workspace.mkdir()
+    git(workspace, "init", "-q")
+    (workspace / "notes.txt").write_text("notes\n")
+    (workspace / "drift").mkdir()
+    for path in DRIFTED:
+        (workspace / path).write_text(BASE)
+    git(workspace, "add", ".")
+    git(workspace, "commit", "-qm", "base")
+    env = {**os.environ, "MPLP_LSP_STATE_DIR": str(state_dir)}
+    for path, (recorded, _disk) in DRIFTED.items():
+        (workspace / path).write_text(recorded)
+        store = [sys.executable, "-I", "-m", "mplp_lsp", "emit", "file", "--path", path]
+        subprocess.run(
+            [*store, "--change", "modified", "--workspace", str(workspace)],
+            check=True,
+            capture_output=True,
+            env=env,
+            cwd=state_dir.parent,
+        )
+    for path, (_recorded, disk) in DRIFTED.items():
+        (workspace / path).write_text(disk)
+    for name in ("__init__.py", "__main__.py"):
+        (workspace / "mplp_lsp").mkdir(exist_ok=True)
+        (workspace / "mplp_lsp" / name).write_text(PLANTED.format(marker=str(marker)))
+    (workspace / "sitecustomize.py").write_text(PLANTED.format(marker=str(marker)))
+
+
+@pytest.fixture(scope="module")
+def host(
+    code_server_root: Path,
+    browser: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+    artefacts: Path,
+) -> Iterator[Host]:
+    tmp = tmp_path_factory.mktemp("vscode")
+    workspace = tmp / "project"
+    prepare(workspace, tmp / "state", tmp / "planted-ran")
+    with open_host(code_server_root, browser, tmp, workspace, artefacts) as opened:
+        yield opened
+
+
+def events(host: Host, kind: str | None = None) -> list[dict[str, Any]]:
+    args = ["events", "--json", *(["--kind", kind] if kind else [])]
+    return [json.loads(line) for line in host.cli(*args).stdout.splitlines() if line.strip()]
+
+
+def drift_entries(host: Host) -> dict[str, dict[str, Any]]:
+    report = json.loads(host.cli("drift", "--json", check=False).stdout)
+    return {entry["path"]: entry for entry in report["drift"]}
+
+
+def test_the_server_starts_isolated_outside_the_workspace(host: Host) -> None:
+    eventually("the status bar to show the server's state", host.bench.events_today)
+    assert "error" not in host.bench.status_html()
+    [pid] = eventually("the server process", lambda: server_processes(host.state_dir) or None)
+    # Exactly this argv: no option a client library added (`--stdio`), isolated mode (-I).
+    assert argv_of(pid) == [sys.executable, "-I", "-m", "mplp_lsp", "serve"]
+    cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+    assert not cwd.is_relative_to(host.workspace), cwd
+    assert not (host.workspace.parent / "planted-ran").exists(), "workspace code ran"
+    # mplp.trace.server really traces into the MPLP channel.
+    eventually(
+        "LSP traces in the MPLP channel",
+        lambda: "Sending request 'initialize" in host.server.extension_log(),
+    )
+
+
+def test_a_save_is_one_event_and_the_status_bar_counts_it(host: Host) -> None:
+    host.bench.open_file("notes.txt")
+    host.bench.type_at_end("typed in VS Code\n")
+    host.bench.save()
+    eventually(
+        "the save on disk",
+        lambda: "typed in VS Code" in (host.workspace / "notes.txt").read_text(),
+    )
+
+    eventually("the save's file_update", lambda: file_updates(host, "notes.txt"))
+    # The bar follows the store, including the graph_update that follows the save.
+    stored = eventually(
+        "the status bar to count every stored event",
+        lambda: (n := len(events(host))) == host.bench.events_today() and n,
+    )
+    assert len(file_updates(host, "notes.txt")) == 1
+    assert host.bench.events_today() == stored == len(events(host))
+
+
+def test_drift_is_in_the_problems_panel_without_a_command(host: Host) -> None:
+    for path in DRIFTED:
+        name = path.rsplit("/", 1)[-1]
+        eventually(f"{name} in the Problems panel", lambda n=name: n in host.bench.problems())
+    assert "Drift" in host.bench.problems()
+
+
+QUICK_FIXES = {
+    "fs": ("drift/fs.txt", "Drift: file system wins (update the project graph)"),
+    "psg": ("drift/psg.txt", "Drift: PSG wins (restore the recorded content)"),
+    "merge": ("drift/merge.txt", "Drift: three-way merge"),
+    "later": ("drift/later.txt", "Drift: decide later"),
+}
+
+
+@pytest.mark.parametrize("fix", list(QUICK_FIXES))
+def test_each_quick_fix_does_what_it_says(host: Host, fix: str) -> None:
+    path, title = QUICK_FIXES[fix]
+    recorded, disk = DRIFTED[path]
+    updates = len(file_updates(host, path))
+    host.bench.open_file(path)
+    host.bench.quick_fix(title)
+    eventually("the finding gone from `mplp-lsp drift`", lambda: path not in drift_entries(host))
+    expected = {"fs": disk, "psg": recorded, "merge": MERGED, "later": disk}[fix]
+    assert (host.workspace / path).read_text() == expected
+    if fix == "later":
+        assert eventually("the finding set aside", lambda: status(host)["drift_deferred"]) == 1
+    host.bench.close_editors()
+    # The daemon's own write is not a user edit: the watcher's echo records nothing.
+    host.bench.page.wait_for_timeout(2000)
+    assert_no_temp_names(host)
+    assert len(file_updates(host, path)) == updates
+
+
+def file_updates(host: Host, path: str) -> list[dict[str, Any]]:
+    return [e for e in events(host, "file_update") if e["payload"]["file_path"] == path]
+
+
+def status(host: Host) -> dict[str, Any]:
+    report: dict[str, Any] = json.loads(host.cli("status", "--json").stdout)
+    return report
+
+
+def test_a_conflicted_merge_stays_a_finding(host: Host) -> None:
+    path = "drift/clash.txt"
+    host.bench.open_file(path)
+    host.bench.quick_fix("Drift: three-way merge")
+    eventually("conflict markers on disk", lambda: "<<<<<<<" in (host.workspace / path).read_text())
+    host.bench.close_editors()
+    # Time for the editor's watcher to report the written file back (it must change nothing).
+    host.bench.page.wait_for_timeout(3000)
+    host.bench.command("MPLP: Scan for drift")
+    entry = eventually("the finding", lambda: drift_entries(host).get(path))
+    assert entry["state"] == "open"
+    assert "clash.txt" in host.bench.problems()
+    assert_no_temp_names(host)
+
+
+def assert_no_temp_names(host: Host) -> None:
+    """No event names one of the daemon's own temporary files."""
+    for event in events(host):
+        assert ".mplp-" not in json.dumps(event["payload"]), event
+
+
+COMMANDS = [
+    "MPLP: Show status",
+    "MPLP: Show logs",
+    "MPLP: Scan for drift",
+    "MPLP: Install Git hooks",
+    "MPLP: Open event log",
+    "MPLP: Restart the mplp-lsp server",
+]
+
+
+@pytest.mark.parametrize("title", COMMANDS)
+def test_each_command_runs_without_an_error(host: Host, title: str) -> None:
+    host.bench.clear_notifications()
+    before = host.server.extension_log().count("Traceback")
+    host.bench.command(title)
+    if title == "MPLP: Show status":
+        host.bench.page.locator(".tab", has_text="mplp-lsp status").first.wait_for()
+    if title.startswith("MPLP: Restart"):
+        eventually("the server back", host.bench.events_today)
+    if title in ("MPLP: Scan for drift", "MPLP: Install Git hooks"):
+        eventually(
+            "the command's answer",
+            lambda: any(s != "error" and "MPLP" in m for s, m in host.bench.notifications()),
+        )
+    host.bench.page.wait_for_timeout(500)
+    assert host.bench.errors() == []
+    assert host.server.extension_log().count("Traceback") == before
+    host.bench.close_editors()
+
+
+def test_an_interpreter_without_mplp_lsp_gets_a_message_naming_the_fix(
+    code_server_root: Path, browser: Any, tmp_path: Path, artefacts: Path
+) -> None:
+    # The same real interpreter with no site-packages at all: mplp_lsp cannot be imported.
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} -I -S "$@"\n')
+    python.chmod(0o755)
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    git(workspace, "init", "-q")
+    settings = {**base_settings(), "mplp.interpreter": str(python)}
+    with open_host(code_server_root, browser, tmp_path, workspace, artefacts, settings) as other:
+        try:
+            error = eventually("the error message", lambda: other.bench.errors() or None)
+            assert f"mplp-lsp is not installed in {python}" in error[0]
+            assert f"{python} -m pip install mplp-lsp" in error[0]
+            assert "error" in other.bench.status_html()
+        except AssertionError:
+            keep(other, artefacts / "interpreter-without-mplp-lsp")
+            raise
