@@ -3,6 +3,10 @@
 pygls turns params that do not fit a request's LSP type into ``JsonRpcInvalidParams`` while
 parsing, logs it and drops the message, so the editor waits forever for that request's
 answer. JSON-RPC 2.0 says such a request gets an error response; this sends it.
+
+JSON-RPC also lets a request or notification leave ``params`` out (vscode-jsonrpc does, for a
+request sent without parameters); pygls's message types of the methods it does not know
+require the field, so it is filled in with null.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from pygls.protocol import LanguageServerProtocol
 
 class MplpProtocol(LanguageServerProtocol):
     def structure_message(self, data: dict[str, Any]) -> Any:
+        if "method" in data and "params" not in data:
+            data = {**data, "params": None}
         try:
             return super().structure_message(data)
         except JsonRpcException as error:

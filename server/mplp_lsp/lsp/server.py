@@ -448,8 +448,7 @@ def create_server(
         await ls.reload_settings()
 
     @server.feature(STATUS_REQUEST)
-    async def status(ls: MplpLanguageServer, _params: Any = None) -> dict[str, Any]:
-        # _params defaults: a request may leave out `params` (JSON-RPC allows it).
+    async def status(ls: MplpLanguageServer, _params: Any) -> dict[str, Any]:
         return await ls.status()
 
     drift.register(server)
