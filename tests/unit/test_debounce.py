@@ -269,6 +269,24 @@ def test_watcher_create_after_the_delete_settled_is_not_paired() -> None:
     assert rows(rules.pop_due(1.1)) == [("b", CREATED, None)]
 
 
+def test_a_watchers_echo_of_an_editor_save_does_not_hold_it_back() -> None:
+    rules = Coalescer(quiet=0.5, max_wait=2.0)
+    rules.add(ob(MODIFIED, "a", 0.0))
+    rules.add(ob(MODIFIED, "a", 0.3, origin=WATCHER))
+    [only] = rules.pop_due(0.5)
+    assert (only.path, only.change, only.count) == ("a", MODIFIED, 2)
+
+
+def test_a_watcher_alone_or_an_editor_again_still_extends_the_quiet_period() -> None:
+    rules = Coalescer(quiet=0.5, max_wait=2.0)
+    rules.add(ob(MODIFIED, "a", 0.0, origin=WATCHER))
+    rules.add(ob(MODIFIED, "a", 0.3, origin=WATCHER))
+    rules.add(ob(MODIFIED, "b", 0.0))
+    rules.add(ob(MODIFIED, "b", 0.3))
+    assert rules.pop_due(0.5) == []
+    assert rows(rules.pop_due(0.8)) == [("a", MODIFIED, None), ("b", MODIFIED, None)]
+
+
 def test_negative_timing_is_rejected() -> None:
     with pytest.raises(ValueError):
         Coalescer(quiet=-1.0)

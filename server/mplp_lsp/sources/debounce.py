@@ -98,6 +98,7 @@ class _Window:
         "count",
         "displaced",
         "due",
+        "editor_saw",
         "extra",
         "first_at",
         "last_at",
@@ -117,6 +118,7 @@ class _Window:
         self.content_key: str | None = None
         self.due = math.inf
         self.alive = True
+        self.editor_saw = False
 
     @property
     def key(self) -> str:
@@ -298,7 +300,12 @@ class Coalescer:
     def _touch(self, w: _Window, obs: Observation) -> None:
         w.count += 1
         at = obs.at
-        if at > w.last_at:
+        # A watcher's "modified" after the editor reported the thing (its save) is the echo of
+        # that write, seen later: it says nothing about when the activity stopped, so it does
+        # not hold the event back by another quiet period.
+        echo = obs.origin == WATCHER and obs.change is Change.MODIFIED and w.editor_saw
+        w.editor_saw = w.editor_saw or obs.origin != WATCHER
+        if at > w.last_at and not echo:
             w.last_at = at
         elif at < w.first_at:  # sources disagree on order: the max-wait starts earlier
             w.first_at = at
