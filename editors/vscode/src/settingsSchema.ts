@@ -31,7 +31,7 @@ export const CLIENT_SETTINGS: Record<string, Contribution> = {
     default: "",
     scope: "machine-overridable",
     markdownDescription:
-      "Python interpreter that has `mplp_lsp` installed; the server runs as `<interpreter> -m mplp_lsp serve`. Empty: the Python extension's interpreter for the workspace, else `python3`.",
+      "Python interpreter that has `mplp_lsp` installed; the server runs as `<interpreter> -I -m mplp_lsp serve`. Empty: the Python extension's interpreter for the workspace, else `python3`.",
   },
   "mplp.serverPath": {
     type: "string",

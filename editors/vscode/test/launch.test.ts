@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, test } from "node:test";
@@ -73,6 +73,16 @@ test("an interpreter with mplp_lsp passes the check and reports its version", as
   const result = await probe(chooseLaunch({ interpreter: PYTHON }));
   assert.ok(result.ok, JSON.stringify(result));
   assert.match(result.version, /^\d+\.\d+/);
+});
+
+test("the check imports the installed mplp_lsp, never a workspace's own", async () => {
+  const workspace = mkdtempSync(join(tmpdir(), "mplp-planted-"));
+  mkdirSync(join(workspace, "mplp_lsp"));
+  writeFileSync(join(workspace, "mplp_lsp", "__init__.py"), '__version__ = "planted"\n');
+  const result = await probe(chooseLaunch({ interpreter: PYTHON }), workspace);
+  rmSync(workspace, { recursive: true, force: true });
+  assert.ok(result.ok, JSON.stringify(result));
+  assert.notEqual(result.version, "planted");
 });
 
 test("an interpreter without mplp_lsp: a clear message and the fix", async () => {
