@@ -96,7 +96,10 @@ def drift_entries(host: Host) -> dict[str, dict[str, Any]]:
 
 
 def test_the_server_starts_isolated_outside_the_workspace(host: Host) -> None:
-    eventually("the status bar to show the server's state", host.bench.events_today)
+    eventually(
+        "the status bar to show the server's state",
+        lambda: host.bench.events_today() is not None,
+    )
     assert "error" not in host.bench.status_html()
     [pid] = eventually("the server process", lambda: server_processes(host.state_dir) or None)
     # Exactly this argv: no option a client library added (`--stdio`), isolated mode (-I).
@@ -212,7 +215,7 @@ def test_each_command_runs_without_an_error(host: Host, title: str) -> None:
     if title == "MPLP: Show status":
         host.bench.page.locator(".tab", has_text="mplp-lsp status").first.wait_for()
     if title.startswith("MPLP: Restart"):
-        eventually("the server back", host.bench.events_today)
+        eventually("the server back", lambda: host.bench.events_today() is not None)
     if title in ("MPLP: Scan for drift", "MPLP: Install Git hooks"):
         eventually(
             "the command's answer",
@@ -243,4 +246,34 @@ def test_an_interpreter_without_mplp_lsp_gets_a_message_naming_the_fix(
             assert "error" in other.bench.status_html()
         except AssertionError:
             keep(other, artefacts / "interpreter-without-mplp-lsp")
+            raise
+
+
+def test_an_untrusted_folder_cannot_start_a_program_through_its_settings(
+    code_server_root: Path, browser: Any, tmp_path: Path, artefacts: Path
+) -> None:
+    """Restricted Mode: the folder's own `mplp.interpreter` is ignored, the user's is used."""
+    marker = tmp_path / "planted-interpreter-ran"
+    planted = tmp_path / "planted-python"
+    planted.write_text(f'#!/bin/sh\ntouch {marker}\nexec {sys.executable} "$@"\n')
+    planted.chmod(0o755)
+    workspace = tmp_path / "project"
+    (workspace / ".vscode").mkdir(parents=True)
+    git(workspace, "init", "-q")
+    (workspace / ".vscode" / "settings.json").write_text(
+        json.dumps({"mplp.interpreter": str(planted), "mplp.remoteUrl": "http://127.0.0.1:9/"})
+    )
+    settings = {
+        **base_settings(),
+        "security.workspace.trust.enabled": True,
+        "security.workspace.trust.startupPrompt": "never",
+        "security.workspace.trust.emptyWindow": False,
+    }
+    with open_host(code_server_root, browser, tmp_path, workspace, artefacts, settings) as other:
+        try:
+            eventually("the server recording", lambda: other.bench.events_today() is not None)
+            assert not marker.exists(), "the folder's interpreter ran"
+            assert "remote off" in other.bench.status_text()
+        except AssertionError:
+            keep(other, artefacts / "untrusted-folder")
             raise
