@@ -129,6 +129,8 @@ def test_a_save_is_one_event_and_the_status_bar_counts_it(host: Host) -> None:
         "the status bar to count every stored event",
         lambda: (n := len(events(host))) == host.bench.events_today() and n,
     )
+    # Time for a late echo from the watcher to show up as a second event (it must not).
+    host.bench.page.wait_for_timeout(1500)
     assert len(file_updates(host, "notes.txt")) == 1
     assert host.bench.events_today() == stored == len(events(host))
 
@@ -185,7 +187,7 @@ def test_a_conflicted_merge_stays_a_finding(host: Host) -> None:
     # Time for the editor's watcher to report the written file back (it must change nothing).
     host.bench.page.wait_for_timeout(3000)
     host.bench.command("MPLP: Scan for drift")
-    entry = eventually("the finding", lambda: drift_entries(host).get(path))
+    entry = eventually("the finding", lambda: drift_entries(host).get(path), timeout=15)
     assert entry["state"] == "open"
     assert "clash.txt" in host.bench.problems()
     assert_no_temp_names(host)
