@@ -77,6 +77,7 @@ def artefacts() -> Path:
 
 @pytest.fixture(scope="session")
 def code_server_root() -> Path:
+    packaged_vsix()  # without a packaged extension, skip before a first-time setup
     return code_server_dir()
 
 
