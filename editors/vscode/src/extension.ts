@@ -125,7 +125,7 @@ class Extension implements vscode.Disposable {
     let status = this.bar.last;
     if (this.client?.isRunning()) {
       try {
-        // A request without params is not valid JSON-RPC for pygls: send an empty object.
+        // Earlier mplp-lsp versions (pygls) could not parse a request without params.
         status = await this.client.sendRequest<ServerStatus>(STATUS_METHOD, {});
       } catch (error) {
         this.log.warn(`${STATUS_METHOD}: ${String(error)}`);

@@ -177,8 +177,9 @@ class MplpLanguageServer(LanguageServer):
         self.status_changed()
 
     def follow(self, workspace: Workspace) -> None:
-        """Push the status after every stored event: the consequences of a save (its
-        graph_update) too, so the status bar never lags one event behind."""
+        """Report a newly opened workspace to the editor: its drift as diagnostics, and the
+        status after every stored event, the consequences of a save (its graph_update) too,
+        so the status bar never lags one event behind."""
 
         async def stored(_events: Any) -> None:
             self.status_changed()
