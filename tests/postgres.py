@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 USER = "mplp"
-PASSWORD = "test-password-not-secret"  # noqa: S105 (a throwaway cluster's)
+PASSWORD = "test-password-not-secret"
 
 
 def binaries() -> Path | None:
@@ -78,7 +78,16 @@ class Cluster:
 
     def stop(self) -> None:
         subprocess.run(
-            [*self.as_user, str(self.bin / "pg_ctl"), "-D", str(self.root / "data"), "-m", "fast", "-w", "stop"],
+            [
+                *self.as_user,
+                str(self.bin / "pg_ctl"),
+                "-D",
+                str(self.root / "data"),
+                "-m",
+                "fast",
+                "-w",
+                "stop",
+            ],
             capture_output=True,
             check=False,
             timeout=60,

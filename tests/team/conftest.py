@@ -53,8 +53,8 @@ def pg_url(pg_cluster: postgres.Cluster) -> str:
     return pg_cluster.create_database(f"t{os.getpid()}_{next(_names)}")
 
 
-TOKEN = "team-token-for-tests"  # noqa: S105
-READ_TOKEN = "read-only-token-for-tests"  # noqa: S105
+TOKEN = "team-token-for-tests"
+READ_TOKEN = "read-only-token-for-tests"
 
 
 @dataclass

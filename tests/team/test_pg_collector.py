@@ -34,15 +34,19 @@ def batch(stream: str, envelopes: list[dict[str, Any]], first_seq: int = 1) -> b
 
 
 async def post(url: str, body: bytes, **headers: str) -> tuple[int, dict[str, Any]]:
-    async with aiohttp.ClientSession() as session:
-        async with session.post(f"{url}/events", data=body, headers={**AUTH, **headers}) as r:
-            return r.status, await r.json()
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{url}/events", data=body, headers={**AUTH, **headers}) as r,
+    ):
+        return r.status, await r.json()
 
 
 async def get(url: str, path: str, token: str = TOKEN) -> tuple[int, Any]:
-    async with aiohttp.ClientSession() as session:
-        async with session.get(f"{url}{path}", headers={"Authorization": f"Bearer {token}"}) as r:
-            return r.status, await r.json(content_type=None)
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"{url}{path}", headers={"Authorization": f"Bearer {token}"}) as r,
+    ):
+        return r.status, await r.json(content_type=None)
 
 
 def count(cluster: postgres.Cluster, db_url: str, sql: str) -> int:
@@ -91,9 +95,7 @@ async def test_two_instances_migrating_at_once_apply_each_migration_once(
 
     versions = await asyncio.gather(*(one() for _ in range(4)))
     assert versions == [len(MIGRATIONS)] * 4
-    assert count(pg_cluster, pg_url, "SELECT count(*) FROM collector_migrations") == len(
-        MIGRATIONS
-    )
+    assert count(pg_cluster, pg_url, "SELECT count(*) FROM collector_migrations") == len(MIGRATIONS)
 
 
 @pytest.fixture
