@@ -20,6 +20,7 @@ from mplp_lsp.protocol.kinds import Kind
 from tests import postgres
 from tests.conftest import sample
 from tests.team.conftest import READ_TOKEN, TOKEN, Collector, start_collector
+from tests.team.graph_dump import dump
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -189,3 +190,57 @@ async def test_event_pages_end_and_filter(two: tuple[Collector, Collector]) -> N
     _, streams = await get(url, "/streams")
     assert {s["stream"] for s in streams["streams"]} == {"s1", "s2"}
     assert next(s for s in streams["streams"] if s["stream"] == "s2")["repositories"] == [repo]
+
+
+async def test_repository_graph_pipelines_and_retention(
+    pg_cluster: postgres.Cluster, pg_url: str, tmp_path: Path
+) -> None:
+    repo = "https://git.example.org/team/app.git"
+    old = "2020-01-01T00:00:00.000Z"
+    root = envelope(Kind.GIT, "git", commit_id="a" * 40, parent_commits=[], event_kind="commit")
+    child = envelope(
+        Kind.GIT, "git", commit_id="b" * 40, parent_commits=["a" * 40], event_kind="commit"
+    )
+    root["timestamp"] = old
+    edit = envelope(Kind.FILE_UPDATE, "file_update", change_type="modified", previous_path=None)
+    del edit["payload"]["previous_path"]
+    started = envelope(Kind.CI, "ci")
+    done = envelope(
+        Kind.CI, "ci", status="succeeded", completed_at="2026-03-02T08:05:30Z", duration_ms=150000
+    )
+    collector = start_collector(pg_url, pg_cluster, tmp_path)
+    try:
+        url = collector.url
+        assert (await post(url, batch("ws", [done, root, edit, child, started])))[0] == 200
+        status, graph = await get(url, f"/repository?repo_url={repo}", token=READ_TOKEN)
+        assert status == 200
+        assert [b["ref_name"] for b in graph["branches"]] == ["refs/heads/main"]
+        assert graph["branches"][0]["head_commit"] == "b" * 40
+        by_id = {c["commit_id"]: c for c in graph["commits"]}
+        assert by_id["b" * 40]["parents"] == ["a" * 40]
+        assert by_id["b" * 40]["branches"] == ["refs/heads/main"]
+        assert "@" not in by_id["b" * 40]["author"]
+        assert [(f["path"], f["modified_by"]) for f in graph["files"]] == [("src/app.py", "ws")]
+        assert (await get(url, "/repository?repo_url=nope"))[0] == 404
+        _, runs = await get(url, "/pipelines")
+        [run] = runs["runs"]
+        assert (run["status"], run["duration_ms"]) == ("succeeded", 150000)
+        assert [s["stage_name"] for s in run["stages"]] == ["lint", "test", "deploy"]
+        _, stats = await get(url, "/stats")
+        assert stats["accepted"] == 5
+    finally:
+        collector.stop()
+    before = dump(pg_cluster.psql_url(pg_url.rsplit("/", 1)[1]))
+    collector = start_collector(pg_url, pg_cluster, tmp_path, "--retention-days", "30")
+    try:
+        deadline = asyncio.get_running_loop().time() + 60
+        while True:
+            _, page = await get(collector.url, "/events")
+            ids = [e["event_id"] for e in page["events"]]
+            if root["event_id"] not in ids or asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(0.2)
+        assert root["event_id"] not in ids and len(ids) == 4
+    finally:
+        collector.stop()
+    assert dump(pg_cluster.psql_url(pg_url.rsplit("/", 1)[1])) == before  # the graph stays
