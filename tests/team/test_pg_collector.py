@@ -199,7 +199,12 @@ async def test_repository_graph_pipelines_and_retention(
     old = "2020-01-01T00:00:00.000Z"
     root = envelope(Kind.GIT, "git", commit_id="a" * 40, parent_commits=[], event_kind="commit")
     child = envelope(
-        Kind.GIT, "git", commit_id="b" * 40, parent_commits=["a" * 40], event_kind="commit"
+        Kind.GIT,
+        "git",
+        commit_id="b" * 40,
+        parent_commits=["a" * 40],
+        event_kind="commit",
+        timestamp="2026-03-02T09:00:00Z",  # after the root: the branch's head
     )
     root["timestamp"] = old
     edit = envelope(Kind.FILE_UPDATE, "file_update", change_type="modified", previous_path=None)

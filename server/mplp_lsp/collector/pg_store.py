@@ -41,12 +41,17 @@ log = logging.getLogger(__name__)
 _ACCEPTED_KINDS: Final = frozenset({Kind.ENVELOPE, *EVENT_FAMILY_KINDS})
 _RETRIES: Final = 5  # deadlocks between instances are rare; give up loudly after a few
 
-_INSERT_EVENTS: Final = b"""
-INSERT INTO events (stream, seq, source, event_id, kind, author, occurred_at, body)
-SELECT * FROM unnest(%s::text[], %s::int8[], %s::text[], %s::text[], %s::text[], %s::text[],
-                     %s::timestamptz[], %s::text[])
-ON CONFLICT DO NOTHING
-"""
+_COLUMNS: Final = "stream, seq, source, event_id, kind, author, occurred_at, body"
+_STAGING: Final = (
+    b"CREATE TEMP TABLE IF NOT EXISTS incoming (stream text, seq bigint, source text,"
+    b" event_id text, kind text, author text, occurred_at timestamptz, body text)"
+    b" ON COMMIT DELETE ROWS"
+)
+_COPY_STAGED: Final = f"COPY incoming ({_COLUMNS}) FROM STDIN".encode()
+_INSERT_EVENTS: Final = (
+    f"INSERT INTO events ({_COLUMNS}) SELECT {_COLUMNS} FROM incoming"  # noqa: S608
+    " ORDER BY seq ON CONFLICT DO NOTHING"
+).encode()
 _TOUCH_STREAM: Final = b"""
 INSERT INTO streams AS s (stream, first_contact, last_contact, last_seq, batches, accepted,
                           duplicates, backlog)
@@ -79,7 +84,7 @@ def url_problem(url: str) -> str | None:
 class _Prepared:
     stream: str
     body_hash: str
-    rows: tuple[list[Any], ...]
+    rows: list[tuple[Any, ...]]  # the events table's columns, in seq order
     graph: team_graph.GraphBatch
     last_seq: int
     backlog: int | None
@@ -116,7 +121,12 @@ class PgCollector:
             row = await cursor.fetchone()
         assert row is not None  # written by the first migration
         pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
-            url, min_size=1, max_size=max_connections, kwargs=kwargs, open=False
+            url,
+            min_size=1,
+            max_size=max_connections,
+            kwargs=kwargs,
+            open=False,
+            configure=_create_staging,
         )
         await pool.open(wait=True, timeout=30)
         return cls(pool, str(row[0]), graph=graph)
@@ -188,26 +198,19 @@ class PgCollector:
         stored_kinds = [
             _stored_kind(kind, envelope) for kind, (_, envelope) in zip(kinds, items, strict=True)
         ]
-        order = sorted(range(len(items)), key=lambda i: items[i][0])
-        columns: tuple[list[Any], ...] = tuple([] for _ in range(8))
-        for index in order:
-            seq, envelope = items[index]
-            kind = stored_kinds[index]
-            for column, value in zip(
-                columns,
-                (
-                    stream,
-                    seq,
-                    _source_of(envelope),
-                    envelope["event_id"],
-                    kind.value if kind else "unknown",
-                    _author(kind, envelope),
-                    team_graph.instant(envelope["timestamp"]),
-                    _encode(envelope),
-                ),
-                strict=True,
-            ):
-                column.append(value)
+        rows = sorted(
+            (
+                stream,
+                seq,
+                _source_of(envelope),
+                envelope["event_id"],
+                kind.value if kind else "unknown",
+                _author(kind, envelope),
+                team_graph.instant(envelope["timestamp"]),
+                _encode(envelope),
+            )
+            for kind, (seq, envelope) in zip(stored_kinds, items, strict=True)
+        )
         graph = (
             team_graph.fold(
                 (stream, kind, envelope)
@@ -220,7 +223,7 @@ class PgCollector:
         return _Prepared(
             stream=stream,
             body_hash=body_hash,
-            rows=columns,
+            rows=rows,
             graph=graph,
             last_seq=max((seq for seq, _ in items), default=0),
             backlog=backlog if isinstance(backlog, int) and not isinstance(backlog, bool) else None,
@@ -247,7 +250,12 @@ class PgCollector:
 
     async def _write(self, prepared: _Prepared, idempotency_key: str | None) -> Answer:
         async with self.pool.connection() as conn, conn.transaction():
-            cursor = await conn.execute(_INSERT_EVENTS, prepared.rows)
+            # COPY into a per-session staging table, then one INSERT ... SELECT: COPY's
+            # row encoding is ~3x cheaper than binding 1000-element arrays of JSON bodies.
+            async with conn.cursor().copy(_COPY_STAGED) as copy:
+                for row in prepared.rows:
+                    await copy.write_row(row)
+            cursor = await conn.execute(_INSERT_EVENTS)
             accepted = max(cursor.rowcount, 0)
             duplicates = prepared.count - accepted
             if prepared.graph:
@@ -271,6 +279,11 @@ class PgCollector:
                     (idempotency_key, prepared.body_hash, json.dumps(answer.body)),
                 )
         return answer
+
+
+async def _create_staging(conn: AsyncConnection[Any]) -> None:
+    await conn.execute(_STAGING)
+    await conn.commit()
 
 
 def _stored_kind(kind: Kind | None, envelope: Mapping[str, Any]) -> Kind | None:
