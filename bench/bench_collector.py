@@ -223,9 +223,9 @@ def prefill(conninfo: str, rows: int) -> float:
         for first in range(0, rows, step):
             conn.execute(
                 "INSERT INTO events (stream, seq, source, event_id, kind, occurred_at, body)"
-                " SELECT 'prefill-' || (g % 8), g, 'mplp-lsp/bench', gen_random_uuid()::text,"
+                " SELECT 'prefill-' || (g %% 8), g, 'mplp-lsp/bench', gen_random_uuid()::text,"
                 " 'file_update', timestamptz '2025-01-01' + g * interval '1 ms', %s"
-                " FROM generate_series(%s, %s) AS g",
+                " FROM generate_series(%s::bigint, %s::bigint) AS g",
                 (body, first + 1, min(rows, first + step)),
             )
         conn.execute("VACUUM ANALYZE events")

@@ -68,6 +68,12 @@ def _json(body: Any, status: int = 200) -> web.Response:
     )
 
 
+def _retry_later(error: str) -> web.Response:
+    response = _json({"error": error}, 503)
+    response.headers["Retry-After"] = "1"
+    return response
+
+
 def _matches(given: bytes, tokens: Collection[str]) -> bool:
     # Every token is compared, so the time taken does not tell which one came close.
     return sum(hmac.compare_digest(given, f"Bearer {t}".encode()) for t in tokens) > 0
@@ -91,9 +97,10 @@ def create_team_app(settings: TeamSettings) -> web.Application:
             return _json({"error": error.reason.lower().replace(" ", "_")}, error.status)
         except psycopg.Error as error:
             log.warning("database error on %s %s: %s", request.method, request.path, error)
-            response = _json({"error": "database_unavailable"}, 503)
-            response.headers["Retry-After"] = "1"
-            return response
+            return _retry_later("database_unavailable")
+        except Exception:  # a bug: logged whole here, never shown to the client
+            log.exception("unexpected error on %s %s", request.method, request.path)
+            return _retry_later("internal_error")
 
     app = web.Application(middlewares=[guard], client_max_size=MAX_BODY_BYTES)
 
