@@ -212,8 +212,8 @@ def run_node_id(key: tuple[str, str, str]) -> str:
 
 _LWW_BRANCH: Final = """
 INSERT INTO team_branches AS t (repo_url, ref_name, changed_at, cause, present, head_commit)
-SELECT * FROM unnest(%s::text[], %s::text[], %s::timestamptz[], %s::text[], %s::bool[],
-                     %s::text[])
+SELECT * FROM unnest(%b::text[], %b::text[], %b::timestamptz[], %b::text[], %b::bool[],
+                     %b::text[])
 ON CONFLICT (repo_url, ref_name) DO UPDATE
 SET changed_at = excluded.changed_at, cause = excluded.cause, present = excluded.present,
     head_commit = excluded.head_commit
@@ -222,8 +222,8 @@ RETURNING t.repo_url, t.ref_name, t.present, (xmax = 0) AS added
 """
 _LWW_FILE: Final = """
 INSERT INTO team_files AS t (stream, path, modified_at, cause, present, change_type)
-SELECT * FROM unnest(%s::text[], %s::text[], %s::timestamptz[], %s::text[], %s::bool[],
-                     %s::text[])
+SELECT * FROM unnest(%b::text[], %b::text[], %b::timestamptz[], %b::text[], %b::bool[],
+                     %b::text[])
 ON CONFLICT (stream, path) DO UPDATE
 SET modified_at = excluded.modified_at, cause = excluded.cause, present = excluded.present,
     change_type = excluded.change_type
@@ -232,7 +232,7 @@ RETURNING t.stream, t.path, t.present, (xmax = 0) AS added
 """
 _REPOSITORIES: Final = """
 INSERT INTO team_repositories AS t (repo_url, first_seen, last_seen)
-SELECT * FROM unnest(%s::text[], %s::timestamptz[], %s::timestamptz[])
+SELECT * FROM unnest(%b::text[], %b::timestamptz[], %b::timestamptz[])
 ON CONFLICT (repo_url) DO UPDATE
 SET first_seen = least(t.first_seen, excluded.first_seen),
     last_seen = greatest(t.last_seen, excluded.last_seen)
@@ -241,12 +241,12 @@ RETURNING t.repo_url, (xmax = 0) AS added
 """
 _STREAM_REPOSITORIES: Final = """
 INSERT INTO team_stream_repositories (stream, repo_url)
-SELECT * FROM unnest(%s::text[], %s::text[]) ON CONFLICT DO NOTHING
+SELECT * FROM unnest(%b::text[], %b::text[]) ON CONFLICT DO NOTHING
 """
 _COMMITS: Final = """
 INSERT INTO team_commits AS t (repo_url, commit_id, cause, author, committed_at, message)
-SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[],
-                     %s::text[])
+SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::timestamptz[],
+                     %b::text[])
 ON CONFLICT (repo_url, commit_id) DO UPDATE
 SET cause = excluded.cause, author = excluded.author, committed_at = excluded.committed_at,
     message = excluded.message
@@ -255,11 +255,11 @@ RETURNING t.commit_id, (xmax = 0) AS added
 """
 _PARENTS: Final = """
 INSERT INTO team_commit_parents (repo_url, commit_id, position, parent)
-SELECT * FROM unnest(%s::text[], %s::text[], %s::int4[], %s::text[]) ON CONFLICT DO NOTHING
+SELECT * FROM unnest(%b::text[], %b::text[], %b::int4[], %b::text[]) ON CONFLICT DO NOTHING
 """
 _COMMIT_BRANCHES: Final = """
 INSERT INTO team_commit_branches (repo_url, commit_id, ref_name)
-SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]) ON CONFLICT DO NOTHING
+SELECT * FROM unnest(%b::text[], %b::text[], %b::text[]) ON CONFLICT DO NOTHING
 """
 _NEWER_RUN: Final = (
     "(excluded.status_rank, excluded.status_at, excluded.cause)"
@@ -280,10 +280,10 @@ _RUN_STATE: Final = (
 _RUNS: Final = (  # built from this module's constants only
     "INSERT INTO team_pipeline_runs AS t (ci_provider, pipeline_id, run_id, node_id,"  # noqa: S608
     " first_seen, started_at, " + ", ".join(_RUN_STATE) + ")"
-    " SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[],"
-    " %s::timestamptz[], %s::timestamptz[], %s::text[], %s::int4[], %s::timestamptz[],"
-    " %s::text[], %s::text[], %s::timestamptz[], %s::int8[], %s::text[], %s::text[],"
-    " %s::jsonb[])"
+    " SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[],"
+    " %b::timestamptz[], %b::timestamptz[], %b::text[], %b::int4[], %b::timestamptz[],"
+    " %b::text[], %b::text[], %b::timestamptz[], %b::int8[], %b::text[], %b::text[],"
+    " %b::jsonb[])"
     " ON CONFLICT (ci_provider, pipeline_id, run_id) DO UPDATE SET"
     " first_seen = least(t.first_seen, excluded.first_seen),"
     " started_at = coalesce(least(t.started_at, excluded.started_at), t.started_at,"
