@@ -32,15 +32,9 @@ def _has_psycopg() -> bool:
 
 
 # Without the postgres extra these modules cannot even be imported: outside CI they are left
-# out with the reason in the report header; with CI=true the import error shows.
+# out (test_cli_team.py's skip line says why); with CI=true the import error shows.
 _PSYCOPG_MISSING = not _has_psycopg() and os.environ.get("CI") != "true"
 collect_ignore_glob = ["test_pg_*.py", "test_team_*.py"] if _PSYCOPG_MISSING else []
-
-
-def pytest_report_header() -> str | None:
-    if _PSYCOPG_MISSING:
-        return "tests/team: PostgreSQL tests skipped: psycopg is not installed (pip install '.[postgres]')"
-    return None
 
 
 def _unavailable() -> str | None:

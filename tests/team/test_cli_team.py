@@ -9,6 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from tests import postgres
+
+
+def test_the_postgresql_suite_can_run(pg_cluster: postgres.Cluster) -> None:
+    """Skips with the reason when this machine cannot run tests/team (fails with CI=true)."""
+    assert pg_cluster.port > 0
+
 
 @pytest.mark.parametrize(
     "option", [["--retention-days", "3"], ["--read-token-file", "t"], ["--db-password-file", "p"]]
