@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any, Final, TypeVar
 
 import orjson
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, AsyncCursor
 
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
@@ -300,66 +300,82 @@ _RUNS: Final = (  # built from this module's constants only
 
 
 async def apply(conn: AsyncConnection[Any], batch: GraphBatch, graph: str) -> list[dict[str, Any]]:
-    """Write the batch's facts; returns the graph_update/pipeline_stage events it caused."""
-    changes: list[tuple[str, str, str]] = []  # (event type, node type, node id)
+    """Write the batch's facts; returns the graph_update/pipeline_stage events it caused.
+
+    Every statement is sent before any result is read, so in pipeline mode (the caller's)
+    the whole graph costs one round trip.
+    """
+    repositories = commits = branches = files = runs = None
     if batch.repositories:
         keys = sorted(batch.repositories)
-        rows = await _run(
+        repositories = await _send(
             conn,
             _REPOSITORIES,
             keys,
             [batch.repositories[k][0] for k in keys],
             [batch.repositories[k][1] for k in keys],
         )
-        changes += [("repository_node_added", "repository", r[0]) for r in rows if r[1]]
         pairs = sorted(batch.stream_repositories)
-        await _run(conn, _STREAM_REPOSITORIES, [p[0] for p in pairs], [p[1] for p in pairs])
+        await _send(conn, _STREAM_REPOSITORIES, [p[0] for p in pairs], [p[1] for p in pairs])
     if batch.commits:
         commit_keys = sorted(batch.commits)
-        commits = [batch.commits[k] for k in commit_keys]
-        rows = await _run(
+        commits = await _send(
             conn,
             _COMMITS,
             [k[0] for k in commit_keys],
             [k[1] for k in commit_keys],
-            *_columns(commits),
+            *_columns([batch.commits[k] for k in commit_keys]),
         )
-        changes += [("commit_node_added", "commit", r[0]) for r in rows if r[1]]
         if batch.parents:
-            await _run(conn, _PARENTS, *_columns(sorted(batch.parents)))
+            await _send(conn, _PARENTS, *_columns(sorted(batch.parents)))
         if batch.commit_branches:
-            await _run(conn, _COMMIT_BRANCHES, *_columns(sorted(batch.commit_branches)))
-    for sql, table, node_type in (
-        (_LWW_BRANCH, batch.branches, "branch"),
-        (_LWW_FILE, batch.files, "file"),
-    ):
-        if table:
-            node_keys = sorted(table)
-            rows = await _run(
-                conn,
-                sql,
-                [k[0] for k in node_keys],
-                [k[1] for k in node_keys],
-                *_columns([table[k] for k in node_keys]),
-            )
+            await _send(conn, _COMMIT_BRANCHES, *_columns(sorted(batch.commit_branches)))
+    if batch.branches:
+        branches = await _send_latest(conn, _LWW_BRANCH, batch.branches)
+    if batch.files:
+        files = await _send_latest(conn, _LWW_FILE, batch.files)
+    if batch.runs:
+        runs = await _send_runs(conn, batch)
+    changes: list[tuple[str, str, str]] = []  # (event type, node type, node id)
+    if repositories is not None:
+        rows = await repositories.fetchall()
+        changes += [("repository_node_added", "repository", r[0]) for r in rows if r[1]]
+    if commits is not None:
+        rows = await commits.fetchall()
+        changes += [("commit_node_added", "commit", r[0]) for r in rows if r[1]]
+    for cursor, node_type in ((branches, "branch"), (files, "file")):
+        if cursor is not None:
             changes += [
                 (
                     f"{node_type}_node_{'added' if r[3] else 'updated' if r[2] else 'removed'}",
                     node_type,
                     r[1],
                 )
-                for r in rows
+                for r in await cursor.fetchall()
             ]
     events = [_graph_event(graph, changes)] if changes else []
-    if batch.runs:
-        events += await _apply_runs(conn, batch)
+    if runs is not None:
+        events += _stage_events(await runs.fetchall(), batch)
     return events
 
 
-async def _apply_runs(conn: AsyncConnection[Any], batch: GraphBatch) -> list[dict[str, Any]]:
+async def _send_latest(
+    conn: AsyncConnection[Any], sql: str, table: Mapping[tuple[str, str], tuple[Any, ...]]
+) -> AsyncCursor[Any]:
+    keys = sorted(table)
+    return await _send(
+        conn,
+        sql,
+        [k[0] for k in keys],
+        [k[1] for k in keys],
+        *_columns([table[k] for k in keys]),
+    )
+
+
+async def _send_runs(conn: AsyncConnection[Any], batch: GraphBatch) -> AsyncCursor[Any]:
     keys = sorted(batch.runs)
     runs = [batch.runs[k] for k in keys]
-    rows = await _run(
+    return await _send(
         conn,
         _RUNS,
         [k[0] for k in keys],
@@ -379,7 +395,10 @@ async def _apply_runs(conn: AsyncConnection[Any], batch: GraphBatch) -> list[dic
         [r.commit_id for r in runs],
         [r.stages for r in runs],
     )
-    sent = {r.order[2] for r in runs}
+
+
+def _stage_events(rows: list[tuple[Any, ...]], batch: GraphBatch) -> list[dict[str, Any]]:
+    sent = {r.order[2] for r in batch.runs.values()}
     # A status change is the row now carrying one of this batch's events as its cause.
     return [
         pipeline_stage(
@@ -409,9 +428,8 @@ def _columns(rows: Sequence[tuple[Any, ...]]) -> list[list[Any]]:
     return [list(column) for column in zip(*rows, strict=True)]
 
 
-async def _run(conn: AsyncConnection[Any], sql: str, *columns: list[Any]) -> list[tuple[Any, ...]]:
-    cursor = await conn.execute(sql.encode(), columns)
-    return await cursor.fetchall() if cursor.description else []
+async def _send(conn: AsyncConnection[Any], sql: str, *columns: list[Any]) -> AsyncCursor[Any]:
+    return await conn.execute(sql.encode(), columns)
 
 
 def _graph_event(graph: str, changes: list[tuple[str, str, str]]) -> dict[str, Any]:
