@@ -327,6 +327,8 @@ def main() -> None:
                 f" p99 {times[int(len(times) * 0.99)] * 1000:.1f} ms, max {times[-1] * 1000:.1f} ms"
                 f" (target < 50 ms); last page ends: {'yes' if ended else 'NO'}"
             )
+            slow = sum(t >= 0.05 for t in times)
+            print(f"  pages at or over 50 ms: {slow} of {len(times)}")
     finally:
         cluster.stop()
         shutil.rmtree(work, ignore_errors=True)
