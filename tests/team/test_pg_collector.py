@@ -227,6 +227,10 @@ async def test_repository_graph_pipelines_and_retention(
         assert "@" not in by_id["b" * 40]["author"]
         assert [(f["path"], f["modified_by"]) for f in graph["files"]] == [("src/app.py", "ws")]
         assert (await get(url, "/repository?repo_url=nope"))[0] == 404
+        _, listed = await get(url, "/repositories")
+        assert [(r["repo_url"], r["first_seen"]) for r in listed["repositories"]] == [
+            (repo, "2026-03-02T07:02:00Z")  # the root's commit time (+01:00), in UTC
+        ]
         _, runs = await get(url, "/pipelines")
         [run] = runs["runs"]
         assert (run["status"], run["duration_ms"]) == ("succeeded", 150000)

@@ -19,7 +19,16 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-__all__ = ["EventQuery", "event_page", "pipelines", "purge_before", "repository", "streams"]
+__all__ = [
+    "EventQuery",
+    "event_page",
+    "pipelines",
+    "purge_before",
+    "repositories",
+    "repository",
+    "stats",
+    "streams",
+]
 
 Pool = AsyncConnectionPool[AsyncConnection[Any]]
 MAX_PAGE: Final = 10_000
@@ -81,6 +90,13 @@ async def event_page(pool: Pool, query: EventQuery) -> dict[str, Any]:
     if len(rows) > query.limit:
         answer["next"] = page[-1][0]
     return answer
+
+
+async def repositories(pool: Pool) -> list[dict[str, Any]]:
+    async with pool.connection() as conn:
+        return await _all(
+            conn, "SELECT repo_url, first_seen, last_seen FROM team_repositories ORDER BY repo_url"
+        )
 
 
 async def repository(pool: Pool, repo_url: str, *, recent: int = 50) -> dict[str, Any] | None:

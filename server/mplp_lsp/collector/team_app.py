@@ -196,14 +196,7 @@ async def _events(request: web.Request) -> web.Response:
 
 
 async def _repositories(request: web.Request) -> web.Response:
-    async with request.app[_COLLECTOR].pool.connection() as conn:
-        cursor = await conn.execute(
-            "SELECT repo_url, first_seen, last_seen FROM team_repositories ORDER BY repo_url"
-        )
-        rows = await cursor.fetchall()
-    return _json(
-        {"repositories": [{"repo_url": r[0], "first_seen": r[1], "last_seen": r[2]} for r in rows]}
-    )
+    return _json({"repositories": await pg_queries.repositories(request.app[_COLLECTOR].pool)})
 
 
 async def _repository(request: web.Request) -> web.Response:
