@@ -17,6 +17,7 @@ import pytest
 from mplp_lsp.collector.pg_schema import MIGRATIONS, migrate
 from mplp_lsp.protocol.envelope import build_envelope
 from mplp_lsp.protocol.kinds import Kind
+from mplp_lsp.protocol.validator import default_validator
 from tests import postgres
 from tests.conftest import sample
 from tests.team.conftest import READ_TOKEN, TOKEN, Collector, start_collector
@@ -239,6 +240,14 @@ async def test_repository_graph_pipelines_and_retention(
         assert stats["accepted"] == 5
     finally:
         collector.stop()
+    with psycopg.connect(pg_cluster.psql_url(pg_url.rsplit("/", 1)[1])) as conn:
+        emitted = [json.loads(b) for (b,) in conn.execute("SELECT body FROM team_emitted")]
+    validator = default_validator()
+    for event in emitted:  # as the local runtime emits them: valid spec events
+        assert validator.validate(Kind(event["event_family"]), event).ok, event
+    stages = [e for e in emitted if e["event_family"] == "pipeline_stage"]
+    assert [e["stage_status"] for e in stages] == ["completed"]  # the run's one change
+    assert any(e["event_family"] == "graph_update" for e in emitted)
     before = dump(pg_cluster.psql_url(pg_url.rsplit("/", 1)[1]))
     collector = start_collector(pg_url, pg_cluster, tmp_path, "--retention-days", "30")
     try:
