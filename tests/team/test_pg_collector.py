@@ -217,7 +217,8 @@ async def test_repository_graph_pipelines_and_retention(
     collector = start_collector(pg_url, pg_cluster, tmp_path)
     try:
         url = collector.url
-        assert (await post(url, batch("ws", [done, root, edit, child, started])))[0] == 200
+        body = batch("ws", [done, root, edit, child, started])
+        assert (await post(url, body, **{"Idempotency-Key": "old-key"}))[0] == 200
         status, graph = await get(url, f"/repository?repo_url={repo}", token=READ_TOKEN)
         assert status == 200
         assert [b["ref_name"] for b in graph["branches"]] == ["refs/heads/main"]
@@ -249,6 +250,8 @@ async def test_repository_graph_pipelines_and_retention(
     assert [e["stage_status"] for e in stages] == ["completed"]  # the run's one change
     assert any(e["event_family"] == "graph_update" for e in emitted)
     before = dump(pg_cluster.psql_url(pg_url.rsplit("/", 1)[1]))
+    with psycopg.connect(pg_cluster.psql_url(pg_url.rsplit("/", 1)[1])) as conn:
+        conn.execute("UPDATE idempotency SET at = '2020-01-01T00:00:00Z'")  # answered long ago
     collector = start_collector(pg_url, pg_cluster, tmp_path, "--retention-days", "30")
     try:
         deadline = asyncio.get_running_loop().time() + 60
@@ -259,6 +262,7 @@ async def test_repository_graph_pipelines_and_retention(
                 break
             await asyncio.sleep(0.2)
         assert root["event_id"] not in ids and len(ids) == 4
+        assert count(pg_cluster, pg_url, "SELECT count(*) FROM idempotency") == 0
     finally:
         collector.stop()
     assert dump(pg_cluster.psql_url(pg_url.rsplit("/", 1)[1])) == before  # the graph stays

@@ -180,7 +180,8 @@ async def stats(pool: Pool) -> dict[str, int]:
 
 
 async def purge_before(pool: Pool, cutoff: datetime, *, chunk: int = 10_000) -> int:
-    """Drop raw events that happened before ``cutoff``, in chunks; the graph stays."""
+    """Drop raw events that happened before ``cutoff``, in chunks, and older Idempotency-Key
+    answers; the graph stays."""
     dropped = 0
     while True:
         async with pool.connection() as conn:
@@ -191,6 +192,8 @@ async def purge_before(pool: Pool, cutoff: datetime, *, chunk: int = 10_000) -> 
             )
             dropped += cursor.rowcount
             if cursor.rowcount < chunk:
+                # Answers to Idempotency-Keys that old are past any forwarder's retry.
+                await conn.execute("DELETE FROM idempotency WHERE at < %s", (cutoff,))
                 return dropped
 
 
