@@ -16,6 +16,7 @@ from typing import Any, Final
 from mplp_lsp.cli.common import add_log_options, configure_logging
 
 TOKEN_ENV: Final = "MPLP_LSP_COLLECTOR_TOKEN"  # noqa: S105 (a variable name)
+POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
 
 
 def register(commands: Any) -> None:
@@ -33,28 +34,59 @@ def register(commands: Any) -> None:
             "(source, event_id), honour Idempotency-Key, store to SQLite, and serve them on "
             "GET /events. Every request needs 'Authorization: Bearer <token>'; the token "
             f"comes from {TOKEN_ENV}, else --token-file, else a new random one is written "
-            "to <db>.token (mode 0600)."
+            "to <db>.token (mode 0600). With --db postgresql://... several instances share "
+            "one PostgreSQL database and keep the team project graph (docs/team.md); the "
+            "token must then come from the environment or --token-file."
         ),
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", type=int, default=8765, help="port (0: any free port)")
-    serve.add_argument("--db", default="collector.db", help="SQLite database file")
+    serve.add_argument(
+        "--db",
+        default="collector.db",
+        help="SQLite database file, or a postgresql:// URL without a password",
+    )
     serve.add_argument("--token-file", metavar="FILE", help="file holding the token")
+    team = serve.add_argument_group("PostgreSQL (--db postgresql://...)")
+    team.add_argument(
+        "--db-password-file",
+        metavar="FILE",
+        help="file holding the database password (else PGPASSWORD or a pgpass file)",
+    )
+    team.add_argument(
+        "--read-token-file",
+        metavar="FILE",
+        help="file with read-only tokens, one a line (dashboards: GET only)",
+    )
+    team.add_argument(
+        "--retention-days",
+        type=int,
+        metavar="N",
+        help="drop raw events older than N days (hourly); the team graph is kept",
+    )
     add_log_options(serve, default="info")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, args.log_file)
+    if args.db.startswith(POSTGRES_SCHEMES):
+        from mplp_lsp.cli.collector_team import run_team
+
+        return run_team(args)
+    if args.db_password_file or args.read_token_file or args.retention_days is not None:
+        return fail(
+            "--db-password-file, --read-token-file and --retention-days need a PostgreSQL --db"
+        )
     db = Path(args.db).expanduser().absolute()
     if not db.parent.is_dir():
-        return _fail(f"the folder of --db does not exist: {db.parent}")
+        return fail(f"the folder of --db does not exist: {db.parent}")
     try:
         token = _token(args, db)
     except OSError as error:
-        return _fail(f"cannot read or create the token file: {error}")
+        return fail(f"cannot read or create the token file: {error}")
     if not token:
-        return _fail(f"the token is empty; set {TOKEN_ENV} or put one in the token file")
+        return fail(f"the token is empty; set {TOKEN_ENV} or put one in the token file")
     from mplp_lsp.collector.app import run_collector
 
     def ready(host: str, port: int) -> None:
@@ -73,22 +105,30 @@ def run(args: argparse.Namespace) -> int:
         with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
             asyncio.run(main())
     except sqlite3.Error as error:
-        return _fail(f"cannot use the database {db}: {error}")
+        return fail(f"cannot use the database {db}: {error}")
     except OSError as error:  # the address: taken, or not one of this machine's
-        return _fail(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}")
+        return fail(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}")
     return 0
 
 
-def _fail(message: str) -> int:
+def fail(message: str) -> int:
     print(f"mplp-lsp collector: {message}", file=sys.stderr)
     return 1
 
 
-def _token(args: argparse.Namespace, db: Path) -> str:
+def given_token(args: argparse.Namespace) -> str | None:
+    """The token from the environment or --token-file, if either is given."""
     if os.environ.get(TOKEN_ENV):
         return os.environ[TOKEN_ENV].strip()
     if args.token_file:
         return Path(args.token_file).expanduser().read_text(encoding="utf-8").strip()
+    return None
+
+
+def _token(args: argparse.Namespace, db: Path) -> str:
+    given = given_token(args)
+    if given is not None:
+        return given
     path = db.with_name(db.name + ".token")
     if path.exists():
         return path.read_text(encoding="utf-8").strip()

@@ -17,6 +17,7 @@ from typing import Any, Final, TypeVar
 
 from aiohttp import web
 
+from mplp_lsp.collector.serving import serve_app
 from mplp_lsp.collector.store import CollectorStore
 
 __all__ = ["create_app", "run_collector"]
@@ -108,15 +109,4 @@ async def run_collector(
     db: Path, token: str, host: str, port: int, *, ready: Callable[[str, int], None]
 ) -> None:
     """Serve until cancelled; ``ready(host, port)`` is called once listening (port 0 = any)."""
-    runner = web.AppRunner(create_app(db, token), access_log=None)
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, host, port)
-        await site.start()
-        server = site._server
-        assert server is not None and server.sockets  # type: ignore[attr-defined]
-        bound = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
-        ready(host, int(bound))
-        await asyncio.Event().wait()
-    finally:
-        await runner.cleanup()
+    await serve_app(create_app(db, token), host, port, ready=ready)

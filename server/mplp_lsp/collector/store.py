@@ -59,6 +59,9 @@ CREATE TABLE IF NOT EXISTS stats (
     value INTEGER NOT NULL
 );
 """
+# Numbered migrations: entry n brings user_version n-1 to n. The first one's IF NOT EXISTS
+# also adopts a database made before versioning (user_version 0, tables present).
+MIGRATIONS: Final = (_SCHEMA,)
 _ACCEPTED_KINDS: Final = frozenset({Kind.ENVELOPE, *EVENT_FAMILY_KINDS})
 _ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
@@ -85,9 +88,7 @@ class CollectorStore:
         self._conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
         self._conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
         self._conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
-        with transaction(self._conn):
-            for statement in split_script(_SCHEMA):
-                self._conn.execute(statement)
+        migrate(self._conn)
 
     def close(self) -> None:
         self._conn.close()
@@ -212,6 +213,17 @@ class CollectorStore:
         values = {str(n): int(v) for n, v in self._conn.execute("SELECT name, value FROM stats")}
         (count,) = self._conn.execute("SELECT count(*) FROM received").fetchone()
         return {"stored": int(count), **values}
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply the pending migrations; ``BEGIN IMMEDIATE`` is the lock between processes."""
+    with transaction(conn):
+        (current,) = conn.execute("PRAGMA user_version").fetchone()
+        for version, script in enumerate(MIGRATIONS[current:], start=current + 1):
+            for statement in split_script(script):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {version}")
+    return max(int(current), len(MIGRATIONS))
 
 
 # orjson parses a batch about 3x faster than json, but it reads an integer beyond 64 bits

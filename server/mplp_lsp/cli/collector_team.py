@@ -1,0 +1,82 @@
+"""``mplp-lsp collector serve --db postgresql://...``: the team's collector on PostgreSQL.
+
+The URL never carries the password (a process's arguments are visible to other users): it
+comes from ``PGPASSWORD``/a pgpass file (libpq's own environment) or ``--db-password-file``.
+The token comes from the environment or ``--token-file``; there is no database file to
+keep a generated one beside.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from pathlib import Path
+
+from mplp_lsp.cli.collector import TOKEN_ENV, fail, given_token
+
+__all__ = ["run_team"]
+
+
+def run_team(args: argparse.Namespace) -> int:
+    try:
+        import psycopg
+
+        from mplp_lsp.collector.pg_store import url_problem
+        from mplp_lsp.collector.team_app import TeamSettings, run_team_collector
+    except ImportError:
+        return fail("PostgreSQL support is not installed: pip install 'mplp-lsp[postgres]'")
+    problem = url_problem(args.db)
+    if problem is not None:
+        return fail(problem)
+    if args.retention_days is not None and args.retention_days < 1:
+        return fail("--retention-days must be at least 1")
+    try:
+        token = given_token(args)
+        password = _first_line(args.db_password_file) if args.db_password_file else None
+        read_tokens = _lines(args.read_token_file) if args.read_token_file else []
+    except OSError as error:
+        return fail(f"cannot read a token or password file: {error.strerror or error}")
+    if not token:
+        return fail(f"the token is empty; set {TOKEN_ENV} or --token-file")
+    settings = TeamSettings(
+        args.db,
+        token,
+        read_tokens=read_tokens,
+        password=password,
+        retention_days=args.retention_days,
+    )
+
+    def ready(host: str, port: int) -> None:
+        print(f"collector listening on http://{host}:{port} (db: PostgreSQL)", file=sys.stderr)
+        sys.stderr.flush()
+
+    async def main() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, task.cancel)
+        await run_team_collector(settings, args.host, args.port, ready=ready)
+
+    try:
+        with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
+            asyncio.run(main())
+    except (psycopg.Error, TimeoutError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return fail(f"cannot use the PostgreSQL database: {first}")
+    except OSError as error:
+        return fail(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}")
+    return 0
+
+
+def _first_line(name: str) -> str:
+    lines = Path(name).expanduser().read_text(encoding="utf-8").splitlines()
+    return lines[0] if lines else ""
+
+
+def _lines(name: str) -> list[str]:
+    text = Path(name).expanduser().read_text(encoding="utf-8")
+    return [line.strip() for line in text.splitlines() if line.strip()]

@@ -1,0 +1,171 @@
+"""The PostgreSQL collector's schema: numbered migrations, applied at start under a lock.
+
+Each migration runs once, in order, and its number is recorded in ``collector_migrations``.
+All pending migrations run in one transaction that first takes a transaction-level advisory
+lock, so two instances starting together apply them once: the second waits, then finds
+nothing left to do. PostgreSQL's DDL is transactional, so a failed migration leaves the
+schema as it was.
+
+Keys are chosen so that inserts stay cheap as the tables grow. The dedup key of a stored
+envelope is ``(stream, occurred_at, event_id)``: a stream (one forwarding store) sends its
+events roughly in time order, so each new key lands at the right edge of its stream's part
+of the index instead of on a random page (a key led by the random ``event_id`` touches a
+random leaf per row once the index outgrows memory). ``occurred_at`` is the envelope's own
+timestamp, the same on every retry, so a re-sent envelope meets its first copy. The other
+indexes end in the append-only ``id``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from psycopg import AsyncConnection
+
+__all__ = ["MIGRATIONS", "migrate"]
+
+# A fixed key for pg_advisory_xact_lock: "mplp" "coll" as two 32-bit halves.
+_LOCK_KEY: Final = 0x6D706C70_636F6C6C
+
+MIGRATIONS: Final[tuple[str, ...]] = (
+    # 1: raw events, answered Idempotency-Keys, streams, and the team project graph.
+    """
+    CREATE TABLE events (
+        id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        stream      text NOT NULL,
+        seq         bigint NOT NULL,
+        source      text NOT NULL,
+        event_id    text NOT NULL,
+        kind        text NOT NULL,
+        author      text,
+        occurred_at timestamptz NOT NULL,
+        received_at timestamptz NOT NULL DEFAULT now(),
+        body        text NOT NULL,
+        UNIQUE (stream, occurred_at, event_id)
+    );
+    CREATE INDEX events_by_stream ON events (stream, id);
+    CREATE INDEX events_by_kind ON events (kind, id);
+    CREATE INDEX events_by_author ON events (author, id) WHERE author IS NOT NULL;
+    CREATE INDEX events_by_time ON events USING brin (occurred_at);
+
+    CREATE TABLE idempotency (
+        key       text PRIMARY KEY,
+        body_hash text NOT NULL,
+        status    integer NOT NULL,
+        answer    text NOT NULL,
+        at        timestamptz NOT NULL DEFAULT now()
+    );
+
+    -- One row per forwarding stream, written by the batch from that stream (one in flight
+    -- per stream), so instances never queue behind one hot counter row.
+    CREATE TABLE streams (
+        stream        text PRIMARY KEY,
+        first_contact timestamptz NOT NULL,
+        last_contact  timestamptz NOT NULL,
+        last_seq      bigint NOT NULL,
+        batches       bigint NOT NULL,
+        accepted      bigint NOT NULL,
+        duplicates    bigint NOT NULL,
+        backlog       bigint
+    );
+
+    CREATE TABLE team_meta (name text PRIMARY KEY, value text NOT NULL);
+    INSERT INTO team_meta VALUES ('graph_id', gen_random_uuid()::text);
+
+    -- The team graph. Every table is a join of the events seen: first/last times take
+    -- LEAST/GREATEST, node states are last-writer-wins on (time, event_id), so any order
+    -- and any repetition of the same events gives the same rows.
+    CREATE TABLE team_repositories (
+        repo_url   text PRIMARY KEY,
+        first_seen timestamptz NOT NULL,
+        last_seen  timestamptz NOT NULL
+    );
+    CREATE TABLE team_stream_repositories (
+        stream   text NOT NULL,
+        repo_url text NOT NULL,
+        PRIMARY KEY (stream, repo_url)
+    );
+    CREATE TABLE team_branches (
+        repo_url    text NOT NULL,
+        ref_name    text NOT NULL,
+        present     boolean NOT NULL,
+        head_commit text NOT NULL,
+        changed_at  timestamptz NOT NULL,
+        cause       text NOT NULL,
+        PRIMARY KEY (repo_url, ref_name)
+    );
+    CREATE TABLE team_commits (
+        repo_url     text NOT NULL,
+        commit_id    text NOT NULL,
+        author       text,
+        committed_at timestamptz NOT NULL,
+        message      text,
+        cause        text NOT NULL,
+        PRIMARY KEY (repo_url, commit_id)
+    );
+    CREATE TABLE team_commit_parents (
+        repo_url  text NOT NULL,
+        commit_id text NOT NULL,
+        position  integer NOT NULL,
+        parent    text NOT NULL,
+        PRIMARY KEY (repo_url, commit_id, position)
+    );
+    CREATE TABLE team_commit_branches (
+        repo_url  text NOT NULL,
+        commit_id text NOT NULL,
+        ref_name  text NOT NULL,
+        PRIMARY KEY (repo_url, commit_id, ref_name)
+    );
+    CREATE TABLE team_files (
+        stream      text NOT NULL,
+        path        text NOT NULL,
+        present     boolean NOT NULL,
+        change_type text NOT NULL,
+        modified_at timestamptz NOT NULL,
+        cause       text NOT NULL,
+        PRIMARY KEY (stream, path)
+    );
+    CREATE TABLE team_pipeline_runs (
+        ci_provider  text NOT NULL,
+        pipeline_id  text NOT NULL,
+        run_id       text NOT NULL,
+        node_id      text NOT NULL,
+        stream       text NOT NULL,
+        status       text NOT NULL,
+        status_rank  integer NOT NULL,
+        status_at    timestamptz NOT NULL,
+        cause        text NOT NULL,
+        first_seen   timestamptz NOT NULL,
+        started_at   timestamptz,
+        completed_at timestamptz,
+        duration_ms  bigint,
+        branch_name  text,
+        commit_id    text,
+        stages       jsonb NOT NULL,
+        PRIMARY KEY (ci_provider, pipeline_id, run_id)
+    );
+    -- What the team runtime emitted (graph_update, pipeline_stage), as the local one does.
+    CREATE TABLE team_emitted (
+        id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        kind       text NOT NULL,
+        emitted_at timestamptz NOT NULL DEFAULT now(),
+        body       text NOT NULL
+    );
+    """,
+)
+
+
+async def migrate(conn: AsyncConnection[Any]) -> int:
+    """Apply the pending migrations; returns the schema version now in place."""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS collector_migrations ("
+            " version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        cursor = await conn.execute("SELECT coalesce(max(version), 0) FROM collector_migrations")
+        row = await cursor.fetchone()
+        current = int(row[0]) if row else 0
+        for version, script in enumerate(MIGRATIONS[current:], start=current + 1):
+            await conn.execute(script.encode())
+            await conn.execute("INSERT INTO collector_migrations (version) VALUES (%s)", (version,))
+    return len(MIGRATIONS) if current < len(MIGRATIONS) else current

@@ -1,0 +1,28 @@
+"""Run an aiohttp application on one address until cancelled (both collectors use it)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from aiohttp import web
+
+__all__ = ["serve_app"]
+
+
+async def serve_app(
+    app: web.Application, host: str, port: int, *, ready: Callable[[str, int], None]
+) -> None:
+    """Serve until cancelled; ``ready(host, port)`` is called once listening (port 0 = any)."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        server = site._server
+        assert server is not None and server.sockets  # type: ignore[attr-defined]
+        bound = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        ready(host, int(bound))
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()

@@ -1,0 +1,130 @@
+"""A real PostgreSQL for the team collector's tests: one throwaway cluster per session.
+
+Outside CI, a machine without PostgreSQL's binaries or without psycopg skips these tests
+with the reason; with CI=true they must run (.ci/run installs both).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests import postgres
+
+_names = itertools.count()
+
+
+def _has_psycopg() -> bool:
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# Without the postgres extra these modules cannot even be imported: outside CI they are left
+# out (test_cli_team.py's skip line says why); with CI=true the import error shows.
+_PSYCOPG_MISSING = not _has_psycopg() and os.environ.get("CI") != "true"
+collect_ignore_glob = ["test_pg_*.py", "test_team_*.py"] if _PSYCOPG_MISSING else []
+
+
+def _unavailable() -> str | None:
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return "psycopg is not installed (pip install '.[postgres]')"
+    if postgres.binaries() is None:
+        return "PostgreSQL's initdb is not installed (apt-get install postgresql)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[postgres.Cluster]:
+    reason = _unavailable()
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the PostgreSQL tests: {reason}")
+        pytest.skip(reason)
+    bin_dir = postgres.binaries()
+    assert bin_dir is not None
+    cluster = postgres.start(bin_dir)
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def pg_url(pg_cluster: postgres.Cluster) -> str:
+    """A fresh, empty database on the session's cluster (password-less URL)."""
+    return pg_cluster.create_database(f"t{os.getpid()}_{next(_names)}")
+
+
+TOKEN = "team-token-for-tests"
+READ_TOKEN = "read-only-token-for-tests"
+
+
+@dataclass
+class Collector:
+    process: subprocess.Popen[str]
+    url: str
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start_collector(
+    db_url: str, cluster: postgres.Cluster, work: Path, *extra: str, port: int = 0
+) -> Collector:
+    """``mplp-lsp collector serve --db <url>`` as a process; returns once it listens."""
+    read_tokens = work / "read-tokens"
+    read_tokens.write_text(READ_TOKEN + "\n")
+    env = {**cluster.env(), "MPLP_LSP_COLLECTOR_TOKEN": TOKEN}
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mplp_lsp",
+            "collector",
+            "serve",
+            "--db",
+            db_url,
+            "--port",
+            str(port),
+            "--read-token-file",
+            str(read_tokens),
+            *extra,
+        ],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if not line:
+            break
+        found = re.search(r"listening on (http://\S+)", line)
+        if found:
+            return Collector(process, found.group(1))
+    process.kill()
+    raise RuntimeError(f"collector did not start: {process.stderr.read()}")
