@@ -26,7 +26,7 @@ from mplp_lsp.protocol.kinds import PAYLOAD_KINDS, Kind, kind_for_event_type
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 from mplp_lsp.protocol.validator import EventValidator, default_validator
 from mplp_lsp.sanitize.paths import PathRejected, relative_path
-from mplp_lsp.sanitize.redact import redact, redact_args, strip_url_credentials
+from mplp_lsp.sanitize.redact import redact, redact_args, redact_name, strip_url_credentials
 from mplp_lsp.store.dedup import DIGEST_SIZE, id_key, payload_key
 from mplp_lsp.store.errorlog import IntegrationErrorLog
 from mplp_lsp.store.events import EventLog, NewEvent, StoredEvent
@@ -39,10 +39,10 @@ _SLICE = 256  # about 5 ms of validation: the longest the intake holds the event
 _TEXT_FIELDS: dict[Kind, tuple[str, ...]] = {
     Kind.TOOL: ("output_summary",),
     Kind.FILE_UPDATE: ("change_summary",),
-    # Branch names are free text a user chose; a token pasted into one must not travel.
-    Kind.GIT: ("commit_message", "author_name", "ref_name"),
-    Kind.CI: ("branch_name",),
+    Kind.GIT: ("commit_message", "author_name"),
 }
+# Branch names are names a user chose; a token (or `password=...`) in one must not travel.
+_NAME_FIELDS: dict[Kind, tuple[str, ...]] = {Kind.GIT: ("ref_name",), Kind.CI: ("branch_name",)}
 _URL_FIELDS: dict[Kind, tuple[str, ...]] = {Kind.GIT: ("repo_url",), Kind.CI: ("run_url",)}
 _PATH_FIELDS: dict[Kind, tuple[str, ...]] = {
     Kind.FILE_UPDATE: ("file_path", "previous_path"),
@@ -261,6 +261,9 @@ class Intake:
         for name in _TEXT_FIELDS.get(kind, ()):
             if isinstance(data.get(name), str):
                 data[name] = redact(data[name])
+        for name in _NAME_FIELDS.get(kind, ()):
+            if isinstance(data.get(name), str):
+                data[name] = redact_name(data[name])
         for name in _URL_FIELDS.get(kind, ()):
             if isinstance(data.get(name), str):
                 data[name] = strip_url_credentials(data[name])
@@ -332,7 +335,7 @@ def _payload_key(kind: str, payload: Mapping[str, Any]) -> bytes:
 
 def _refuse_secret_path(name: str, value: str) -> None:
     """A path is an identity, so it cannot be redacted; a path holding a credential is refused."""
-    if redact(value) != value:
+    if redact_name(value) != value:
         raise _FieldRejected(
             ValidationResult.single(
                 name,
