@@ -17,7 +17,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from mplp_lsp.bus import EventBus
@@ -102,11 +102,13 @@ class Intake:
         root: Path,
         family: FamilyForm = FamilyForm.SPEC,
         validator: EventValidator | None = None,
+        state_dir: Path | None = None,
     ) -> None:
         self._writer = writer
         self._bus = bus
         self._error_log = error_log
         self._root = root
+        self._state_dir = _inside(root, state_dir)
         self.family = family
         self._validator = validator or default_validator()
         self.counters = IntakeCounters()
@@ -274,6 +276,7 @@ class Intake:
             if isinstance(data.get(name), str):
                 if not trusted:
                     data[name] = self._workspace_path(name, data[name])
+                _refuse_reserved_path(name, data[name], self._state_dir)
                 _refuse_secret_path(name, data[name])
         return data
 
@@ -331,6 +334,35 @@ def _payload_key(kind: str, payload: Mapping[str, Any]) -> bytes:
         f"{kind}\0{canonical}".encode(errors="surrogatepass"), digest_size=DIGEST_SIZE
     ).digest()
     return payload_key(digest, payload)
+
+
+def _inside(root: Path, state_dir: Path | None) -> PurePosixPath | None:
+    """The state dir relative to the workspace root, when it lies inside it."""
+    if state_dir is None:
+        return None
+    try:
+        return PurePosixPath(state_dir.resolve().relative_to(root.resolve()).as_posix())
+    except (OSError, ValueError):
+        return None
+
+
+def _refuse_reserved_path(name: str, value: str, state_dir: PurePosixPath | None) -> None:
+    """The repository's own files (``.git/`` at any depth: config, hooks, refs) and the
+    daemon's state dir are never workspace files: no events, no graph nodes."""
+    path = PurePosixPath(value)
+    if any(part.casefold() == ".git" for part in path.parts):
+        reason = "it is inside .git, the repository's own files"
+    elif (
+        state_dir is not None
+        and state_dir.parts
+        and path.parts[: len(state_dir.parts)] == (state_dir.parts)
+    ):
+        reason = "it is inside the daemon's state dir"
+    else:
+        return
+    raise _FieldRejected(
+        ValidationResult.single(name, ErrorCode.PATH_RESERVED, f"{reason}; not recorded")
+    )
 
 
 def _refuse_secret_path(name: str, value: str) -> None:
