@@ -40,7 +40,14 @@ class Engine:
         self.writer = writer
         self.bus = EventBus()
         self.error_log = IntegrationErrorLog(paths.error_log)
-        self.intake = Intake(writer, self.bus, self.error_log, root=root, family=family(settings))
+        self.intake = Intake(
+            writer,
+            self.bus,
+            self.error_log,
+            root=root,
+            family=family(settings),
+            state_dir=paths.root,
+        )
         self._files_executor = ThreadPoolExecutor(1, thread_name_prefix="mplp-files")
         self.file_nodes = FileNodes(
             root,

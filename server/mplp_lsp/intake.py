@@ -17,7 +17,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from mplp_lsp.bus import EventBus
@@ -26,7 +26,7 @@ from mplp_lsp.protocol.kinds import PAYLOAD_KINDS, Kind, kind_for_event_type
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 from mplp_lsp.protocol.validator import EventValidator, default_validator
 from mplp_lsp.sanitize.paths import PathRejected, relative_path
-from mplp_lsp.sanitize.redact import redact, redact_args, strip_url_credentials
+from mplp_lsp.sanitize.redact import redact, redact_args, redact_name, strip_url_credentials
 from mplp_lsp.store.dedup import DIGEST_SIZE, id_key, payload_key
 from mplp_lsp.store.errorlog import IntegrationErrorLog
 from mplp_lsp.store.events import EventLog, NewEvent, StoredEvent
@@ -39,10 +39,10 @@ _SLICE = 256  # about 5 ms of validation: the longest the intake holds the event
 _TEXT_FIELDS: dict[Kind, tuple[str, ...]] = {
     Kind.TOOL: ("output_summary",),
     Kind.FILE_UPDATE: ("change_summary",),
-    # Branch names are free text a user chose; a token pasted into one must not travel.
-    Kind.GIT: ("commit_message", "author_name", "ref_name"),
-    Kind.CI: ("branch_name",),
+    Kind.GIT: ("commit_message", "author_name"),
 }
+# Branch names are names a user chose; a token (or `password=...`) in one must not travel.
+_NAME_FIELDS: dict[Kind, tuple[str, ...]] = {Kind.GIT: ("ref_name",), Kind.CI: ("branch_name",)}
 _URL_FIELDS: dict[Kind, tuple[str, ...]] = {Kind.GIT: ("repo_url",), Kind.CI: ("run_url",)}
 _PATH_FIELDS: dict[Kind, tuple[str, ...]] = {
     Kind.FILE_UPDATE: ("file_path", "previous_path"),
@@ -102,11 +102,13 @@ class Intake:
         root: Path,
         family: FamilyForm = FamilyForm.SPEC,
         validator: EventValidator | None = None,
+        state_dir: Path | None = None,
     ) -> None:
         self._writer = writer
         self._bus = bus
         self._error_log = error_log
         self._root = root
+        self._state_dir = _inside(root, state_dir)
         self.family = family
         self._validator = validator or default_validator()
         self.counters = IntakeCounters()
@@ -261,6 +263,9 @@ class Intake:
         for name in _TEXT_FIELDS.get(kind, ()):
             if isinstance(data.get(name), str):
                 data[name] = redact(data[name])
+        for name in _NAME_FIELDS.get(kind, ()):
+            if isinstance(data.get(name), str):
+                data[name] = redact_name(data[name])
         for name in _URL_FIELDS.get(kind, ()):
             if isinstance(data.get(name), str):
                 data[name] = strip_url_credentials(data[name])
@@ -271,6 +276,7 @@ class Intake:
             if isinstance(data.get(name), str):
                 if not trusted:
                     data[name] = self._workspace_path(name, data[name])
+                _refuse_reserved_path(name, data[name], self._state_dir)
                 _refuse_secret_path(name, data[name])
         return data
 
@@ -330,9 +336,38 @@ def _payload_key(kind: str, payload: Mapping[str, Any]) -> bytes:
     return payload_key(digest, payload)
 
 
+def _inside(root: Path, state_dir: Path | None) -> PurePosixPath | None:
+    """The state dir relative to the workspace root, when it lies inside it."""
+    if state_dir is None:
+        return None
+    try:
+        return PurePosixPath(state_dir.resolve().relative_to(root.resolve()).as_posix())
+    except (OSError, ValueError):
+        return None
+
+
+def _refuse_reserved_path(name: str, value: str, state_dir: PurePosixPath | None) -> None:
+    """The repository's own files (``.git/`` at any depth: config, hooks, refs) and the
+    daemon's state dir are never workspace files: no events, no graph nodes."""
+    path = PurePosixPath(value)
+    if any(part.casefold() == ".git" for part in path.parts):
+        reason = "it is inside .git, the repository's own files"
+    elif (
+        state_dir is not None
+        and state_dir.parts
+        and path.parts[: len(state_dir.parts)] == (state_dir.parts)
+    ):
+        reason = "it is inside the daemon's state dir"
+    else:
+        return
+    raise _FieldRejected(
+        ValidationResult.single(name, ErrorCode.PATH_RESERVED, f"{reason}; not recorded")
+    )
+
+
 def _refuse_secret_path(name: str, value: str) -> None:
     """A path is an identity, so it cannot be redacted; a path holding a credential is refused."""
-    if redact(value) != value:
+    if redact_name(value) != value:
         raise _FieldRejected(
             ValidationResult.single(
                 name,

@@ -17,6 +17,14 @@ this model mirrors it (names, defaults, enums, bounds), and a test keeps the two
   entries the later wins, so ``[initializationOptions, pulled configuration]`` works. With
   ``folder_uri=None`` only entries without a folder apply.
 
+Settings that run a program, read a file or send data (:data:`SENSITIVE_SETTINGS`) are taken
+only from the user's own, machine-level configuration: an entry marked ``"origin":
+"workspace"`` (settings a workspace carries in its own files; every such source must mark
+its entries so) loses them, with a warning, unless a machine-level entry turned
+``allowWorkspaceSensitiveSettings`` on; that switch itself is never taken from a workspace.
+Editors send machine-level values for these keys (the VS Code extension takes them from
+``inspect()``; a Neovim configuration is the user's own).
+
 A bad value costs only its own key: it falls back to that key's default with a warning naming
 the key and the reason. Unknown keys are reported, not silently dropped. The strictness is JSON
 Schema's: ``true`` is not an integer, ``1.0`` is, ``"500"`` is not.
@@ -41,6 +49,8 @@ from pydantic import (
 from mplp_lsp.protocol.schemas import load_json
 
 __all__ = [
+    "ALLOW_WORKSPACE_SENSITIVE",
+    "SENSITIVE_SETTINGS",
     "DriftSeverity",
     "EmailPolicy",
     "EventFamily",
@@ -59,6 +69,26 @@ ToolKind = Literal["linter", "formatter", "test_runner", "generator", "other"]
 
 _SECTION = "mplp"
 _FOLDER_KEYS = ("scopeUri", "folder")
+_ORIGIN_KEY = "origin"
+_WORKSPACE_ORIGIN = "workspace"
+# Wire names. interpreter and serverPath start the server: the editors read them, the
+# server never sees them, but the rule is the same.
+SENSITIVE_SETTINGS = frozenset(
+    {
+        "serverPath",
+        "interpreter",
+        "tools",
+        "remoteUrl",
+        "remoteTokenFile",
+        "remoteAllowInsecureHttp",
+        "stateDir",
+        "vslUrl",
+        "llmEndpointUrl",
+        "llmModel",
+        "llmApiKeyFile",
+    }
+)
+ALLOW_WORKSPACE_SENSITIVE = "allowWorkspaceSensitiveSettings"
 _SHOWN_CHARS = 60
 
 
@@ -148,6 +178,10 @@ class Settings(BaseModel):
     llm_api_key_file: Annotated[_Str, Field(min_length=1)] | None = Field(
         default=None, alias="llmApiKeyFile"
     )
+    # Machine-level only: lets a workspace's own settings set the SENSITIVE_SETTINGS.
+    allow_workspace_sensitive_settings: Annotated[bool, Strict()] = Field(
+        default=False, alias="allowWorkspaceSensitiveSettings"
+    )
 
     def tool(self, name: str) -> ToolTask | None:
         return dict(self.tools).get(name)
@@ -207,7 +241,7 @@ def _select(raw: Any, folder_uri: str | None, warnings: list[str]) -> dict[Any, 
         warnings.append(f"settings must be an object or a list of objects, not {_kind(raw)}")
         return {}
     target = None if folder_uri is None else _folder_key(folder_uri)
-    ranked: list[tuple[int, dict[Any, Any]]] = []
+    ranked: list[tuple[int, bool, dict[Any, Any]]] = []
     for index, entry in enumerate(raw):
         if entry is None:
             continue
@@ -215,17 +249,38 @@ def _select(raw: Any, folder_uri: str | None, warnings: list[str]) -> dict[Any, 
             warnings.append(f"settings entry {index} is {_kind(entry)}, not an object; ignored")
             continue
         folder = next((entry[k] for k in _FOLDER_KEYS if entry.get(k) is not None), None)
-        body = _unwrap({k: v for k, v in entry.items() if k not in _FOLDER_KEYS})
+        workspace = entry.get(_ORIGIN_KEY) == _WORKSPACE_ORIGIN
+        meta = (*_FOLDER_KEYS, _ORIGIN_KEY)
+        body = _unwrap({k: v for k, v in entry.items() if k not in meta})
         if folder is None:
-            ranked.append((-1, body))
+            ranked.append((-1, workspace, body))
         elif not isinstance(folder, str):
             warnings.append(f"settings entry {index}: the folder is {_kind(folder)}; ignored")
         elif target is not None and _contains(key := _folder_key(folder), target):
-            ranked.append((len(key), body))
+            ranked.append((len(key), workspace, body))
+    machine = [body for _rank, workspace, body in ranked if not workspace]
+    allowed = any(body.get(ALLOW_WORKSPACE_SENSITIVE) is True for body in machine)
     merged: dict[Any, Any] = {}
-    for _rank, body in sorted(ranked, key=lambda item: item[0]):
-        merged.update(body)
+    for _rank, workspace, body in sorted(ranked, key=lambda item: item[0]):
+        merged.update(_machine_level_only(body, allowed, warnings) if workspace else body)
     return merged
+
+
+def _machine_level_only(body: dict[Any, Any], allowed: bool, warnings: list[str]) -> dict[Any, Any]:
+    """A workspace-level entry without the settings it may not set."""
+    refused = {ALLOW_WORKSPACE_SENSITIVE} | (set() if allowed else SENSITIVE_SETTINGS)
+    for key in sorted(refused & {_wire_name(k) for k in body if isinstance(k, str)}):
+        warnings.append(
+            f"{key} is ignored in a workspace's own settings: it runs a "
+            f"program, reads a file or sends data; set it in your user settings (or set "
+            f"{ALLOW_WORKSPACE_SENSITIVE} there)"
+        )
+    return {k: v for k, v in body.items() if not (isinstance(k, str) and _wire_name(k) in refused)}
+
+
+def _wire_name(key: str) -> str:
+    name = _NAMES.get(key)
+    return _ALIASES[name] if name is not None else key
 
 
 def _unwrap(section: dict[Any, Any]) -> dict[Any, Any]:

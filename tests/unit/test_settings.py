@@ -129,6 +129,7 @@ def test_a_full_valid_object_is_taken_as_is() -> None:
         "llmEndpointUrl": "http://127.0.0.1:8000/v1",
         "llmModel": "local-model",
         "llmApiKeyFile": "~/.config/mplp/llm-key",
+        "allowWorkspaceSensitiveSettings": True,
     }
     loaded, warnings = parse_settings(raw)
     assert warnings == []

@@ -1,16 +1,63 @@
 /**
  * What the server gets of the `mplp` section: everything but the settings only the extension
- * reads (how to start the server, tracing), which the server would log as unknown.
+ * reads (how to start the server, tracing), which the server would log as unknown; and, for
+ * the settings that run a program, read a file or send data, only the user's own
+ * (machine-level) value. A folder's `.vscode/settings.json` is the repository's to write, so
+ * its `remoteUrl` or `tools` must not reach the server unless the user, in their own
+ * settings, turned `mplp.allowWorkspaceSensitiveSettings` on. VS Code merges every level into
+ * the section; `inspect()` tells the levels apart.
  */
 
-const CLIENT_ONLY = new Set(["interpreter", "serverPath", "trace"]);
+import * as vscode from "vscode";
 
-export function serverSection(section: unknown): unknown {
+const SECTION = "mplp";
+const CLIENT_ONLY = new Set(["interpreter", "serverPath", "trace"]);
+/** Keep equal to SENSITIVE_SETTINGS in server/mplp_lsp/settings.py (less the client-only ones). */
+export const SENSITIVE = [
+  "tools",
+  "remoteUrl",
+  "remoteTokenFile",
+  "remoteAllowInsecureHttp",
+  "stateDir",
+  "vslUrl",
+  "llmEndpointUrl",
+  "llmModel",
+  "llmApiKeyFile",
+] as const;
+export const ALLOW_WORKSPACE_SENSITIVE = "allowWorkspaceSensitiveSettings";
+
+export interface Levels {
+  defaultValue?: unknown;
+  globalValue?: unknown;
+}
+/** A setting's values by level, or undefined when they cannot be told apart. */
+export type Inspect = (key: string) => Levels | undefined;
+
+function userLevels(key: string): Levels | undefined {
+  // The test stub of `vscode` has no workspace: then nothing is known, and nothing passes.
+  const workspace = (vscode as { workspace?: typeof vscode.workspace }).workspace;
+  return workspace?.getConfiguration(SECTION).inspect(key);
+}
+
+export function serverSection(section: unknown, inspect: Inspect = userLevels): unknown {
   if (section === null || typeof section !== "object" || Array.isArray(section)) return section;
   // A WorkspaceConfiguration also carries its accessor methods; they are not settings.
-  return Object.fromEntries(
+  const out: Record<string, unknown> = Object.fromEntries(
     Object.entries(section).filter(
       ([key, value]) => !CLIENT_ONLY.has(key) && typeof value !== "function",
     ),
   );
+  delete out[ALLOW_WORKSPACE_SENSITIVE];
+  if (inspect(ALLOW_WORKSPACE_SENSITIVE)?.globalValue === true) {
+    out[ALLOW_WORKSPACE_SENSITIVE] = true; // the merged values stand, workspace ones included
+    return out;
+  }
+  for (const key of SENSITIVE) {
+    if (!(key in out)) continue;
+    const levels = inspect(key);
+    const machine = levels?.globalValue !== undefined ? levels.globalValue : levels?.defaultValue;
+    if (machine === undefined) delete out[key];
+    else out[key] = machine;
+  }
+  return out;
 }

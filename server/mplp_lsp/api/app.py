@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 from collections.abc import Awaitable, Callable, Collection
 from functools import cache
@@ -17,11 +18,16 @@ from mplp_lsp.api.engine import Engine
 from mplp_lsp.api.errors import error_response, result_response
 from mplp_lsp.api.security import BODY_TIMEOUT, MAX_BODY, guard
 from mplp_lsp.intake import Outcome, Submission
+from mplp_lsp.protocol import json_input
 from mplp_lsp.protocol.kinds import STORED_KINDS, Kind
 from mplp_lsp.protocol.result import ErrorCode
 from mplp_lsp.runtime.psg import Outcome as GraphOutcome
 from mplp_lsp.runtime.psg import Rejected
+from mplp_lsp.store.disk_full import MESSAGE as DISK_FULL
+from mplp_lsp.store.disk_full import FullDiskEpisodes, is_disk_full
 from mplp_lsp.store.events import EventLog
+
+log = logging.getLogger(__name__)
 
 _UUID4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 _INTEGRATION_KINDS = {"file": Kind.FILE_UPDATE, "git": Kind.GIT, "ci": Kind.CI, "tool": Kind.TOOL}
@@ -30,6 +36,7 @@ EVENTS_LIMIT = 1000
 
 
 ENGINE = web.AppKey("engine", Engine)
+DISK = web.AppKey("disk", FullDiskEpisodes)
 
 
 class _BadRequest(Exception):
@@ -58,11 +65,9 @@ async def _json(request: web.Request) -> Any:
             408, "", ErrorCode.REQUEST_TIMEOUT, f"the body did not arrive in {BODY_TIMEOUT:g} s"
         ) from None
     try:
-        return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise _BadRequest(
-            422, "", ErrorCode.INVALID_JSON, f"the body is not JSON: {error}"
-        ) from None
+        return json_input.loads(raw)
+    except json_input.JsonRejected as rejected:
+        raise _BadRequest(422, "", rejected.code, f"the body: {rejected.message}") from None
 
 
 def _engine(request: web.Request) -> Engine:
@@ -255,6 +260,25 @@ ROUTES: tuple[tuple[str, str, Callable[[web.Request], Awaitable[web.Response]]],
 
 
 @web.middleware
+async def _full_disk(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """A full disk wherever a write met it: 507 ``storage_full``, logged once per episode."""
+    disk = request.app[DISK]
+    try:
+        response = await handler(request)
+    except Exception as error:
+        if not is_disk_full(error):
+            raise
+        disk.refused_one(error)
+        return error_response(507, "", ErrorCode.STORAGE_FULL, DISK_FULL)
+    else:
+        if request.method != "GET" and response.status < 300:
+            disk.stored()
+        return response
+
+
+@web.middleware
 async def _errors(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
@@ -284,9 +308,10 @@ def build_app(
 ) -> web.Application:
     # The guard runs first: nothing, not even a 404, is told to an unauthenticated client.
     app = web.Application(
-        middlewares=[guard(token, hosts, max_body), _errors], client_max_size=max_body
+        middlewares=[guard(token, hosts, max_body), _full_disk, _errors], client_max_size=max_body
     )
     app[ENGINE] = engine
+    app[DISK] = FullDiskEpisodes(log, "HTTP API")
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)
     return app

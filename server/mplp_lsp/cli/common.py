@@ -59,12 +59,14 @@ def add_log_options(parser: argparse.ArgumentParser, default: str = "warning") -
 
 
 def configure_logging(level: str, log_file: str | None) -> None:
+    from mplp_lsp.sanitize.log_format import FORMAT, RedactingFormatter
+
     handler: logging.Handler = (
         logging.FileHandler(log_file, encoding="utf-8")
         if log_file
         else logging.StreamHandler(sys.stderr)
     )
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(RedactingFormatter(FORMAT))
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
     # pygls logs every message at INFO; keep it quiet unless debugging.
     if level != "debug":

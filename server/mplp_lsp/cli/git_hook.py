@@ -24,6 +24,7 @@ from mplp_lsp.sources.git import (
     EMAIL_POLICY_KEY,
     SOURCE_MODULE,
     advance_refs,
+    as_current,
     load_refs,
     message_lookup,
 )
@@ -59,6 +60,8 @@ def run_hook(
         # A move another hook (or the poller) reported already gives the same payloads,
         # which the intake drops: no need to ask the recorded state, which may lag.
         raw = observed(name, lines, repo.info, current)
+        if recorded is not None:
+            recorded = as_current(recorded, current.refs)
         updates, known = hook_updates(raw, current, recorded)
         payloads = git_events(repo, updates, known, message_lookup(repo), email_policy=policy)
     finally:

@@ -50,4 +50,6 @@ def run(args: argparse.Namespace) -> int:
     for state in states:
         chained = " (runs the previous hook first)" if state.chained else ""
         print(f"{state.name}: {state.state}{chained}  {state.path}")
+    if any(state.state == "outdated" for state in states):
+        print("mplp-lsp hooks: outdated hooks: run `mplp-lsp hooks install` to upgrade them")
     return 0

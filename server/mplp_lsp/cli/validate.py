@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mplp_lsp.protocol import json_input
 from mplp_lsp.protocol.kinds import Kind, detect_kind
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     for name in args.inputs:
         try:
             text = _read(name)
-        except (OSError, UnicodeDecodeError) as exc:
+        except OSError as exc:
             print(f"mplp-lsp validate: cannot read {name}: {_reason(exc)}", file=sys.stderr)
             io_failed = True
             continue
@@ -64,30 +65,36 @@ def run(args: argparse.Namespace) -> int:
     return 2 if io_failed else 1 if any_invalid else 0
 
 
-def _read(name: str) -> str:
+def _read(name: str) -> bytes:
+    """The raw bytes: text that is not UTF-8 is invalid input, reported as such."""
     if name == "-":
-        return sys.stdin.read()
-    return Path(name).read_text(encoding="utf-8")
+        return sys.stdin.buffer.read()
+    return Path(name).read_bytes()
 
 
 def _reason(exc: BaseException) -> str:
     return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
 
 
-def check_text(name: str, text: str, kind: str = AUTO) -> Iterator[Checked]:
+def check_text(name: str, raw: str | bytes, kind: str = AUTO) -> Iterator[Checked]:
     try:
-        yield check_value(name, json.loads(text), kind)
+        text = json_input.text_of(raw)
+    except json_input.JsonRejected as not_text:
+        yield _invalid_json(name, not_text)
         return
-    except json.JSONDecodeError as whole_error:
+    try:
+        yield check_value(name, json_input.loads(text), kind)
+        return
+    except json_input.JsonRejected as whole_error:
         lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
-        if len(lines) < 2:
+        if len(lines) < 2 or whole_error.code is not ErrorCode.INVALID_JSON:
             yield _invalid_json(name, whole_error)
             return
     for number, line in lines:
         label = f"{name}:{number}"
         try:
-            value = json.loads(line)
-        except json.JSONDecodeError as line_error:
+            value = json_input.loads(line)
+        except json_input.JsonRejected as line_error:
             yield _invalid_json(label, line_error)
             continue
         yield check_value(label, value, kind)
@@ -106,9 +113,8 @@ def check_value(name: str, value: Any, kind: str = AUTO) -> Checked:
     return Checked(name, chosen.value, validate(chosen, value))
 
 
-def _invalid_json(name: str, error: json.JSONDecodeError) -> Checked:
-    message = f"not JSON: {error.msg} at line {error.lineno} column {error.colno}"
-    return Checked(name, None, ValidationResult.single("", ErrorCode.INVALID_JSON, message))
+def _invalid_json(name: str, error: json_input.JsonRejected) -> Checked:
+    return Checked(name, None, error.to_result())
 
 
 def _print(checked: Checked, *, as_json: bool) -> None:

@@ -19,6 +19,8 @@ from aiohttp import web
 
 from mplp_lsp.collector.serving import serve_app
 from mplp_lsp.collector.store import CollectorStore
+from mplp_lsp.store.disk_full import MESSAGE as DISK_FULL
+from mplp_lsp.store.disk_full import FullDiskEpisodes, is_disk_full
 
 __all__ = ["create_app", "run_collector"]
 
@@ -45,6 +47,7 @@ class _Worker:
 
 
 _STORE: Final = web.AppKey("store", _Worker)
+_DISK: Final = web.AppKey("disk", FullDiskEpisodes)
 
 
 def create_app(db: Path, token: str) -> web.Application:
@@ -69,6 +72,7 @@ def create_app(db: Path, token: str) -> web.Application:
         yield
         await asyncio.get_running_loop().run_in_executor(None, worker.close)
 
+    app[_DISK] = FullDiskEpisodes(log, "collector")
     app.cleanup_ctx.append(open_store)
     app.router.add_post("/events", _receive)
     app.router.add_get("/events", _list)
@@ -80,7 +84,16 @@ def create_app(db: Path, token: str) -> web.Application:
 async def _receive(request: web.Request) -> web.Response:
     body = await request.read()
     key = request.headers.get("Idempotency-Key")
-    answer = await request.app[_STORE].call(lambda store: store.receive(body, key))
+    disk = request.app[_DISK]
+    try:
+        answer = await request.app[_STORE].call(lambda store: store.receive(body, key))
+    except Exception as error:
+        if not is_disk_full(error):
+            raise
+        disk.refused_one(error)  # 507: the forwarder keeps the batch and retries
+        return web.json_response({"error": "storage_full", "message": DISK_FULL}, status=507)
+    if answer.status == 200:
+        disk.stored()
     return web.json_response(answer.body, status=answer.status)
 
 

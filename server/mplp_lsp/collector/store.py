@@ -20,8 +20,10 @@ from typing import Any, Final
 
 import orjson
 
+from mplp_lsp.protocol import json_input
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.protocol.kinds import EVENT_FAMILY_KINDS, Kind, detect_kind
+from mplp_lsp.protocol.result import ErrorCode
 from mplp_lsp.protocol.validator import EventValidator, default_validator
 from mplp_lsp.store.database import (
     BUSY_TIMEOUT_MS,
@@ -102,6 +104,8 @@ class CollectorStore:
                 return replay
         try:
             batch = _parse(body)
+        except json_input.JsonRejected as rejected:
+            return Answer(400, {"error": str(rejected.code), "message": rejected.message})
         except (ValueError, UnicodeDecodeError) as error:
             return Answer(400, {"error": "invalid_json", "message": str(error)[:200]})
         parsed = _items(batch)
@@ -233,11 +237,24 @@ _DIGITS_TO_ZERO: Final = bytes.maketrans(b"123456789", b"000000000")
 _TWENTY_DIGITS: Final = b"0" * 20
 
 
+# A batch holds items holding envelopes: three levels above an envelope's own.
+_BATCH_DEPTH: Final = json_input.MAX_DEPTH + 3
+
+
 def _parse(body: bytes) -> Any:
-    """The batch as Python objects; NaN, infinities and lone surrogates are invalid JSON."""
+    """The batch as Python objects; NaN, infinities and lone surrogates are invalid JSON, and
+    so is nesting deeper than an envelope may (validation recurses)."""
     if _TWENTY_DIGITS in body.translate(_DIGITS_TO_ZERO):
-        return json.loads(body, parse_constant=_no_constant)
-    return orjson.loads(body)
+        try:
+            batch = json.loads(body, parse_constant=_no_constant)
+        except RecursionError:
+            raise json_input.JsonRejected(
+                ErrorCode.NESTING_TOO_DEEP, f"nested deeper than {_BATCH_DEPTH} levels"
+            ) from None
+    else:
+        batch = orjson.loads(body)  # refuses nesting past 1024 levels itself
+    json_input.check_depth(batch, _BATCH_DEPTH)
+    return batch
 
 
 def _no_constant(name: str) -> Any:

@@ -42,6 +42,7 @@ class ErrorCode(StrEnum):
     INVARIANT_ONE_OF = "invariant_one_of"
     # Input that never reached a schema.
     INVALID_JSON = "invalid_json"
+    NESTING_TOO_DEEP = "nesting_too_deep"
     UNKNOWN_KIND = "unknown_kind"
     # Sanitisation of untrusted input (paths, text).
     PATH_OUTSIDE_WORKSPACE = "path_outside_workspace"
@@ -53,6 +54,8 @@ class ErrorCode(StrEnum):
     PATH_INVALID = "path_invalid"
     # the path itself holds something that looks like a credential (an error code, not a secret)
     PATH_SECRET = "path_secret"  # noqa: S105
+    # .git/ and the state dir: the repository's and the daemon's own files, never events
+    PATH_RESERVED = "path_reserved"
     UNSUPPORTED_URI = "unsupported_uri"
     # The PSG and the L2 lifecycles (runtime errors; the message names the specifics).
     TRANSITION_FORBIDDEN = "transition_forbidden"  # not a move of the lifecycle table
@@ -85,6 +88,7 @@ class ErrorCode(StrEnum):
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     METHOD_NOT_ALLOWED = "method_not_allowed"
     INVALID_PARAMETER = "invalid_parameter"
+    STORAGE_FULL = "storage_full"  # the disk holding the store is full (HTTP 507)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +28,7 @@ from typing import Any
 
 from mplp_lsp.intake import Intake, Submission
 from mplp_lsp.protocol.kinds import Kind
+from mplp_lsp.sanitize.redact import redact_name, redact_names
 from mplp_lsp.settings import EmailPolicy
 from mplp_lsp.store.events import EventLog
 from mplp_lsp.store.writer import StoreWriter
@@ -60,8 +61,29 @@ class Scan:
     payloads: list[dict[str, Any]]
 
 
+# The store records ref names as the events name them: redacted (`fix/password=...` keeps no
+# password). Comparisons with the repository go through as_current.
+
+
+def stored_refs(refs: Mapping[str, str]) -> dict[str, str]:
+    return dict(zip(redact_names(list(refs)), refs.values(), strict=True))
+
+
+def as_current(recorded: Mapping[str, str], current: Mapping[str, str]) -> dict[str, str]:
+    """``recorded`` under the names the refs have now: a stored (redacted) name becomes the
+    current ref it stands for; names already current stay."""
+    names = list(current)
+    real = {
+        stored: name
+        for stored, name in zip(redact_names(names), names, strict=True)
+        if stored != name
+    }
+    return {real.get(name, name): value for name, value in recorded.items()}
+
+
 def load_refs(conn: sqlite3.Connection) -> dict[str, str] | None:
-    """The recorded ref state; None if this store never recorded one."""
+    """The recorded ref state, names as stored (see :func:`as_current`); None if this store
+    never recorded one."""
     if EventLog(conn).get_meta(BASELINE_KEY) is None:
         return None
     return dict(conn.execute("SELECT ref_name, object_id FROM git_refs").fetchall())
@@ -69,7 +91,7 @@ def load_refs(conn: sqlite3.Connection) -> dict[str, str] | None:
 
 def save_refs(conn: sqlite3.Connection, refs: dict[str, str], head_target: str | None) -> None:
     conn.execute("DELETE FROM git_refs")
-    conn.executemany("INSERT INTO git_refs VALUES (?, ?)", sorted(refs.items()))
+    conn.executemany("INSERT INTO git_refs VALUES (?, ?)", sorted(stored_refs(refs).items()))
     events = EventLog(conn)
     events.set_meta(BASELINE_KEY, "1")
     events.set_meta(HEAD_KEY, head_target or "")
@@ -85,10 +107,11 @@ def advance_refs(conn: sqlite3.Connection, updates: Sequence[RefUpdate], current
         save_refs(conn, current.refs, current.head_target)
     for ref in {update.ref for update in updates}:
         value = current.refs.get(ref)
+        stored = redact_name(ref)
         if value is None:
-            conn.execute("DELETE FROM git_refs WHERE ref_name = ?", (ref,))
+            conn.execute("DELETE FROM git_refs WHERE ref_name = ?", (stored,))
         else:
-            conn.execute("INSERT OR REPLACE INTO git_refs VALUES (?, ?)", (ref, value))
+            conn.execute("INSERT OR REPLACE INTO git_refs VALUES (?, ?)", (stored, value))
     events.set_meta(HEAD_KEY, current.head_target or "")
 
 
@@ -96,6 +119,7 @@ def diff_updates(repo: GitRepo, before: dict[str, str], after: Snapshot) -> list
     """One update per changed ref (two for a branch created and moved on since), in the
     order they most likely happened."""
     updates = []
+    before = as_current(before, after.refs)
     for name in sorted(before.keys() | after.refs.keys()):
         old, new = before.get(name, ZERO), after.refs.get(name, ZERO)
         if old != new:

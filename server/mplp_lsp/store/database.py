@@ -25,6 +25,7 @@ version intact. Read-only connections never migrate.
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -445,6 +446,7 @@ def connect(path: Path, *, read_only: bool = False) -> sqlite3.Connection:
     """
     if read_only:
         return _connect_read_only(path)
+    make_private(path)
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -468,6 +470,25 @@ def connect(path: Path, *, read_only: bool = False) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def make_private(path: Path) -> None:
+    """Create ``path`` (a SQLite database) mode 0600, or tighten it to 0600, whatever the
+    umask and the folder's mode: it holds content snapshots. SQLite gives the ``-wal`` and
+    ``-shm`` files it creates the database file's mode; ones left by an older run are
+    tightened here too."""
+    _tighten(str(path), os.O_CREAT)
+    for suffix in ("-wal", "-shm", "-journal"):
+        with suppress(FileNotFoundError):
+            _tighten(f"{path}{suffix}", 0)
+
+
+def _tighten(name: str, create: int) -> None:
+    fd = os.open(name, os.O_WRONLY | create | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
 
 
 def register_functions(conn: sqlite3.Connection) -> None:

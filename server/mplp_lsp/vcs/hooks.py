@@ -17,6 +17,13 @@ is passed in argv — ``pre-push``'s remote URL argument is not handed on, and t
 reads the refs itself. ``uninstall`` renames the chained hook back, byte for byte. The hooks
 directory is git's own answer (``git rev-parse --git-path hooks``), so ``core.hooksPath`` is
 respected.
+
+Nothing of the repository is imported: git runs hooks in the worktree, and ``python -m`` would
+put that directory first on ``sys.path``, so a tracked ``mplp_lsp/__main__.py`` (or a
+``sitecustomize.py``) in a branch checked out for review would run. Ours starts Python in
+isolated mode (``-I``: no current directory or script directory on the path, no ``PYTHON*``
+variables, no user site) from ``/``. The script carries its format number; ``status``
+reports an older one as "outdated", and ``install`` rewrites it.
 """
 
 from __future__ import annotations
@@ -32,9 +39,14 @@ from mplp_lsp.vcs.repo import LOCATION_VARIABLES, GitRepo
 
 MARKER = "# mplp-lsp-hook"
 CHAINED_SUFFIX = ".mplp-lsp-chained"
+# Raise whenever the script changes: installed hooks of an older format are "outdated".
+# (Format 1, before the number was written, imported from the worktree.)
+FORMAT = 2
+_FORMAT_PREFIX = f"{MARKER}-format: "
 
 _HEADER = """#!/bin/sh
 {marker} ({name}): reports Git activity to mplp-lsp, then gets out of the way.
+{format_line}
 # `mplp-lsp hooks uninstall` removes it and puts back the hook it chains to, if any.
 chained={chained}
 spool=
@@ -58,6 +70,7 @@ fi
 if {when} && [ -n "$spool" ]; then
     (
         unset {location}
+        cd / || exit 0
         {command} < "${{spool:-/dev/null}}"
         [ -z "$spool" ] || rm -f "$spool"
     ) < /dev/null > /dev/null 2>&1 &
@@ -93,7 +106,12 @@ _SHAPES = {
 
 def hook_script(name: str, chained: Path, command: list[str]) -> str:
     shape = _SHAPES[name]
-    header = _HEADER.format(marker=MARKER, name=name, chained=shlex.quote(str(chained)))
+    header = _HEADER.format(
+        marker=MARKER,
+        name=name,
+        format_line=f"{_FORMAT_PREFIX}{FORMAT}",
+        chained=shlex.quote(str(chained)),
+    )
     body = _BODY.format(
         when=shape.when,
         location=" ".join(LOCATION_VARIABLES),
@@ -107,7 +125,9 @@ def hook_script(name: str, chained: Path, command: list[str]) -> str:
 class HookState:
     name: str
     path: Path
-    state: str  # "installed", "absent", "foreign" (someone else's hook, not chained yet)
+    # "installed", "outdated" (ours, an older format: `install` rewrites it), "absent",
+    # "foreign" (someone else's hook, not chained yet)
+    state: str
     chained: bool
 
 
@@ -117,12 +137,25 @@ def hooks_dir(repo: GitRepo) -> Path:
     return path if path.is_absolute() else repo.info.worktree / path
 
 
-def _is_ours(path: Path) -> bool:
+def _head(path: Path) -> bytes:
     try:
         with path.open("rb") as handle:
-            return MARKER.encode() in handle.read(512)
+            return handle.read(512)
     except OSError:
-        return False
+        return b""
+
+
+def _is_ours(path: Path) -> bool:
+    return MARKER.encode() in _head(path)
+
+
+def _format_of(head: bytes) -> int:
+    """The format number an installed hook of ours declares; 1 when it names none."""
+    for line in head.decode("utf-8", "replace").splitlines():
+        if line.startswith(_FORMAT_PREFIX):
+            number = line.removeprefix(_FORMAT_PREFIX).strip()
+            return int(number) if number.isdigit() else 1
+    return 1
 
 
 def status(repo: GitRepo) -> list[HookState]:
@@ -131,8 +164,9 @@ def status(repo: GitRepo) -> list[HookState]:
     for name in HOOK_NAMES:
         path = directory / name
         chained = os.path.lexists(str(path) + CHAINED_SUFFIX)
-        if _is_ours(path):
-            state = "installed"
+        head = _head(path)
+        if MARKER.encode() in head:
+            state = "installed" if _format_of(head) == FORMAT else "outdated"
         elif os.path.lexists(path):
             state = "foreign"
         else:
@@ -154,10 +188,11 @@ def install(repo: GitRepo, workspace: Path, state_dir: str | None) -> list[HookS
         chained = Path(str(path) + CHAINED_SUFFIX)
         if os.path.lexists(path) and not _is_ours(path):
             path.rename(chained)  # keeps the user's hook exactly: bytes, mode, symlink
-        command = [sys.executable, "-m", "mplp_lsp", "emit", "git", "--hook", name]
-        command += ["--workspace", str(workspace)]
+        # -I and the `cd /` of the script: nothing of the worktree is importable.
+        command = [sys.executable, "-I", "-m", "mplp_lsp", "emit", "git", "--hook", name]
+        command += ["--workspace", str(workspace.absolute())]
         if state_dir:
-            command += ["--state-dir", str(state_dir)]
+            command += ["--state-dir", str(Path(state_dir).absolute())]
         script = hook_script(name, chained, command)
         temporary = path.with_name(f".{name}.mplp-lsp.tmp")
         temporary.write_text(script, encoding="utf-8")

@@ -5,37 +5,26 @@
   inverse renames back;
 * delete: the inverse writes the old bytes back.
 
-Paths are resolved (symlinks included) and must stay inside the workspace. Writes go to a
-temporary file that replaces the target, so a file is never seen half written.
+Paths are resolved (symlinks included) and must stay inside the workspace, and every
+operation goes through :mod:`mplp_lsp.runtime.confined`, so a link swapped in afterwards is
+refused (``path_symlink_escape``), never followed. Writes go to a temporary file that
+replaces the target, so a file is never seen half written.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ErrorCode
+from mplp_lsp.runtime import confined
 from mplp_lsp.runtime.ael.actions import FileAction
 from mplp_lsp.runtime.ael.executor import ActionError, Handled, PendingEvent
 from mplp_lsp.runtime.ael.paths import relative_of
-
-
-def _write_bytes(target: Path, data: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=".mplp-")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        Path(temp).replace(target)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
 
 
 def _restore(relpath: str, old: bytes | None) -> dict[str, Any]:
@@ -58,25 +47,28 @@ class FileHandler:
 
     def _run(self, action: FileAction) -> Handled:
         relpath = relative_of(self.root, action.path, "action.path")
-        target = self.root / relpath
         try:
             if action.op == "write":
-                return self._write(action, relpath, target)
+                return self._write(action, relpath)
             if action.op == "delete":
-                old = target.read_bytes()
-                target.unlink()
+                old = confined.read_bytes(self.root, relpath)
+                if old is None:
+                    raise FileNotFoundError(2, "No such file or directory")
+                confined.unlink(self.root, relpath)
                 return Handled(
                     output={"path": relpath},
                     inverse=_restore(relpath, old),
                     events=[_changed(relpath, "deleted")],
                 )
-            return self._rename(action, relpath, target)
+            return self._rename(action, relpath)
+        except confined.PathEscape as escape:
+            raise ActionError.single(escape.code, escape.message, "action.path") from None
         except OSError as exc:
             raise ActionError.single(
                 ErrorCode.FILE_OP_FAILED, f"{action.op} {relpath}: {exc.strerror or exc}"
             ) from None
 
-    def _write(self, action: FileAction, relpath: str, target: Path) -> Handled:
+    def _write(self, action: FileAction, relpath: str) -> Handled:
         if (action.content is None) == (action.content_base64 is None):
             raise ActionError.single(
                 ErrorCode.REQUIRED, "a write needs exactly one of content, content_base64"
@@ -90,8 +82,8 @@ class FileHandler:
                 raise ActionError.single(
                     ErrorCode.FORMAT, "content_base64 is not base64", "action.content_base64"
                 ) from None
-        old = target.read_bytes() if target.is_file() else None
-        _write_bytes(target, data)
+        old = confined.read_bytes(self.root, relpath)
+        confined.write_bytes(self.root, relpath, data, prefix=".mplp-")
         change = "created" if old is None else "modified"
         return Handled(
             output={"path": relpath, "bytes": len(data)},
@@ -99,19 +91,17 @@ class FileHandler:
             events=[_changed(relpath, change)],
         )
 
-    def _rename(self, action: FileAction, relpath: str, target: Path) -> Handled:
+    def _rename(self, action: FileAction, relpath: str) -> Handled:
         if action.to is None:
             raise ActionError.single(ErrorCode.REQUIRED, "a rename needs `to`", "action.to")
         new_rel = relative_of(self.root, action.to, "action.to")
-        new = self.root / new_rel
-        if new.exists():
+        if confined.exists(self.root, new_rel):
             raise ActionError.single(
                 ErrorCode.FILE_OP_FAILED, f"rename {relpath}: {new_rel} already exists"
             )
-        if not target.exists():
+        if not confined.exists(self.root, relpath):
             raise ActionError.single(ErrorCode.FILE_OP_FAILED, f"rename {relpath}: no such file")
-        new.parent.mkdir(parents=True, exist_ok=True)
-        target.rename(new)
+        confined.rename(self.root, relpath, new_rel)
         return Handled(
             output={"path": new_rel, "previous_path": relpath},
             inverse={"type": "file", "op": "rename", "path": new_rel, "to": relpath},

@@ -15,6 +15,7 @@ from __future__ import annotations
 import sqlite3
 
 from mplp_lsp.runtime.drift.repository import MetaRepositoryRecord, RepositoryState
+from mplp_lsp.sanitize.redact import redact_name
 from mplp_lsp.sources.git import BASELINE_KEY, HEAD_KEY
 from mplp_lsp.store.events import EventLog
 from mplp_lsp.vcs.refs import HEAD
@@ -50,5 +51,6 @@ class GitRepositoryRecord:
 
 
 def _ref(conn: sqlite3.Connection, name: str) -> str | None:
-    row = conn.execute("SELECT object_id FROM git_refs WHERE ref_name = ?", (name,)).fetchone()
+    stored = redact_name(name)  # the store keeps ref names as the events name them
+    row = conn.execute("SELECT object_id FROM git_refs WHERE ref_name = ?", (stored,)).fetchone()
     return None if row is None else str(row[0])

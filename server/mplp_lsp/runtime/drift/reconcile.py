@@ -3,7 +3,8 @@
 * file system wins: the node takes the disk's facts and content (or is removed when the
   file is gone);
 * PSG wins: the recorded content is written back (from the snapshot; a Git blob at HEAD
-  serves when it has the recorded hash), atomically, keeping the file's mode;
+  serves when it has the recorded hash), atomically, keeping the file's mode, never through
+  a link (:mod:`mplp_lsp.runtime.confined`: refused as ``path_symlink_escape``);
 * merge: see :mod:`mplp_lsp.runtime.drift.merge`; a clean merge is written and recorded, a
   conflicting one is written with markers and the drift stays, with a note.
 
@@ -14,10 +15,7 @@ Each resolution that changes the graph returns the ``graph_update`` it causes (b
 from __future__ import annotations
 
 import asyncio
-import os
 import sqlite3
-import stat
-import tempfile
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
@@ -25,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from mplp_lsp.protocol.envelope import utc_timestamp
-from mplp_lsp.runtime import psg_snapshots
+from mplp_lsp.runtime import confined, psg_snapshots
 from mplp_lsp.runtime.drift import merge, records
 from mplp_lsp.runtime.drift.model import DiskFacts, Drift, Reason, Strategy
 from mplp_lsp.runtime.graph_events import graph_update
@@ -49,15 +47,19 @@ class Resolution:
     message: str
     conflicts: int = 0
     event: EventFor | None = None
+    code: str | None = None  # a stable code when the file system refused the resolution
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "path": self.path,
             "strategy": str(self.strategy),
             "ok": self.ok,
             "message": self.message,
             "conflicts": self.conflicts,
         }
+        if self.code is not None:
+            out["code"] = self.code
+        return out
 
 
 class Reconciler:
@@ -82,9 +84,12 @@ class Reconciler:
                 "the PSG holds no recorded content for this file (binary, over the snapshot "
                 "size cap, or recorded before snapshots were kept)",
             )  # fmt: skip
-        if strategy is Strategy.PSG:
-            return await self._psg_wins(drift, content, loop, pool)
-        return await self._merge(drift, content, loop, pool)
+        try:
+            if strategy is Strategy.PSG:
+                return await self._psg_wins(drift, content, loop, pool)
+            return await self._merge(drift, content, loop, pool)
+        except confined.PathEscape as escape:
+            return Resolution(drift.path, strategy, False, escape.message, code=escape.code)
 
     async def _file_system_wins(
         self, drift: Drift, loop: asyncio.AbstractEventLoop, pool: Executor
@@ -126,13 +131,17 @@ class Reconciler:
             )
 
         def work() -> tuple[int, FileFacts | None]:
-            disk = (self._root / drift.path).read_bytes()
+            disk = confined.read_bytes(self._root, drift.path)
+            if disk is None:
+                raise FileNotFoundError(f"{drift.path} is gone")
             base = merge.head_blob(self._root, drift.path)
             merged = merge.merge(disk, base, recorded, name=drift.path)
             return merged.conflicts, self._write(drift.path, merged.content)
 
         try:
             conflicts, facts = await loop.run_in_executor(pool, work)
+        except confined.PathEscape:
+            raise
         except (OSError, RuntimeError) as error:
             return Resolution(drift.path, Strategy.MERGE, False, f"merge failed: {error}")
         if conflicts:
@@ -157,22 +166,8 @@ class Reconciler:
 
     def _write(self, path: str, content: bytes) -> FileFacts | None:
         """Replace the file atomically (a reader never sees half of it), keeping its mode."""
-        target = self._root / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            mode = stat.S_IMODE(target.stat(follow_symlinks=False).st_mode)
-        except OSError:
-            mode = 0o644
-        handle, scratch = tempfile.mkstemp(dir=target.parent, prefix=".mplp-restore-")
-        try:
-            with os.fdopen(handle, "wb") as out:
-                out.write(content)
-            Path(scratch).chmod(mode)
-            Path(scratch).replace(target)
-        except BaseException:
-            Path(scratch).unlink(missing_ok=True)
-            raise
-        return file_facts(target, snapshot_cap=max(self._cap(), len(content)))
+        confined.write_bytes(self._root, path, content, prefix=".mplp-restore-")
+        return file_facts(self._root / path, snapshot_cap=max(self._cap(), len(content)))
 
 
 def _recorded(conn: sqlite3.Connection, path: str) -> tuple[str | None, bytes | None] | None:

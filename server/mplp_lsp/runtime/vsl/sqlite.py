@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mplp_lsp.runtime.vsl.base import check_key, decode, encode
+from mplp_lsp.store.database import make_private
 
 T = TypeVar("T")
 
@@ -38,6 +39,7 @@ class SqliteVsl:
     def _open(self) -> sqlite3.Connection:
         if self._conn is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_private(self.path)  # flow values may be anything a flow handled
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")

@@ -1,0 +1,89 @@
+"""Untrusted JSON text to Python values, with every way it can fail as a stable code.
+
+``json.loads`` alone turns hostile input into exceptions nobody expects: 200,000 nested
+brackets raise RecursionError, a 100,000-digit integer a ValueError about integer string
+conversion, ``1e400`` silently becomes infinity (which no later ``dumps`` may write), and a
+body in UTF-16 is accepted by its byte-order guess. Here the text must be UTF-8, numbers
+must be finite, ``NaN``/``Infinity`` are not JSON, and nesting deeper than
+:data:`MAX_DEPTH` is refused after parsing, so schema validation, redaction and storage,
+which recurse, never meet a structure that would exhaust the stack.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Final
+
+from mplp_lsp.protocol.result import ErrorCode, ValidationResult
+
+# MPLP objects nest a handful of levels; a PSG context's free-form fields a few more.
+MAX_DEPTH: Final = 64
+
+
+class JsonRejected(ValueError):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    def to_result(self, path: str = "") -> ValidationResult:
+        return ValidationResult.single(path, self.code, self.message)
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:20]}… is too large to represent")
+    return value
+
+
+def _constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def text_of(raw: bytes | str) -> str:
+    """``raw`` as text; bytes must be UTF-8 (``invalid_json`` otherwise)."""
+    if isinstance(raw, str):
+        return raw
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise JsonRejected(
+            ErrorCode.INVALID_JSON, f"not UTF-8: byte {error.start} is invalid"
+        ) from None
+
+
+def loads(raw: bytes | str) -> Any:
+    """The JSON value of ``raw``; :class:`JsonRejected` (``invalid_json`` or
+    ``nesting_too_deep``) for anything else."""
+    try:
+        value = json.loads(text_of(raw), parse_float=_finite, parse_constant=_constant)
+    except RecursionError:
+        raise _too_deep() from None
+    except json.JSONDecodeError as error:
+        message = f"not JSON: {error.msg} at line {error.lineno} column {error.colno}"
+        raise JsonRejected(ErrorCode.INVALID_JSON, message) from None
+    except ValueError as error:  # an integer of more than 4300 digits, a number too large
+        raise JsonRejected(ErrorCode.INVALID_JSON, f"not JSON: {str(error)[:200]}") from None
+    check_depth(value)
+    return value
+
+
+def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
+    """Refuse ``value`` if its containers nest deeper than ``limit`` (no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = (
+            item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        )
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth >= limit:
+                    raise _too_deep(limit)
+                stack.append((child, depth + 1))
+
+
+def _too_deep(limit: int = MAX_DEPTH) -> JsonRejected:
+    return JsonRejected(ErrorCode.NESTING_TOO_DEEP, f"nested deeper than {limit} levels")
