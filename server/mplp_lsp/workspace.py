@@ -112,6 +112,7 @@ class Workspace:
         self.documents = EditorDocuments()
         self.debouncer = self._new_debouncer(settings)
         self.ignored = 0
+        self.opened_ns = time.time_ns()
         self._listeners: list[CommitListener] = []
         self.forwarding = Forwarding()
 
@@ -264,7 +265,7 @@ class Workspace:
     async def unrecorded_files(self) -> list[str]:
         """The start-up catch-up: files on disk (absolute paths) that the graph has no node
         for and that appeared (their ctime) after the previous start began recording. On the
-        first start the tree as it is is the baseline: nothing is reported. Ignored
+        first start the tree as it was when this one opened is the baseline. Ignored
         directories are not entered; the caller's ``observe`` judges the files themselves."""
 
         def read(conn: sqlite3.Connection) -> tuple[str | None, set[str]]:
@@ -274,7 +275,6 @@ class Workspace:
             return EventLog(conn).get_meta(_RECORDING_SINCE), known
 
         since, recorded = await self._writer.read(read)
-        started = time.time_ns()
         root = str(self.root)
         cut = len(root) + 1
 
@@ -285,8 +285,10 @@ class Workspace:
             found = files_under(root, lambda path: rules.is_ignored(path[cut:] + "/"))
             return [p for p in found if p[cut:] not in known and _changed_after(p, after)]
 
-        new = [] if since is None else await asyncio.to_thread(walk, int(since), recorded)
-        await self._writer.run(lambda conn: EventLog(conn).set_meta(_RECORDING_SINCE, str(started)))
+        after = self.opened_ns if since is None else int(since)
+        new = await asyncio.to_thread(walk, after, recorded)
+        opened = str(self.opened_ns)
+        await self._writer.run(lambda conn: EventLog(conn).set_meta(_RECORDING_SINCE, opened))
         return new
 
     async def reject(

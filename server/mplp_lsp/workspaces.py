@@ -45,10 +45,14 @@ class Workspaces:
         return tuple(self._by_root)
 
     async def add(
-        self, root: Path, settings: Settings, *, prepare: Prepare | None = None
+        self,
+        root: Path,
+        settings: Settings,
+        *,
+        prepare: Prepare | None = None,
+        catch_up: bool = True,
     ) -> Workspace:
-        """Open a folder and start its catch-up: files created while nothing recorded become
-        ``created`` events (recorded files that changed are the start-up drift scan's)."""
+        """Open a folder and, unless told not to, start its :meth:`catch_up`."""
         root = root.resolve()
         if root in self._by_root:
             return self._by_root[root]
@@ -58,8 +62,15 @@ class Workspaces:
             root, settings, state_dir=state_dir, remote_url=self._remote_url, prepare=prepare
         )
         self._by_root[root] = workspace
-        self._track(self._catch_up(workspace))
+        if catch_up:
+            self.catch_up(workspace)
         return workspace
+
+    def catch_up(self, workspace: Workspace) -> None:
+        """Start the catch-up: files created while nothing recorded become ``created`` events
+        (recorded files that changed are the start-up drift scan's). A file watcher of the
+        daemon's own starts it once its watches are in place, so nothing falls between."""
+        self._track(self._catch_up(workspace))
 
     async def _catch_up(self, workspace: Workspace) -> None:
         try:

@@ -66,7 +66,9 @@ async def _watch(root: Path, args: argparse.Namespace) -> int:
     settings, _ = parse_settings(None)
     workspaces = Workspaces(state_dir=args.state_dir, remote_url=args.remote)
     try:
-        workspace = await workspaces.add(root, settings, prepare=partial(_print_all, args.json))
+        workspace = await workspaces.add(
+            root, settings, prepare=partial(_print_all, args.json), catch_up=False
+        )
     except StateDirBusy as busy:
         print(f"mplp-lsp watch: {busy}", file=sys.stderr)
         return 1
@@ -76,16 +78,24 @@ async def _watch(root: Path, args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    print(
-        f"watching {root} (store: {workspace.paths.database}); Ctrl-C to stop",
-        file=sys.stderr,
-        flush=True,
-    )
-    if api is not None:
-        print(f"HTTP API on {api.url} (token: {api.token_file})", file=sys.stderr, flush=True)
+
+    def ready() -> None:
+        workspaces.catch_up(workspace)
+        print(
+            f"watching {root} (store: {workspace.paths.database}); Ctrl-C to stop",
+            file=sys.stderr,
+            flush=True,
+        )
+        if api is not None:
+            print(f"HTTP API on {api.url} (token: {api.token_file})", file=sys.stderr, flush=True)
+
     try:
         await watch_files(
-            str(root), _Sink(workspaces, workspace), stop, skip=(str(workspace.paths.root),)
+            str(root),
+            _Sink(workspaces, workspace),
+            stop,
+            skip=(str(workspace.paths.root),),
+            ready=ready,
         )
     finally:
         if api is not None:

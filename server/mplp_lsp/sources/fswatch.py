@@ -101,19 +101,26 @@ def _skipper(root: str, skip: tuple[str, ...]) -> SkipDir:
 
 
 async def watch_files(
-    root: str, sink: WatchSink, stop: asyncio.Event, *, skip: tuple[str, ...] = ()
+    root: str,
+    sink: WatchSink,
+    stop: asyncio.Event,
+    *,
+    skip: tuple[str, ...] = (),
+    ready: Callable[[], None] = lambda: None,
 ) -> None:
-    """Report changes under ``root`` to ``sink`` until ``stop`` is set."""
+    """Report changes under ``root`` to ``sink`` until ``stop`` is set; ``ready`` is called
+    once every directory is watched (a change from then on is reported)."""
     skipped = _skipper(root, skip)
     if sys.platform.startswith("linux"):
         watcher = _Inotify(root, sink, skipped)
         try:
             watcher.start(asyncio.get_running_loop())
+            ready()
             await stop.wait()
         finally:
             watcher.close()
     else:  # pragma: no cover - exercised on macOS and Windows only
-        await _watch_portable(root, sink, stop, skipped)
+        await _watch_portable(root, sink, stop, skipped, ready)
 
 
 # -- Linux: inotify ----------------------------------------------------------------------
@@ -278,7 +285,7 @@ class _Inotify:
 
 
 async def _watch_portable(  # pragma: no cover - exercised on macOS and Windows only
-    root: str, sink: WatchSink, stop: asyncio.Event, skip: SkipDir
+    root: str, sink: WatchSink, stop: asyncio.Event, skip: SkipDir, ready: Callable[[], None]
 ) -> None:
     from watchfiles import Change as FsChange
     from watchfiles import awatch
@@ -292,6 +299,7 @@ async def _watch_portable(  # pragma: no cover - exercised on macOS and Windows 
     def wanted(_change: FsChange, path: str) -> bool:
         return not skip(path.rpartition("/")[0]) and not skip(path)
 
+    ready()  # watchfiles adds its watches in the first step of the loop below
     while not stop.is_set():
         try:
             async for batch in awatch(
