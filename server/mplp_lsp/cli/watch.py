@@ -34,8 +34,10 @@ def register(commands: Any) -> None:
         help="record a folder's file activity without an editor",
         description=(
             "Watch PATH (default: the current directory) for file changes and record them as "
-            "MPLP events, exactly as the editor integration does, printing each stored event. "
-            "Ctrl-C stops after committing what is pending."
+            "MPLP events, exactly as the editor integration does, printing each stored event "
+            "(from the start-up catch-up on) and each new drift finding. Files created while "
+            "nothing recorded are caught up as events at start; recorded files changed "
+            "meanwhile become drift findings. Ctrl-C stops after committing what is pending."
         ),
     )
     parser.add_argument("path", nargs="?", default=".", help="the folder to watch")
