@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.harness import read_events, server_env
+from tests.e2e.harness import lsp_session, read_events, server_env
 
 pytestmark = [
     pytest.mark.e2e,
@@ -228,3 +228,19 @@ def test_changes_made_while_stopped_are_reported_once_at_start(
         time.sleep(2.0)
         assert not any(line.startswith("file_update") for line in watch.lines())
     assert len(file_events(state_dir)) == 3
+
+
+async def test_serve_catches_up_files_created_while_it_was_stopped(
+    workspace: Path, state_dir: Path
+) -> None:
+    (workspace / "old.txt").write_text("there before the first start: the baseline\n")
+    async with lsp_session(workspace, state_dir) as session:
+        session.save("src/a.py", "a\n")
+        await session.wait_for_events(1)
+    (workspace / "src" / "new.py").write_text("created while the editor was closed\n")
+    async with lsp_session(workspace, state_dir) as session:
+        events = await session.wait_for_events(2, settle=1.0)
+    assert [(e["payload"]["file_path"], e["payload"]["change_type"]) for e in events] == [
+        ("src/a.py", "modified"),
+        ("src/new.py", "created"),
+    ]
