@@ -250,6 +250,9 @@ class Workspace:
         """Changes below ``directory`` ("" for all) may have gone unreported: look at every
         path the graph records there again (the disk decides when each settles)."""
 
+        if not _utf8(directory):
+            return  # a name that is not UTF-8 was never recorded (its files are refused)
+
         async def recheck() -> None:
             recorded = await self._writer.read(lambda conn: recorded_under(conn, directory))
             self._observe_all((*recorded, *self.disk_state.pending_under(directory)))
@@ -354,6 +357,14 @@ _background: set[asyncio.Task[None]] = set()
 
 # meta key: when the latest start began recording (ns since the epoch), for the next catch-up
 _RECORDING_SINCE = "files_recording_since_ns"
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _changed_after(path: str, after_ns: int) -> bool:
