@@ -129,3 +129,40 @@ def test_a_deleted_directory_is_handed_over_for_a_recheck(watched: Watched) -> N
     (root / "gone").rmdir()
     watcher._read()
     assert str(root / "gone") in sink.lost_dirs
+
+
+async def test_the_watchfiles_fallback_survives_a_name_that_stops_watchfiles(
+    tmp_path: Path,
+) -> None:
+    """The fallback of other platforms, run here: watchfiles stops on a non-UTF-8 name; the
+    fallback rescans, restarts, and the next file is reported."""
+    import asyncio
+
+    from mplp_lsp.sources.fswatch import _skipper, _watch_portable
+
+    sink, stop, ready = Recorder(), asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(
+        _watch_portable(str(tmp_path), sink, stop, _skipper(str(tmp_path), ()), ready.set)
+    )
+
+    async def until(condition: Any) -> None:
+        for _ in range(200):
+            if condition():
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(sink.changes)
+
+    try:
+        await ready.wait()
+        await asyncio.sleep(0.5)  # watchfiles adds its watches in its first step
+        (tmp_path / "d").mkdir()
+        (tmp_path / "d" / "f.txt").write_text("f")
+        await until(lambda: f"{tmp_path}/d/f.txt" in paths(sink))
+        Path(os.fsdecode(os.path.join(os.fsencode(tmp_path), b"bad\xff.txt"))).write_bytes(b"x")
+        await until(lambda: sink.lost_dirs == [str(tmp_path)])
+        await asyncio.sleep(0.5)
+        (tmp_path / "next.txt").write_text("n")
+        await until(lambda: f"{tmp_path}/next.txt" in paths(sink))
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)

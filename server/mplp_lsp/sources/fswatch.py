@@ -119,7 +119,7 @@ async def watch_files(
             await stop.wait()
         finally:
             watcher.close()
-    else:  # pragma: no cover - exercised on macOS and Windows only
+    else:
         await _watch_portable(root, sink, stop, skipped, ready)
 
 
@@ -284,7 +284,7 @@ class _Inotify:
 # -- other platforms: watchfiles -----------------------------------------------------------
 
 
-async def _watch_portable(  # pragma: no cover - exercised on macOS and Windows only
+async def _watch_portable(
     root: str, sink: WatchSink, stop: asyncio.Event, skip: SkipDir, ready: Callable[[], None]
 ) -> None:
     from watchfiles import Change as FsChange
