@@ -213,6 +213,11 @@ def test_changes_made_while_stopped_are_reported_once_at_start(
     (workspace / "c.txt").write_text("created while stopped\n")
     (workspace / "a.txt").write_text("changed while stopped\n")
     (workspace / "b.txt").unlink()
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q",
+         "--allow-empty", "-m", "made while stopped"],
+        cwd=workspace, check=True,
+    )  # fmt: skip
     with watching(workspace, state_dir) as watch:
         wait_until(lambda: "c.txt" in recorded_paths(state_dir))
         wait_until(lambda: sum(line.startswith("drift") for line in watch.lines()) == 2)
@@ -220,6 +225,8 @@ def test_changes_made_while_stopped_are_reported_once_at_start(
         printed = watch.lines()
     assert [e["file_path"] for e in file_events(state_dir)] == ["a.txt", "b.txt", "c.txt"]
     assert any(line.split()[:3] == ["file_update", "created", "c.txt"] for line in printed)
+    # the Git catch-up is printed too
+    assert any(line.split()[:2] == ["git", "commit"] for line in printed)
     assert sorted(line.split()[1:] for line in printed if line.startswith("drift")) == [
         ["deleted", "b.txt"],
         ["modified", "a.txt"],
