@@ -11,7 +11,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -249,21 +249,17 @@ class Workspace:
     def recheck_tree(self, directory: str) -> None:
         """Changes below ``directory`` ("" for all) may have gone unreported: look at every
         path the graph records there again (the disk decides when each settles)."""
-
         if not _utf8(directory):
             return  # a name that is not UTF-8 was never recorded (its files are refused)
 
         async def recheck() -> None:
             recorded = await self._writer.read(lambda conn: recorded_under(conn, directory))
-            self._observe_all((*recorded, *self.disk_state.pending_under(directory)))
+            for path in (*recorded, *self.disk_state.pending_under(directory)):
+                self.observe(Change.MODIFIED, path, origin=WATCHER)
 
         task = asyncio.get_running_loop().create_task(recheck(), name="mplp-recheck-tree")
         self._rechecks.add(task)
         task.add_done_callback(self._rechecks.discard)
-
-    def _observe_all(self, paths: Iterable[str]) -> None:
-        for path in paths:
-            self.observe(Change.MODIFIED, path, origin=WATCHER)
 
     async def unrecorded_files(self) -> list[str]:
         """The start-up catch-up: files on disk (absolute paths) that the graph has no node
@@ -274,7 +270,10 @@ class Workspace:
         def read(conn: sqlite3.Connection) -> tuple[str | None, set[str]]:
             known = set(recorded_under(conn, ""))
             for path, alive in logged_not_applied(conn).items():
-                (known.add if alive else known.discard)(path)
+                if alive:
+                    known.add(path)
+                else:
+                    known.discard(path)
             return EventLog(conn).get_meta(_RECORDING_SINCE), known
 
         since, recorded = await self._writer.read(read)
