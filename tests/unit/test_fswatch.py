@@ -166,3 +166,31 @@ async def test_the_watchfiles_fallback_survives_a_name_that_stops_watchfiles(
     finally:
         stop.set()
         await asyncio.wait_for(task, 10)
+
+
+def test_an_ignored_directory_is_not_watched_until_a_gitignore_change_frees_it(
+    tmp_path: Path,
+) -> None:
+    from mplp_lsp.sources.fswatch import _Inotify, _skipper
+
+    ignored = {"node_modules"}
+    sink = Recorder()
+    watcher = _Inotify(str(tmp_path), sink, _skipper(str(tmp_path), (), ignored.__contains__))
+    (tmp_path / "node_modules" / "pkg").mkdir(parents=True)
+    watcher._add_tree(str(tmp_path), report=False)
+    try:
+        assert str(tmp_path / "node_modules") not in watcher._wds
+        (tmp_path / "node_modules" / "pkg" / "index.js").write_text("x")
+        (tmp_path / "node_modules" / "new").mkdir()
+        watcher._read()
+        assert sink.changes == []
+        ignored.clear()  # what the workspace's rules say once the .gitignore below is read
+        (tmp_path / ".gitignore").write_text("")
+        watcher._read()
+        assert str(tmp_path / "node_modules" / "pkg") in watcher._wds
+        sink.changes.clear()
+        (tmp_path / "node_modules" / "pkg" / "later.js").write_text("y")
+        watcher._read()
+        assert paths(sink) == {f"{tmp_path}/node_modules/pkg/later.js"}
+    finally:
+        watcher._inotify.close()

@@ -97,6 +97,7 @@ async def _watch(root: Path, args: argparse.Namespace) -> int:
             _Sink(workspaces, workspace),
             stop,
             skip=(str(workspace.paths.root),),
+            ignored_dir=lambda relative: workspace.ignore.is_ignored(f"{relative}/"),
             ready=ready,
         )
     finally:

@@ -91,11 +91,16 @@ def _is_dir(path: str) -> bool:
         return False
 
 
-def _skipper(root: str, skip: tuple[str, ...]) -> SkipDir:
+def _skipper(
+    root: str, skip: tuple[str, ...], ignored_dir: Callable[[str], bool] = lambda _rel: False
+) -> SkipDir:
     prefixes = tuple(f"{path}/" for path in (f"{root}/.git", *skip))
+    cut = len(root) + 1
 
     def skipped(path: str) -> bool:
-        return f"{path}/".startswith(prefixes) or _name(path) == ".git"
+        if f"{path}/".startswith(prefixes) or _name(path) == ".git":
+            return True
+        return ignored_dir(path[cut:])
 
     return skipped
 
@@ -106,11 +111,18 @@ async def watch_files(
     stop: asyncio.Event,
     *,
     skip: tuple[str, ...] = (),
+    ignored_dir: Callable[[str], bool] = lambda _rel: False,
     ready: Callable[[], None] = lambda: None,
 ) -> None:
     """Report changes under ``root`` to ``sink`` until ``stop`` is set; ``ready`` is called
-    once every directory is watched (a change from then on is reported)."""
-    skipped = _skipper(root, skip)
+    once every directory is watched (a change from then on is reported).
+
+    ``skip`` (absolute) and the directories ``ignored_dir`` (given a root-relative path)
+    judges ignored are neither watched nor listed: nothing in them becomes an event anyway,
+    and a ``node_modules`` would use up the kernel's watches. The verdicts are asked again
+    when a ``.gitignore`` changes, for the directory it governs.
+    """
+    skipped = _skipper(root, skip, ignored_dir)
     if sys.platform.startswith("linux"):
         watcher = _Inotify(root, sink, skipped)
         try:
@@ -254,6 +266,9 @@ class _Inotify:
         for path, change in hints.items():
             if not is_temp_name(_name(path)):
                 self._sink.changed(change, path)
+        for path in hints:
+            if _name(path) == ".gitignore":  # a directory below may be ignored no more
+                self._add_tree(path.rpartition("/")[0], report=False)
 
     def _directory_event(self, mask: int, path: str) -> None:
         if self._skip(path):
