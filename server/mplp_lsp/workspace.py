@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import sqlite3
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +24,17 @@ from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ValidationResult
 from mplp_lsp.runtime.drift import DriftMonitor
 from mplp_lsp.runtime.drift.git_record import GitRepositoryRecord
+from mplp_lsp.runtime.drift.scan import logged_not_applied, recorded_rows, recorded_under
+from mplp_lsp.runtime.psg_files import FileChange
 from mplp_lsp.settings import Settings
-from mplp_lsp.sources.debounce import Change, Debouncer, Observation, Settled
+from mplp_lsp.sources.debounce import WATCHER, Change, Debouncer, Observation, Settled
+from mplp_lsp.sources.disk_state import WATCHED, DiskState
 from mplp_lsp.sources.files import LANGUAGE, TIMESTAMP, EditorDocuments, payload_for
+from mplp_lsp.sources.fswatch import files_under
 from mplp_lsp.sources.git import GitSource
 from mplp_lsp.sources.inbox import InboxSource
 from mplp_lsp.statedir import StateDirLock, StatePaths, resolve_state_dir
+from mplp_lsp.store.events import EventLog
 from mplp_lsp.store.salvage import ensure_usable
 from mplp_lsp.store.writer import StoreWriter
 from mplp_lsp.workspace_status import WorkspaceStatus, read_status
@@ -47,6 +55,7 @@ class StateDirBusy(RuntimeError):
         self.owner = owner
 
 
+Prepare = Callable[["Workspace"], None]
 _MAX_TICK = 0.001
 _COMMIT_BATCH = 4096  # events per transaction at most: one fsync for a whole burst slice
 
@@ -95,10 +104,14 @@ class Workspace:
             sync_repository=self._sync_git,
         )
         self.file_nodes.on_applied(self.drift.applied)
+        self.disk_state = DiskState(str(root))
+        self.file_nodes.on_applied(self._graph_applied)
+        self._rechecks: set[asyncio.Task[None]] = set()
         self._drift_task: asyncio.Task[None] | None = None
         self.documents = EditorDocuments()
         self.debouncer = self._new_debouncer(settings)
         self.ignored = 0
+        self.opened_ns = time.time_ns()
         self.forwarding = Forwarding()
 
     @classmethod
@@ -109,8 +122,13 @@ class Workspace:
         *,
         state_dir: str | Path | None = None,
         remote_url: str | None = None,
+        prepare: Prepare | None = None,
     ) -> Workspace:
-        """Open the folder's store (salvaging a damaged one) and start forwarding if configured."""
+        """Open the folder's store (salvaging a damaged one) and start forwarding if configured.
+
+        ``prepare`` is called before any source starts, so what it subscribes to the bus sees
+        the events the start-up catch-up stores (Git operations made while nothing ran).
+        """
         root = root.resolve()
         paths = StatePaths(resolve_state_dir(root, state_dir or settings.state_dir))
         lock = StateDirLock(paths.lock, workspace=root)
@@ -126,6 +144,8 @@ class Workspace:
             raise
         workspace = cls(root, settings, paths, lock, writer)
         try:
+            if prepare is not None:
+                prepare(workspace)
             await workspace.engine.start()
             workspace.forwarding = await Forwarding.start(
                 writer, workspace.bus, settings, remote_url
@@ -180,6 +200,8 @@ class Workspace:
             self.ignored += 1
             return False
         extra: dict[str, object] = {TIMESTAMP: utc_timestamp()}
+        if origin == WATCHER:
+            extra[WATCHED] = True
         if language:
             extra[LANGUAGE] = language
         self.debouncer.observe(
@@ -188,6 +210,10 @@ class Workspace:
         return True
 
     async def _emit(self, batch: list[Settled]) -> None:
+        if DiskState.watched(batch):
+            paths = DiskState.paths(batch)
+            recorded = await self._writer.read(lambda conn: recorded_rows(conn, paths))
+            batch = self.disk_state.settle(batch, recorded)
         root = str(self.root) if self.settings.send_workspace_root else None
         submissions = []
         for settled in batch:
@@ -207,6 +233,56 @@ class Workspace:
                 payload["language"] = lang
             submissions.append(Submission(Kind.FILE_UPDATE, payload, "ide", trusted_paths=True))
         await self.intake.submit_many(submissions)
+
+    async def _graph_applied(self, changes: Sequence[FileChange]) -> None:
+        self.disk_state.applied(changes)
+
+    def recheck_tree(self, directory: str) -> None:
+        """Changes below ``directory`` ("" for all) may have gone unreported: look at every
+        path the graph records there again (the disk decides when each settles)."""
+        if not _utf8(directory):
+            return  # a name that is not UTF-8 was never recorded (its files are refused)
+
+        async def recheck() -> None:
+            recorded = await self._writer.read(lambda conn: recorded_under(conn, directory))
+            for path in (*recorded, *self.disk_state.pending_under(directory)):
+                self.observe(Change.MODIFIED, path, origin=WATCHER)
+
+        task = asyncio.get_running_loop().create_task(recheck(), name="mplp-recheck-tree")
+        self._rechecks.add(task)
+        task.add_done_callback(self._rechecks.discard)
+
+    async def unrecorded_files(self) -> list[str]:
+        """The start-up catch-up: files on disk (absolute paths) that the graph has no node
+        for and that appeared (their ctime) after the previous start began recording. On the
+        first start the tree as it was when this one opened is the baseline. Ignored
+        directories are not entered; the caller's ``observe`` judges the files themselves."""
+
+        def read(conn: sqlite3.Connection) -> tuple[str | None, set[str]]:
+            known = set(recorded_under(conn, ""))
+            for path, alive in logged_not_applied(conn).items():
+                if alive:
+                    known.add(path)
+                else:
+                    known.discard(path)
+            return EventLog(conn).get_meta(_RECORDING_SINCE), known
+
+        since, recorded = await self._writer.read(read)
+        root = str(self.root)
+        cut = len(root) + 1
+
+        def walk(after: int, known: set[str]) -> list[str]:
+            rules = IgnoreRules(
+                self.root, excludes=self.settings.exclude, internal_dirs=[self.paths.root]
+            )
+            found = files_under(root, lambda path: rules.is_ignored(path[cut:] + "/"))
+            return [p for p in found if p[cut:] not in known and _changed_after(p, after)]
+
+        after = self.opened_ns if since is None else int(since)
+        new = await asyncio.to_thread(walk, after, recorded)
+        opened = str(self.opened_ns)
+        await self._writer.run(lambda conn: EventLog(conn).set_meta(_RECORDING_SINCE, opened))
+        return new
 
     async def reject(
         self, source_module: str, kind: Kind, result: ValidationResult, data: Any
@@ -253,6 +329,8 @@ class Workspace:
             await self.forwarding.close()
             await self.git.close()
             await self.inbox.close()
+            if self._rechecks:
+                await asyncio.gather(*self._rechecks, return_exceptions=True)
             await self.debouncer.flush()
             await self.debouncer.aclose()
             if self._drift_task is not None:
@@ -266,6 +344,26 @@ class Workspace:
 
 
 _background: set[asyncio.Task[None]] = set()
+
+# meta key: when the latest start began recording (ns since the epoch), for the next catch-up
+_RECORDING_SINCE = "files_recording_since_ns"
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _changed_after(path: str, after_ns: int) -> bool:
+    """Whether the file's inode changed (created, written, renamed) after ``after_ns``:
+    ctime, because extractors and checkouts may set an old mtime, never an old ctime."""
+    try:
+        return os.lstat(path).st_ctime_ns > after_ns
+    except OSError:
+        return False
 
 
 async def _retire(debouncer: Debouncer) -> None:

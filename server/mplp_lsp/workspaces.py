@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
+from typing import Any
 
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ValidationResult
 from mplp_lsp.sanitize.paths import DirectoryCache, PathRejected, relative_path
 from mplp_lsp.sanitize.redact import redact
 from mplp_lsp.settings import Settings
-from mplp_lsp.sources.debounce import Change
-from mplp_lsp.workspace import Workspace
+from mplp_lsp.sources.debounce import WATCHER, Change
+from mplp_lsp.workspace import Prepare, Workspace
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ class Workspaces:
         self._by_root: dict[Path, Workspace] = {}
         self._state_dir = state_dir
         self._remote_url = remote_url
-        self._background: set[asyncio.Task[object]] = set()
+        self._background: set[asyncio.Task[None]] = set()
         self.refused = 0
 
     def __iter__(self) -> Iterator[Workspace]:
@@ -43,17 +44,48 @@ class Workspaces:
     def roots(self) -> tuple[Path, ...]:
         return tuple(self._by_root)
 
-    async def add(self, root: Path, settings: Settings) -> Workspace:
+    async def add(
+        self,
+        root: Path,
+        settings: Settings,
+        *,
+        prepare: Prepare | None = None,
+        catch_up: bool = True,
+    ) -> Workspace:
+        """Open a folder and, unless told not to, start its :meth:`catch_up`."""
         root = root.resolve()
         if root in self._by_root:
             return self._by_root[root]
         # An explicit --state-dir can serve one folder only: one store per workspace.
         state_dir = self._state_dir if not self._by_root else None
         workspace = await Workspace.open(
-            root, settings, state_dir=state_dir, remote_url=self._remote_url
+            root, settings, state_dir=state_dir, remote_url=self._remote_url, prepare=prepare
         )
         self._by_root[root] = workspace
+        if catch_up:
+            self.catch_up(workspace)
         return workspace
+
+    def catch_up(self, workspace: Workspace) -> None:
+        """Start the catch-up: files created while nothing recorded become ``created`` events
+        (recorded files that changed are the start-up drift scan's). A file watcher of the
+        daemon's own starts it once its watches are in place, so nothing falls between."""
+        self._track(self._catch_up(workspace))
+
+    async def _catch_up(self, workspace: Workspace) -> None:
+        try:
+            found = await workspace.unrecorded_files()
+        except Exception:
+            log.exception("the start-up catch-up scan failed")
+            return
+        if workspace.root in self._by_root:
+            for path in found:
+                self.observe(Change.CREATED, path, origin=WATCHER)
+
+    def _track(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def remove(self, root: Path) -> None:
         workspace = self._by_root.pop(root.resolve(), None)
@@ -105,10 +137,7 @@ class Workspaces:
         result: ValidationResult = rejected.to_result("file_path")
         first = next(iter(self._by_root.values()), None)
         if first is not None:
-            record = first.reject("ide", Kind.FILE_UPDATE, result, {"file_path": str(raw)})
-            task = asyncio.get_running_loop().create_task(record)
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+            self._track(first.reject("ide", Kind.FILE_UPDATE, result, {"file_path": str(raw)}))
 
     async def close(self) -> None:
         if self._background:

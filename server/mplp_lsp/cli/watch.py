@@ -7,8 +7,10 @@ import asyncio
 import json
 import signal
 import sys
+from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mplp_lsp.cli.common import (
     add_api_options,
@@ -18,6 +20,12 @@ from mplp_lsp.cli.common import (
     configure_logging,
     workspace_path,
 )
+from mplp_lsp.sources.debounce import WATCHER, Change
+
+if TYPE_CHECKING:
+    from mplp_lsp.runtime.drift.model import Drift
+    from mplp_lsp.workspace import Workspace
+    from mplp_lsp.workspaces import Workspaces
 
 
 def register(commands: Any) -> None:
@@ -26,8 +34,10 @@ def register(commands: Any) -> None:
         help="record a folder's file activity without an editor",
         description=(
             "Watch PATH (default: the current directory) for file changes and record them as "
-            "MPLP events, exactly as the editor integration does, printing each stored event. "
-            "Ctrl-C stops after committing what is pending."
+            "MPLP events, exactly as the editor integration does, printing each stored event "
+            "(from the start-up catch-up on) and each new drift finding. Files created while "
+            "nothing recorded are caught up as events at start; recorded files changed "
+            "meanwhile become drift findings. Ctrl-C stops after committing what is pending."
         ),
     )
     parser.add_argument("path", nargs="?", default=".", help="the folder to watch")
@@ -50,9 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _watch(root: Path, args: argparse.Namespace) -> int:
     from mplp_lsp.api.server import api_port, start_api
-    from mplp_lsp.cli.events import summary
     from mplp_lsp.settings import parse_settings
-    from mplp_lsp.sources.debounce import Change
     from mplp_lsp.sources.fswatch import watch_files
     from mplp_lsp.workspace import StateDirBusy
     from mplp_lsp.workspaces import Workspaces
@@ -60,43 +68,82 @@ async def _watch(root: Path, args: argparse.Namespace) -> int:
     settings, _ = parse_settings(None)
     workspaces = Workspaces(state_dir=args.state_dir, remote_url=args.remote)
     try:
-        workspace = await workspaces.add(root, settings)
+        workspace = await workspaces.add(
+            root, settings, prepare=partial(_print_all, args.json), catch_up=False
+        )
     except StateDirBusy as busy:
         print(f"mplp-lsp watch: {busy}", file=sys.stderr)
         return 1
-
-    async def show(events: Any) -> None:
-        for event in events:
-            line = (
-                json.dumps(event.envelope, ensure_ascii=False)
-                if args.json
-                else f"{event.kind:<14} {summary(event.envelope)}"
-            )
-            print(line, flush=True)
-
-    workspace.bus.subscribe("print", show)
     port = api_port(settings, args.api_port, args.no_api)
     api = await start_api(workspace, port) if port is not None else None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    print(
-        f"watching {root} (store: {workspace.paths.database}); Ctrl-C to stop",
-        file=sys.stderr,
-        flush=True,
-    )
-    if api is not None:
-        print(f"HTTP API on {api.url} (token: {api.token_file})", file=sys.stderr, flush=True)
+
+    def ready() -> None:
+        workspaces.catch_up(workspace)
+        print(
+            f"watching {root} (store: {workspace.paths.database}); Ctrl-C to stop",
+            file=sys.stderr,
+            flush=True,
+        )
+        if api is not None:
+            print(f"HTTP API on {api.url} (token: {api.token_file})", file=sys.stderr, flush=True)
+
     try:
         await watch_files(
-            root,
-            lambda change, path: workspaces.observe(Change(change), path, origin="watcher"),
+            str(root),
+            _Sink(workspaces, workspace),
             stop,
-            skip=(workspace.paths.root,),
+            skip=(str(workspace.paths.root),),
+            ignored_dir=lambda relative: workspace.ignore.is_ignored(f"{relative}/"),
+            ready=ready,
         )
     finally:
         if api is not None:
             await api.stop()
         await workspaces.close()
     return 0
+
+
+def _print_all(as_json: bool, workspace: Workspace) -> None:
+    """Print every stored event, from the start-up catch-up on, and every new drift finding
+    (a recorded file changed while nothing recorded: the drift quick fixes decide)."""
+    from mplp_lsp.cli.events import summary
+
+    async def show(events: Any) -> None:
+        for event in events:
+            line = (
+                json.dumps(event.envelope, ensure_ascii=False)
+                if as_json
+                else f"{event.kind:<14} {summary(event.envelope)}"
+            )
+            print(line, flush=True)
+
+    def drifted(changes: Mapping[str, Drift | None]) -> None:
+        for path, drift in changes.items():
+            if drift is None or drift.state != "open":
+                continue
+            if as_json:
+                print(json.dumps({"drift": drift.to_json()}, ensure_ascii=False), flush=True)
+            else:
+                print(f"{'drift':<14} {drift.reason} {path}", flush=True)
+
+    workspace.bus.subscribe("print", show)
+    workspace.drift.on_change(drifted)
+
+
+class _Sink:
+    """The watcher's reports, routed like any raw path (refusals are counted there)."""
+
+    def __init__(self, workspaces: Workspaces, workspace: Workspace) -> None:
+        self._workspaces = workspaces
+        self._workspace = workspace
+        self._cut = len(str(workspace.root)) + 1
+
+    def changed(self, change: Change, path: str, previous: str | None = None) -> None:
+        self._workspaces.observe(change, path, previous=previous, origin=WATCHER)
+
+    def lost(self, directory: str) -> None:
+        self._workspace.recheck_tree(directory[self._cut :])

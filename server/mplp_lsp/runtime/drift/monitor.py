@@ -39,7 +39,15 @@ from mplp_lsp.runtime.drift.repository import (
     git_dir,
     read_state,
 )
-from mplp_lsp.runtime.drift.scan import Index, Outcome, Progress, check, load_index, per_directory
+from mplp_lsp.runtime.drift.scan import (
+    Index,
+    Outcome,
+    Progress,
+    check,
+    load_index,
+    per_directory,
+    recorded_rows,
+)
 from mplp_lsp.runtime.graph_events import graph_id
 from mplp_lsp.runtime.psg_files import FileChange
 from mplp_lsp.store.reader import ReaderConnection
@@ -282,7 +290,7 @@ class DriftMonitor:
 
         def work() -> tuple[Index, Outcome]:
             conn = self._connection()
-            rows = _rows(conn, checked)
+            rows = recorded_rows(conn, checked)
             outcome = check(str(self.root), list(rows.items()), conn, now=utc_timestamp())
             outcome.drifts = [_with_late_note(d, late.get(d.path)) for d in outcome.drifts]
             outcome.ignored = sorted(ignored)
@@ -338,20 +346,6 @@ class DriftMonitor:
         if self._graph_id is None:
             self._graph_id = await self._writer.run(graph_id)
         return self._graph_id
-
-
-_ROWS_CHUNK = 500  # under SQLite's default limit of bound parameters
-
-
-def _rows(conn: sqlite3.Connection, paths: Sequence[str]) -> Index:
-    out: Index = {}
-    for start in range(0, len(paths), _ROWS_CHUNK):
-        chunk = paths[start : start + _ROWS_CHUNK]
-        marks = ",".join("?" * len(chunk))
-        query = f"SELECT path, size, mtime_ns, inode FROM psg_files WHERE path IN ({marks})"  # noqa: S608
-        for path, size, mtime_ns, inode in conn.execute(query, chunk):
-            out[path] = (size, mtime_ns, inode)
-    return out
 
 
 def _with_late_note(drift: Drift, event_time: str | None) -> Drift:

@@ -59,6 +59,45 @@ def load_index(conn: sqlite3.Connection) -> Index:
     }
 
 
+def recorded_rows(conn: sqlite3.Connection, paths: Sequence[str]) -> Index:
+    """The recorded stat facts of these paths (those without a node are absent)."""
+    out: Index = {}
+    for start in range(0, len(paths), _IN_LIMIT):
+        chunk = paths[start : start + _IN_LIMIT]
+        marks = ",".join("?" * len(chunk))  # placeholders only: the values stay bound
+        query = f"SELECT path, size, mtime_ns, inode FROM psg_files WHERE path IN ({marks})"  # noqa: S608
+        for path, size, mtime_ns, inode in conn.execute(query, chunk):
+            out[path] = (size, mtime_ns, inode)
+    return out
+
+
+def recorded_under(conn: sqlite3.Connection, directory: str) -> list[str]:
+    """Every recorded path below ``directory`` ("" for the whole workspace)."""
+    if not directory:
+        return [row[0] for row in conn.execute("SELECT path FROM psg_files")]
+    # "0" follows "/" in code-point order: the range holds exactly the paths below
+    query = "SELECT path FROM psg_files WHERE path >= ? AND path < ?"
+    return [row[0] for row in conn.execute(query, (f"{directory}/", f"{directory}0"))]
+
+
+def logged_not_applied(conn: sqlite3.Connection) -> dict[str, bool]:
+    """Paths of the file events logged after the graph's last update (a crash between the
+    log and the graph), each with whether the file exists after its last logged change."""
+    query = (
+        "SELECT json_extract(body, '$.payload.file_path'), "
+        "json_extract(body, '$.payload.change_type'), "
+        "json_extract(body, '$.payload.previous_path') FROM events "
+        "WHERE kind = 'file_update' AND seq > "
+        "(SELECT COALESCE(MAX(updated_seq), 0) FROM psg_files) ORDER BY seq"
+    )
+    out: dict[str, bool] = {}
+    for path, change, previous in conn.execute(query):
+        if previous:
+            out[previous] = False
+        out[path] = change != "deleted"
+    return out
+
+
 @dataclass
 class Outcome:
     checked: int = 0
