@@ -81,6 +81,12 @@ export function capabilitiesContribution(): Contribution {
   };
 }
 
+/**
+ * Settings VS Code must read only from the user's own settings: the switch that lets a
+ * workspace set the restricted settings cannot itself come from a workspace.
+ */
+const USER_ONLY_SETTINGS = new Set(["allowWorkspaceSensitiveSettings"]);
+
 /** Keys JSON Schema has and VS Code reads the same way. */
 const COPIED = ["type", "enum", "default", "minimum", "maximum", "minLength", "items"] as const;
 
@@ -98,7 +104,7 @@ export function settingsFromSchema(schema: SettingsSchema): Record<string, Contr
     }
     if (property.description !== undefined) entry.markdownDescription = property.description;
     // Folders may differ (the server reads settings per workspace folder).
-    entry.scope = "resource";
+    entry.scope = USER_ONLY_SETTINGS.has(name) ? "machine" : "resource";
     out[`mplp.${name}`] = entry;
   }
   return out;
