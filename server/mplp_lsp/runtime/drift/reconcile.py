@@ -36,6 +36,7 @@ from mplp_lsp.runtime.psg_files import (
     file_facts,
     record_node,
 )
+from mplp_lsp.sources.recorded import SCRATCH_PREFIX
 from mplp_lsp.store.writer import StoreWriter
 
 EventFor = Callable[[str], dict[str, Any]]  # graph id -> the graph_update event
@@ -60,11 +61,22 @@ class Resolution:
         }
 
 
+OwnWrite = Callable[[str, bytes], None]  # told before the daemon writes content to a path
+
+
 class Reconciler:
-    def __init__(self, root: Path, writer: StoreWriter, snapshot_cap: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        root: Path,
+        writer: StoreWriter,
+        snapshot_cap: Callable[[], int],
+        own_write: OwnWrite | None = None,
+    ) -> None:
         self._root = root
         self._writer = writer
         self._cap = snapshot_cap
+        # Watchers report our writes back; told first, so that the echo is never an edit.
+        self._own_write = own_write
 
     async def resolve(
         self, drift: Drift, strategy: Strategy, loop: asyncio.AbstractEventLoop, pool: Executor
@@ -163,7 +175,9 @@ class Reconciler:
             mode = stat.S_IMODE(target.stat(follow_symlinks=False).st_mode)
         except OSError:
             mode = 0o644
-        handle, scratch = tempfile.mkstemp(dir=target.parent, prefix=".mplp-restore-")
+        if self._own_write is not None:
+            self._own_write(path, content)
+        handle, scratch = tempfile.mkstemp(dir=target.parent, prefix=SCRATCH_PREFIX)
         try:
             with os.fdopen(handle, "wb") as out:
                 out.write(content)
