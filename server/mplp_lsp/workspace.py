@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,6 @@ from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ValidationResult
 from mplp_lsp.runtime.drift import DriftMonitor
 from mplp_lsp.runtime.drift.git_record import GitRepositoryRecord
-from mplp_lsp.runtime.psg_files import FileChange
 from mplp_lsp.settings import Settings
 from mplp_lsp.sources.debounce import Change, Debouncer, Observation, Settled
 from mplp_lsp.sources.files import LANGUAGE, TIMESTAMP, EditorDocuments, payload_for
@@ -102,7 +101,6 @@ class Workspace:
             sync_repository=self._sync_git,
             own_write=self.recorded.wrote,
         )
-        self.file_nodes.on_applied(self._graph_applied)
         self.file_nodes.on_applied(self.drift.applied)
         self._drift_task: asyncio.Task[None] | None = None
         self.documents = EditorDocuments()
@@ -152,9 +150,6 @@ class Workspace:
             name="drift-scans",
         )
         return workspace
-
-    async def _graph_applied(self, changes: Sequence[FileChange]) -> None:
-        self.recorded.applied(change.path for change in changes)
 
     async def _sync_git(self) -> None:
         await self.git.sync()
@@ -206,6 +201,15 @@ class Workspace:
 
     async def _screen_handed(self, submissions: list[Submission]) -> list[Submission]:
         """File events another editor's server handed over: leave out what is recorded."""
+        self.recorded.forget(
+            path
+            for s in submissions
+            if s.kind is Kind.FILE_UPDATE
+            and isinstance(s.data, dict)
+            and s.data.get("change_type") in (Change.DELETED, Change.RENAMED)
+            for path in (s.data.get("file_path"), s.data.get("previous_path"))
+            if isinstance(path, str)
+        )
         candidates = [
             s.data["file_path"]
             for s in submissions
@@ -319,6 +323,7 @@ async def screen_settled(
     batch: list[Settled], recorded: RecordedContent, documents: EditorDocuments
 ) -> list[Settled]:
     """Leave out created/modified paths whose content is already recorded (an echo)."""
+    recorded.forget(_moved_or_gone(batch))
     candidates = [settled.path for settled in batch if settled.change in _CONTENT_CHANGES]
     echoes = await recorded.screen(candidates)
     if not echoes:
@@ -326,6 +331,16 @@ async def screen_settled(
     for path in echoes:
         documents.take_lines(path)  # the next event counts lines from this content
     return [s for s in batch if not (s.change in _CONTENT_CHANGES and s.path in echoes)]
+
+
+def _moved_or_gone(batch: list[Settled]) -> list[str]:
+    paths = []
+    for settled in batch:
+        if settled.change in (Change.DELETED, Change.RENAMED):
+            paths.append(settled.path)
+        if settled.previous_path is not None:
+            paths.append(settled.previous_path)
+    return paths
 
 
 def file_submissions(

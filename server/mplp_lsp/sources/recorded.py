@@ -9,15 +9,17 @@ saves. None of these is a user edit.
 A created or modified path is *already recorded* when the file's content now (its hash, as
 the project graph computes it) equals one of:
 
-* the content the project graph holds for the path (what the PSG last took from disk);
-* the content of the last event sent for the path that the graph has not applied yet
-  ("in flight": the echo may come before the PSG has caught up);
+* the content of the last event this process sent for the path; for a path it has sent
+  nothing for since it started (or since the daemon wrote it), the content the project graph
+  holds. The graph alone is not enough: it reads the file when it applies an event, so after
+  two quick saves it may already hold the second one's content under the first event, and
+  the second save would be lost;
 * the content the daemon itself last wrote to the path (a quick fix), until different
   content is sent for it. A conflicted merge is written but not recorded, so without this
   its echo would make the graph take the conflict markers and the finding would vanish.
 
-Only the *latest* recorded content counts: a real edit back to an earlier content (A, then
-B, then A again) differs from what the graph holds (B) and is recorded.
+Only the *latest* content counts: a real edit back to an earlier content (A, then B, then A
+again) differs from the last one sent (B) and is recorded.
 
 The daemon's writes go through a scratch file next to the target (``.mplp-restore-*``), which
 watchers report too; such names never become events (:func:`scratch_name`).
@@ -37,7 +39,7 @@ from typing import Final
 from mplp_lsp.runtime.psg_files import HASH_SIZE_CAP, bytes_hash, file_facts
 
 SCRATCH_PREFIX: Final = ".mplp-restore-"
-_IN_FLIGHT_LIMIT: Final = 16_384  # paths remembered without a graph to fall back on
+_SENT_LIMIT: Final = 16_384  # paths remembered; older ones fall back on the graph
 _QUERY_CHUNK: Final = 500
 
 Fingerprint = tuple[int, str]  # (size, content hash)
@@ -62,30 +64,36 @@ class RecordedContent:
         self._root = root
         self._graph = graph
         self._executor = executor
-        self._in_flight: OrderedDict[str, Fingerprint] = OrderedDict()
+        self._sent: OrderedDict[str, Fingerprint] = OrderedDict()
         self._own: dict[str, Fingerprint] = {}
 
     def wrote(self, path: str, content: bytes) -> None:
-        """The daemon is about to write ``content`` to ``path``: its echo is not an edit."""
-        self._own[path] = (len(content), bytes_hash(content))
+        """The daemon is about to write ``content`` to ``path``: its echo is not an edit.
 
-    def applied(self, paths: Iterable[str]) -> None:
-        """The graph took these paths from disk: from now on it is the reference."""
+        The graph is the reference for the path again (the write recorded it, or, for a
+        conflicted merge, deliberately did not)."""
+        self._own[path] = (len(content), bytes_hash(content))
+        self._sent.pop(path, None)
+
+    def forget(self, paths: Iterable[str]) -> None:
+        """Deleted or moved paths: content that appears there next is new, whatever it is."""
         for path in paths:
-            self._in_flight.pop(path, None)
+            self._sent.pop(path, None)
+            self._own.pop(path, None)
 
     def _known(self, path: str, graph: dict[str, Fingerprint]) -> set[Fingerprint]:
-        sources = (graph.get(path), self._in_flight.get(path), self._own.get(path))
-        return {fingerprint for fingerprint in sources if fingerprint is not None}
+        last = self._sent.get(path) or graph.get(path)
+        return {fingerprint for fingerprint in (last, self._own.get(path)) if fingerprint}
 
     async def screen(self, paths: Sequence[str]) -> set[str]:
         """Of these created/modified paths, the ones whose content is already recorded.
 
-        The others are remembered as sent (in flight until the graph applies them).
+        The others are remembered as sent.
         """
         if not paths:
             return set()
-        graph = await self._graph(paths) if self._graph is not None else {}
+        unsent = [path for path in paths if path not in self._sent]
+        graph = await self._graph(unsent) if self._graph is not None and unsent else {}
         known = {path: self._known(path, graph) for path in paths}
         loop = asyncio.get_running_loop()
         now = await loop.run_in_executor(self._executor, _fingerprints, self._root, paths)
@@ -97,10 +105,12 @@ class RecordedContent:
                 continue
             self._own.pop(path, None)  # different content was seen: the user's now
             if current is not None:
-                self._in_flight[path] = current
-                self._in_flight.move_to_end(path)
-        while len(self._in_flight) > _IN_FLIGHT_LIMIT:
-            self._in_flight.popitem(last=False)
+                self._sent[path] = current
+                self._sent.move_to_end(path)
+            else:
+                self._sent.pop(path, None)  # gone or unhashable: nothing to compare with
+        while len(self._sent) > _SENT_LIMIT:
+            self._sent.popitem(last=False)
         return recorded
 
 
