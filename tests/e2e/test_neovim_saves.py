@@ -4,7 +4,8 @@
   watched-file change ~600 ms later), and an edit back to an earlier content is still one;
 * after "PSG wins" and "three-way merge" no event names the daemon's scratch file, the
   restored buffer is reloaded, and a conflicted merge stays an open finding;
-* two workspaces in two splits: each window's statusline shows its own workspace.
+* two workspaces in two splits: each window's statusline shows its own workspace;
+* a folder without Git is recorded, as VS Code records an open folder.
 """
 
 from __future__ import annotations
@@ -231,3 +232,35 @@ def test_two_workspaces_in_two_splits_keep_their_own_statusline(tmp_path: Path) 
     assert result["steps"] == ["separate"], (result, session.stderr[-2000:])
     assert result["clients"] is True
     assert result["first"] != result["second"]
+
+
+NO_GIT = r"""
+require('mplp').setup({ python = PYTHON, settings = { debounceMs = 100 } })
+vim.cmd('edit ' .. ROOT .. '/notes.txt')
+local buf = vim.api.nvim_get_current_buf()
+local client = client_of(buf)
+if not client or not ready(client, buf) then return finish(3) end
+result.root = status_of(client, buf).workspaces[1].root
+save(buf, 'written without Git')
+if not vim.wait(30000, function() return #stored('file_update') >= 1 end, 100) then return finish(4) end
+step('stored')
+finish(0)
+"""
+
+
+def test_a_folder_without_git_is_recorded_like_vscode_records_it(tmp_path: Path) -> None:
+    root = (tmp_path / "plain").resolve()
+    root.mkdir()
+    (root / "notes.txt").write_text("")
+    state = tmp_path / "state"
+    session = run(
+        tmp_path,
+        "nogit",
+        NO_GIT,
+        _values(root, state),
+        cwd=root,  # Neovim started in the folder, as VS Code opens it
+        env={"MPLP_LSP_STATE_DIR": str(state)},
+    )
+    assert session.result["steps"] == ["stored"], (session.result, session.stderr[-2000:])
+    assert session.result["root"] == str(root)
+    assert [e["payload"]["file_path"] for e in read_events(state, "file_update")] == ["notes.txt"]
