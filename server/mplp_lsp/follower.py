@@ -13,6 +13,7 @@ the new owner drains when it starts. Nothing observed is lost on the way.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -49,6 +50,11 @@ class Follower:
         self.recorded = RecordedContent(root)
         self.handed = 0
         self.debouncer = new_debouncer(self._hand, settings)
+        self._listeners: list[Callable[[int], None]] = []
+
+    def on_commit(self, listener: Callable[[int], None]) -> None:
+        """Called with the number of events after each batch handed to the owner."""
+        self._listeners.append(listener)
 
     def observe(
         self,
@@ -75,6 +81,8 @@ class Follower:
         if submissions:
             await asyncio.to_thread(handoff.spool, self.paths, submissions)
             self.handed += len(submissions)
+            for listener in self._listeners:
+                listener(len(submissions))
 
     def owner_gone(self) -> bool:
         return StateDirLock(self.paths.lock).owner() is None

@@ -168,6 +168,8 @@ class MplpLanguageServer(LanguageServer):
                 continue
             if isinstance(workspace, Workspace):
                 await self.recording(workspace)
+            else:  # following another editor's server: its status shows what it handed over
+                workspace.on_commit(lambda _count: self.status_changed())
         self.workspaces = workspaces
         early, self._early = self._early, []
         for replay in early:
