@@ -6,20 +6,22 @@ fix that writes a file ("PSG wins", "three-way merge") comes back through the ed
 watcher and through ``mplp-lsp watch``; a second editor on the workspace sees the first one's
 saves. None of these is a user edit.
 
-A created or modified path is *already recorded* when the file's content now (its hash, as
-the project graph computes it) equals one of:
+A created or modified path is *already recorded* when the file now is:
 
-* the content of the last event this process sent for the path; for a path it has sent
-  nothing for since it started (or since the daemon wrote it), the content the project graph
-  holds. The graph alone is not enough: it reads the file when it applies an event, so after
-  two quick saves it may already hold the second one's content under the first event, and
-  the second save would be lost;
-* the content the daemon itself last wrote to the path (a quick fix), until different
-  content is sent for it. A conflicted merge is written but not recorded, so without this
-  its echo would make the graph take the conflict markers and the finding would vanish.
+* the same write as the last event this process sent for the path (size, modification time
+  and inode unchanged); for a path it has sent nothing for since it started (or since the
+  daemon wrote it), the write or the content (hash) the project graph holds. The graph alone
+  is not enough: it reads the file when it applies an event, so after two quick saves it may
+  already hold the second one's content under the first event, and the second save would be
+  lost;
+* the content the daemon itself last wrote to the path (a quick fix), until another write is
+  seen there. A conflicted merge is written but not recorded, so without this its echo would
+  make the graph take the conflict markers and the finding would vanish.
 
-Only the *latest* content counts: a real edit back to an earlier content (A, then B, then A
-again) differs from the last one sent (B) and is recorded.
+Every other write is an event, a revert to earlier content (A, then B, then A) included.
+Comparing costs a ``stat`` per path; the content is hashed only when the size matches a
+reference that carries a hash but the stat does not (the echo of the daemon's own write, a
+graph node after a restart), so a burst of 20,000 new files is not read twice.
 
 The daemon's writes go through a scratch file next to the target (``.mplp-restore-*``), which
 watchers report too; such names never become events (:func:`scratch_name`).
@@ -33,6 +35,7 @@ import stat
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import Executor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -42,7 +45,20 @@ SCRATCH_PREFIX: Final = ".mplp-restore-"
 _SENT_LIMIT: Final = 16_384  # paths remembered; older ones fall back on the graph
 _QUERY_CHUNK: Final = 500
 
-Fingerprint = tuple[int, str]  # (size, content hash)
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """What identifies a file's content: its stat facts, its hash when known."""
+
+    size: int
+    mtime_ns: int | None = None
+    inode: int | None = None
+    digest: str | None = None
+
+    def same_write(self, other: Fingerprint) -> bool:
+        return (self.size, self.mtime_ns, self.inode) == (other.size, other.mtime_ns, other.inode)
+
+
 GraphLookup = Callable[[Sequence[str]], Awaitable[dict[str, Fingerprint]]]
 
 
@@ -72,7 +88,7 @@ class RecordedContent:
 
         The graph is the reference for the path again (the write recorded it, or, for a
         conflicted merge, deliberately did not)."""
-        self._own[path] = (len(content), bytes_hash(content))
+        self._own[path] = Fingerprint(len(content), digest=bytes_hash(content))
         self._sent.pop(path, None)
 
     def forget(self, paths: Iterable[str]) -> None:
@@ -81,9 +97,9 @@ class RecordedContent:
             self._sent.pop(path, None)
             self._own.pop(path, None)
 
-    def _known(self, path: str, graph: dict[str, Fingerprint]) -> set[Fingerprint]:
+    def _known(self, path: str, graph: dict[str, Fingerprint]) -> list[Fingerprint]:
         last = self._sent.get(path) or graph.get(path)
-        return {fingerprint for fingerprint in (last, self._own.get(path)) if fingerprint}
+        return [fingerprint for fingerprint in (last, self._own.get(path)) if fingerprint]
 
     async def screen(self, paths: Sequence[str]) -> set[str]:
         """Of these created/modified paths, the ones whose content is already recorded.
@@ -96,11 +112,11 @@ class RecordedContent:
         graph = await self._graph(unsent) if self._graph is not None and unsent else {}
         known = {path: self._known(path, graph) for path in paths}
         loop = asyncio.get_running_loop()
-        now = await loop.run_in_executor(self._executor, _fingerprints, self._root, paths)
+        verdicts = await loop.run_in_executor(self._executor, _compare, self._root, known)
         recorded = set()
         for path in paths:
-            current = now.get(path)
-            if current is not None and current in known[path]:
+            echo, current = verdicts[path]
+            if echo:
                 recorded.add(path)
                 continue
             self._own.pop(path, None)  # different content was seen: the user's now
@@ -108,38 +124,53 @@ class RecordedContent:
                 self._sent[path] = current
                 self._sent.move_to_end(path)
             else:
-                self._sent.pop(path, None)  # gone or unhashable: nothing to compare with
+                self._sent.pop(path, None)  # gone: nothing to compare with
         while len(self._sent) > _SENT_LIMIT:
             self._sent.popitem(last=False)
         return recorded
 
 
-def _fingerprints(root: Path, paths: Iterable[str]) -> dict[str, Fingerprint]:
-    """The files' fingerprints now, hashed the way the graph hashes them (no symlinks)."""
-    out: dict[str, Fingerprint] = {}
-    for path in paths:
+def _compare(
+    root: Path, known: dict[str, list[Fingerprint]]
+) -> dict[str, tuple[bool, Fingerprint | None]]:
+    """For each path: is it one of its known fingerprints, and its fingerprint now."""
+    out: dict[str, tuple[bool, Fingerprint | None]] = {}
+    for path, references in known.items():
         try:
             info = (root / path).stat(follow_symlinks=False)
         except OSError:
+            out[path] = (False, None)
             continue
-        if not stat.S_ISREG(info.st_mode) or info.st_size > HASH_SIZE_CAP:
-            continue  # too big to hash: never taken for an echo
-        facts = file_facts(root / path)
-        if facts is not None and facts.content_hash is not None:
-            out[path] = (facts.size, facts.content_hash)
+        if not stat.S_ISREG(info.st_mode):
+            out[path] = (False, None)
+            continue
+        now = Fingerprint(info.st_size, info.st_mtime_ns, info.st_ino)
+        sized = [ref for ref in references if ref.size == now.size]
+        if any(ref.same_write(now) for ref in sized):
+            out[path] = (True, now)
+            continue
+        hashed = {ref.digest for ref in sized if ref.digest is not None}
+        if hashed and now.size <= HASH_SIZE_CAP:
+            facts = file_facts(root / path)
+            digest = facts.content_hash if facts is not None else None
+            now = Fingerprint(now.size, now.mtime_ns, now.inode, digest)
+            out[path] = (digest in hashed, now)
+            continue
+        out[path] = (False, now)
     return out
 
 
 def graph_fingerprints(conn: sqlite3.Connection, paths: Sequence[str]) -> dict[str, Fingerprint]:
-    """The graph's (size, content hash) for the paths it records with a hash."""
+    """The graph's fingerprints (stat facts and content hash) for the paths it records."""
     out: dict[str, Fingerprint] = {}
     for start in range(0, len(paths), _QUERY_CHUNK):
         chunk = list(paths[start : start + _QUERY_CHUNK])
         marks = ",".join("?" * len(chunk))
         rows = conn.execute(
-            f"SELECT path, size, content_hash FROM psg_files WHERE path IN ({marks}) "  # noqa: S608
-            "AND content_hash IS NOT NULL AND size IS NOT NULL",
+            f"SELECT path, size, mtime_ns, inode, content_hash FROM psg_files "  # noqa: S608
+            f"WHERE path IN ({marks}) AND size IS NOT NULL",
             chunk,
         )
-        out.update({path: (int(size), str(digest)) for path, size, digest in rows})
+        for path, size, mtime_ns, inode, digest in rows:
+            out[path] = Fingerprint(int(size), mtime_ns, inode, digest)
     return out
