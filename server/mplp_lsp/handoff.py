@@ -11,7 +11,7 @@
 Whoever holds the lock drains the inbox before letting go and looks again after, and a
 process that spooled tries the lock once more, so a file is never left behind by a race
 between the two. A faster path to a running daemon (its loopback HTTP API) would go in
-:func:`_hand_to_owner` before the spool file.
+:func:`spool` before the spool file.
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def _store(
         return asyncio.run(_own(root, paths, lock, submissions, also, forward))
     if not submissions:
         return []
-    _hand_to_owner(paths, submissions)
+    spool(paths, submissions)
     for _ in range(_RELOCK_ATTEMPTS):
         if not lock.acquire():
             break  # the owner drains it
@@ -154,8 +154,10 @@ def _check(submission: Submission) -> ValidationResult:
     return default_validator().validate(submission.kind, submission.data)
 
 
-def _hand_to_owner(paths: StatePaths, submissions: list[Submission]) -> None:
-    """Spool for the lock holder. (The daemon's HTTP fast path would be tried first here.)"""
+def spool(paths: StatePaths, submissions: Sequence[Submission]) -> None:
+    """Spool for the lock holder, durably (its inbox drains it); used by a following daemon too.
+
+    (The daemon's HTTP fast path would be tried first here.)"""
     paths.inbox.mkdir(mode=0o700, exist_ok=True)
     name = f"{os.getpid()}-{os.urandom(6).hex()}"
     stamp = f"{_monotonic_name()}-{name}"
@@ -163,7 +165,7 @@ def _hand_to_owner(paths: StatePaths, submissions: list[Submission]) -> None:
     final = paths.inbox / f"{stamp}{inbox.SPOOL_SUFFIX}"
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        os.write(fd, inbox.encode(submissions))
+        os.write(fd, inbox.encode(list(submissions)))
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -33,6 +33,7 @@ from mplp_lsp.sources.files import LANGUAGE, TIMESTAMP, EditorDocuments, payload
 from mplp_lsp.sources.fswatch import files_under
 from mplp_lsp.sources.git import GitSource
 from mplp_lsp.sources.inbox import InboxSource
+from mplp_lsp.sources.recorded import RecordedContent, graph_fingerprints, scratch_name
 from mplp_lsp.statedir import StateDirLock, StatePaths, resolve_state_dir
 from mplp_lsp.store.events import EventLog
 from mplp_lsp.store.salvage import ensure_usable
@@ -86,7 +87,10 @@ class Workspace:
             poll_interval=settings.git_poll_ms / 1000,
             email_policy=settings.git_author_email,
         )
-        self.inbox = InboxSource(paths.inbox, self.intake)
+        self.recorded = RecordedContent(
+            root, graph=lambda paths: writer.read(lambda conn: graph_fingerprints(conn, paths))
+        )
+        self.inbox = InboxSource(paths.inbox, self.intake, screen=self._screen_handed)
         self.psg = self.engine.psg
         self.ignore = IgnoreRules(root, excludes=settings.exclude, internal_dirs=[paths.root])
         self.ignore_epoch = 0  # bumped whenever the ignore rules change
@@ -102,6 +106,7 @@ class Workspace:
             snapshot_cap=lambda: self.settings.snapshot_max_bytes,
             repository=GitRepositoryRecord(),
             sync_repository=self._sync_git,
+            own_write=self.recorded.wrote,
         )
         self.file_nodes.on_applied(self.drift.applied)
         self.disk_state = DiskState(str(root))
@@ -172,14 +177,7 @@ class Workspace:
         return self._writer
 
     def _new_debouncer(self, settings: Settings) -> Debouncer:
-        quiet = settings.debounce_ms / 1000
-        return Debouncer(
-            self._emit,
-            quiet=quiet,
-            max_wait=settings.max_wait_ms / 1000,
-            # Batch what falls due together, but add at most 1 ms to an event's latency.
-            tick=min(quiet / 10, _MAX_TICK),
-        )
+        return new_debouncer(self._emit, settings)
 
     def observe(
         self,
@@ -191,6 +189,10 @@ class Workspace:
         language: str | None = None,
     ) -> bool:
         """Report one raw change to a workspace-relative path; False if it is ignored."""
+        admitted = admit(change, path, previous_path)
+        if admitted is None:
+            return False
+        change, previous_path = admitted
         if path == ".git" or path.startswith(".git/"):
             self.git.notify()
         if path.rsplit("/", 1)[-1] == ".gitignore":
@@ -199,14 +201,7 @@ class Workspace:
         if self.ignore.is_ignored(path):
             self.ignored += 1
             return False
-        extra: dict[str, object] = {TIMESTAMP: utc_timestamp()}
-        if origin == WATCHER:
-            extra[WATCHED] = True
-        if language:
-            extra[LANGUAGE] = language
-        self.debouncer.observe(
-            Observation(path, change, time.monotonic(), previous_path, origin, extra)
-        )
+        self.debouncer.observe(observation(change, path, previous_path, origin, language))
         return True
 
     async def _emit(self, batch: list[Settled]) -> None:
@@ -214,25 +209,9 @@ class Workspace:
             paths = DiskState.paths(batch)
             recorded = await self._writer.read(lambda conn: recorded_rows(conn, paths))
             batch = self.disk_state.settle(batch, recorded)
+        batch = await screen_settled(batch, self.recorded, self.documents)
         root = str(self.root) if self.settings.send_workspace_root else None
-        submissions = []
-        for settled in batch:
-            if settled.previous_path is not None:
-                self.documents.renamed(settled.previous_path, settled.path)
-            lines = (
-                self.documents.take_lines(settled.path)
-                if settled.change is Change.MODIFIED
-                else None
-            )
-            if settled.change is Change.DELETED:
-                self.documents.forget(settled.path)
-            payload = payload_for(settled, lines=lines, workspace_root=root)
-            if settled.change is not Change.DELETED and (
-                lang := self.documents.language(settled.path)
-            ):
-                payload["language"] = lang
-            submissions.append(Submission(Kind.FILE_UPDATE, payload, "ide", trusted_paths=True))
-        await self.intake.submit_many(submissions)
+        await self.intake.submit_many(file_submissions(batch, self.documents, root))
 
     async def _graph_applied(self, changes: Sequence[FileChange]) -> None:
         self.disk_state.applied(changes)
@@ -283,6 +262,33 @@ class Workspace:
         opened = str(self.opened_ns)
         await self._writer.run(lambda conn: EventLog(conn).set_meta(_RECORDING_SINCE, opened))
         return new
+
+    async def _screen_handed(self, submissions: list[Submission]) -> list[Submission]:
+        """File events another editor's server handed over: leave out what is recorded."""
+        self.recorded.forget(
+            path
+            for s in submissions
+            if s.kind is Kind.FILE_UPDATE
+            and isinstance(s.data, dict)
+            and s.data.get("change_type") in (Change.DELETED, Change.RENAMED)
+            for path in (s.data.get("file_path"), s.data.get("previous_path"))
+            if isinstance(path, str)
+        )
+        candidates = [
+            s.data["file_path"]
+            for s in submissions
+            if s.kind is Kind.FILE_UPDATE and _settles_content(s.data)
+        ]
+        recorded = await self.recorded.screen(candidates)
+        return [
+            s
+            for s in submissions
+            if not (
+                s.kind is Kind.FILE_UPDATE
+                and _settles_content(s.data)
+                and s.data["file_path"] in recorded
+            )
+        ]
 
     async def reject(
         self, source_module: str, kind: Kind, result: ValidationResult, data: Any
@@ -344,6 +350,92 @@ class Workspace:
 
 
 _background: set[asyncio.Task[None]] = set()
+_CONTENT_CHANGES = (Change.CREATED, Change.MODIFIED)
+
+
+def new_debouncer(emit: Callable[[list[Settled]], Any], settings: Settings) -> Debouncer:
+    quiet = settings.debounce_ms / 1000
+    return Debouncer(
+        emit,
+        quiet=quiet,
+        max_wait=settings.max_wait_ms / 1000,
+        # Batch what falls due together, but add at most 1 ms to an event's latency.
+        tick=min(quiet / 10, _MAX_TICK),
+    )
+
+
+def observation(
+    change: Change, path: str, previous_path: str | None, origin: str, language: str | None
+) -> Observation:
+    extra: dict[str, object] = {TIMESTAMP: utc_timestamp()}
+    if origin == WATCHER:
+        extra[WATCHED] = True
+    if language:
+        extra[LANGUAGE] = language
+    return Observation(path, change, time.monotonic(), previous_path, origin, extra)
+
+
+def admit(change: Change, path: str, previous_path: str | None) -> tuple[Change, str | None] | None:
+    """The change as it may be recorded, or None: the daemon's scratch files never show.
+
+    A scratch file renamed over its target (how a quick fix writes) is the target modified.
+    """
+    if scratch_name(path):
+        return None
+    if previous_path is not None and scratch_name(previous_path):
+        return Change.MODIFIED, None
+    return change, previous_path
+
+
+async def screen_settled(
+    batch: list[Settled], recorded: RecordedContent, documents: EditorDocuments
+) -> list[Settled]:
+    """Leave out created/modified paths whose content is already recorded (an echo)."""
+    recorded.forget(_moved_or_gone(batch))
+    candidates = [settled.path for settled in batch if settled.change in _CONTENT_CHANGES]
+    echoes = await recorded.screen(candidates)
+    if not echoes:
+        return batch
+    for path in echoes:
+        documents.take_lines(path)  # the next event counts lines from this content
+    return [s for s in batch if not (s.change in _CONTENT_CHANGES and s.path in echoes)]
+
+
+def _moved_or_gone(batch: list[Settled]) -> list[str]:
+    paths = []
+    for settled in batch:
+        if settled.change in (Change.DELETED, Change.RENAMED):
+            paths.append(settled.path)
+        if settled.previous_path is not None:
+            paths.append(settled.previous_path)
+    return paths
+
+
+def file_submissions(
+    batch: list[Settled], documents: EditorDocuments, workspace_root: str | None
+) -> list[Submission]:
+    """One ``file_update`` submission per settled change."""
+    submissions = []
+    for settled in batch:
+        if settled.previous_path is not None:
+            documents.renamed(settled.previous_path, settled.path)
+        lines = documents.take_lines(settled.path) if settled.change is Change.MODIFIED else None
+        if settled.change is Change.DELETED:
+            documents.forget(settled.path)
+        payload = payload_for(settled, lines=lines, workspace_root=workspace_root)
+        if settled.change is not Change.DELETED and (lang := documents.language(settled.path)):
+            payload["language"] = lang
+        submissions.append(Submission(Kind.FILE_UPDATE, payload, "ide", trusted_paths=True))
+    return submissions
+
+
+def _settles_content(data: Any) -> bool:
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("file_path"), str)
+        and data.get("change_type") in _CONTENT_CHANGES
+    )
+
 
 # meta key: when the latest start began recording (ns since the epoch), for the next catch-up
 _RECORDING_SINCE = "files_recording_since_ns"

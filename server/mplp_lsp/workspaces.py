@@ -3,15 +3,20 @@
 Each workspace folder has its own store (one database per workspace). Input is routed to
 the deepest folder that contains it, after the sanitiser has resolved symlinks; anything
 else is refused with a stable code and counted.
+
+A folder whose store another process owns (a second editor on it) is *followed*
+(:mod:`mplp_lsp.follower`): its activity is handed to the owner, and the store is opened here
+once the owner lets go; ``on_promoted`` listeners then attach to the new workspace.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ValidationResult
@@ -19,19 +24,31 @@ from mplp_lsp.sanitize.paths import DirectoryCache, PathRejected, relative_path
 from mplp_lsp.sanitize.redact import redact
 from mplp_lsp.settings import Settings
 from mplp_lsp.sources.debounce import WATCHER, Change
-from mplp_lsp.workspace import Prepare, Workspace
+from mplp_lsp.workspace import Prepare, StateDirBusy, Workspace
+
+if TYPE_CHECKING:
+    from mplp_lsp.follower import Follower
 
 log = logging.getLogger(__name__)
 
 
 class Workspaces:
     def __init__(
-        self, *, state_dir: str | Path | None = None, remote_url: str | None = None
+        self,
+        *,
+        state_dir: str | Path | None = None,
+        remote_url: str | None = None,
+        follow: bool = True,
     ) -> None:
+        """``follow=False``: a folder whose store is busy raises StateDirBusy instead."""
+        self._follow_busy = follow
         self._by_root: dict[Path, Workspace] = {}
         self._state_dir = state_dir
         self._remote_url = remote_url
         self._background: set[asyncio.Task[None]] = set()
+        self._followers: dict[Path, Follower] = {}
+        self._following: dict[Path, asyncio.Task[None]] = {}
+        self._promoted: list[Callable[[Workspace], Awaitable[None]]] = []
         self.refused = 0
 
     def __iter__(self) -> Iterator[Workspace]:
@@ -44,6 +61,15 @@ class Workspaces:
     def roots(self) -> tuple[Path, ...]:
         return tuple(self._by_root)
 
+    @property
+    def followers(self) -> tuple[Follower, ...]:
+        """Folders whose store another process owns; their activity is handed to it."""
+        return tuple(self._followers.values())
+
+    def on_promoted(self, listener: Callable[[Workspace], Awaitable[None]]) -> None:
+        """Called with the workspace when a followed folder's store was taken over here."""
+        self._promoted.append(listener)
+
     async def add(
         self,
         root: Path,
@@ -51,16 +77,33 @@ class Workspaces:
         *,
         prepare: Prepare | None = None,
         catch_up: bool = True,
-    ) -> Workspace:
-        """Open a folder and, unless told not to, start its :meth:`catch_up`."""
+    ) -> Workspace | Follower:
+        """Open the folder's store and, unless told not to, start its :meth:`catch_up`; or
+        follow its owner when another process has the store."""
         root = root.resolve()
         if root in self._by_root:
             return self._by_root[root]
+        if root in self._followers:
+            return self._followers[root]
         # An explicit --state-dir can serve one folder only: one store per workspace.
-        state_dir = self._state_dir if not self._by_root else None
-        workspace = await Workspace.open(
-            root, settings, state_dir=state_dir, remote_url=self._remote_url, prepare=prepare
-        )
+        state_dir = self._state_dir if not self._by_root and not self._followers else None
+        try:
+            workspace = await Workspace.open(
+                root, settings, state_dir=state_dir, remote_url=self._remote_url, prepare=prepare
+            )
+        except StateDirBusy as busy:
+            if not self._follow_busy:
+                raise
+            from mplp_lsp.follower import Follower
+            from mplp_lsp.statedir import StatePaths
+
+            follower = Follower(root, settings, StatePaths(busy.state_dir), busy.owner)
+            self._followers[root] = follower
+            self._following[root] = asyncio.get_running_loop().create_task(
+                self._follow(follower, state_dir), name=f"follow {root.name}"
+            )
+            log.info("%s: its store is owned by pid %s; following it", root, follower.owner_pid)
+            return follower
         self._by_root[root] = workspace
         if catch_up:
             self.catch_up(workspace)
@@ -87,8 +130,50 @@ class Workspaces:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
+    async def _follow(self, follower: Follower, state_dir: str | Path | None) -> None:
+        """Take the store over as soon as its owner lets go."""
+        from mplp_lsp.follower import TAKEOVER_POLL
+
+        root = follower.root
+        while True:
+            await asyncio.sleep(TAKEOVER_POLL)
+            if not follower.owner_gone():
+                continue
+            try:
+                workspace = await Workspace.open(
+                    root, follower.settings, state_dir=state_dir, remote_url=self._remote_url
+                )
+            except StateDirBusy:
+                continue  # someone else was quicker: keep handing over, to them now
+            except Exception:
+                log.exception("%s: could not take the store over; still following", root)
+                continue
+            break
+        # Routed here from now on; what the follower still holds goes to the inbox, which
+        # the new workspace drains.
+        self._by_root[root] = workspace
+        self._followers.pop(root, None)
+        self._following.pop(root, None)
+        await follower.close()
+        log.info("%s: took the store over from pid %s", root, follower.owner_pid)
+        self.catch_up(workspace)
+        for listener in self._promoted:
+            try:
+                await listener(workspace)
+            except Exception:
+                log.exception("%s: a listener of the take-over failed", root)
+
     async def remove(self, root: Path) -> None:
-        workspace = self._by_root.pop(root.resolve(), None)
+        root = root.resolve()
+        following = self._following.pop(root, None)
+        if following is not None:
+            following.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await following
+        follower = self._followers.pop(root, None)
+        if follower is not None:
+            await follower.close()
+        workspace = self._by_root.pop(root, None)
         if workspace is not None:
             await workspace.close()
 
@@ -98,6 +183,14 @@ class Workspaces:
         """The workspace that owns a path or ``file:`` URI, and the path relative to it."""
         root, relative = relative_path(str(raw), self.roots, directories=directories)
         return self._by_root[root], relative
+
+    def route(
+        self, raw: str | Path, *, directories: DirectoryCache | None = None
+    ) -> tuple[Workspace | Follower, str]:
+        """Like :meth:`locate`, followed folders included (where editor activity goes)."""
+        roots = (*self._by_root, *self._followers)
+        root, relative = relative_path(str(raw), roots, directories=directories)
+        return self._by_root.get(root) or self._followers[root], relative
 
     def observe(
         self,
@@ -115,10 +208,10 @@ class Workspaces:
         :func:`relative_path`).
         """
         try:
-            workspace, path = self.locate(raw, directories=directories)
+            workspace, path = self.route(raw, directories=directories)
             previous_path = None
             if previous is not None:
-                previous_workspace, previous_path = self.locate(previous, directories=directories)
+                previous_workspace, previous_path = self.route(previous, directories=directories)
                 if previous_workspace is not workspace:
                     # moved between folders: gone from one, new in the other
                     previous_workspace.observe(Change.DELETED, previous_path, origin=origin)
@@ -142,5 +235,5 @@ class Workspaces:
     async def close(self) -> None:
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
-        for root in list(self._by_root):
+        for root in [*self._followers, *self._by_root]:
             await self.remove(root)

@@ -199,14 +199,22 @@ async def test_status_notification_follows_commits(workspace: Path, state_dir: P
     assert session.statuses, "no mplp/status notification"
 
 
-async def test_a_second_server_on_the_same_state_dir_refuses_clearly(
+async def test_a_second_server_on_the_same_state_dir_follows_the_first(
     workspace: Path, state_dir: Path
 ) -> None:
-    async with lsp_session(workspace, state_dir), lsp_session(workspace, state_dir) as second:
+    async with (
+        lsp_session(workspace, state_dir) as first,
+        lsp_session(workspace, state_dir) as second,
+    ):
         status = await second.status()
-        messages = [m.message for m in second.client.messages]
-    assert status["workspaces"] == []
-    assert any("in use by process" in m for m in messages), messages
+        (workspace / "src" / "second.py").write_text("x = 1\n")
+        second.save("src/second.py")
+        events = await first.wait_for_events(1)
+    [folder] = status["workspaces"]
+    assert folder["role"] == "follower"
+    assert folder["owner_pid"] == first.client._server.pid  # type: ignore[union-attr]
+    # Handed over through the inbox: stored by the first server, once.
+    assert [e["payload"]["file_path"] for e in events] == ["src/second.py"]
 
 
 async def test_kill_minus_9_loses_nothing_committed(workspace: Path, state_dir: Path) -> None:

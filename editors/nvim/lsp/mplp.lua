@@ -1,9 +1,20 @@
 -- mplp-lsp for Neovim 0.11+: `vim.lsp.enable('mplp')` starts it for files of every type in a
--- Git work tree. Override any field with `vim.lsp.config('mplp', {...})` or `require('mplp').setup`.
+-- workspace (the Git work tree, else Neovim's working directory). Override any field with
+-- `vim.lsp.config('mplp', {...})` or `require('mplp').setup`.
 ---@type vim.lsp.Config
 return {
   cmd = { 'mplp-lsp', 'serve' },
-  root_markers = { '.git' },
+  -- Started from a folder outside every workspace, so that nothing in a workspace (e.g. a
+  -- planted `mplp_lsp/` package) can be imported by the server's Python.
+  cmd_cwd = require('mplp').server_cwd(),
+  root_dir = function(bufnr, on_dir)
+    local root = require('mplp').root(bufnr)
+    if root then
+      on_dir(root)
+    end
+  end,
+  -- Never a server without a folder: it would record nothing.
+  workspace_required = true,
   -- No `filetypes`: mplp-lsp records activity on files of every language.
   capabilities = {
     workspace = {
@@ -17,4 +28,7 @@ return {
       require('mplp').on_status(result, ctx)
     end,
   },
+  on_exit = function(code, _signal, client_id)
+    require('mplp').on_exit(code, client_id)
+  end,
 }

@@ -20,7 +20,22 @@ vim.api.nvim_create_autocmd('LspProgress', {
   callback = function(args)
     local client = vim.lsp.get_client_by_id(args.data.client_id)
     if client and client.name == 'mplp' then
-      require('mplp').on_progress(args.data.params)
+      require('mplp').on_progress(args.data.params, client.id)
+    end
+  end,
+})
+
+-- A quick fix (a drift resolution) may have rewritten files on disk: reload the buffers that
+-- did not change in Neovim ('autoread'), and ask about the others.
+vim.api.nvim_create_autocmd('LspRequest', {
+  group = vim.api.nvim_create_augroup('mplp.checktime', {}),
+  callback = function(args)
+    local request = args.data.request
+    local client = vim.lsp.get_client_by_id(args.data.client_id)
+    if client and client.name == 'mplp' and request.type == 'complete' and request.method == 'workspace/executeCommand' then
+      vim.schedule(function()
+        vim.cmd.checktime()
+      end)
     end
   end,
 })

@@ -62,15 +62,17 @@ async def _watch(root: Path, args: argparse.Namespace) -> int:
     from mplp_lsp.api.server import api_port, start_api
     from mplp_lsp.settings import parse_settings
     from mplp_lsp.sources.fswatch import watch_files
-    from mplp_lsp.workspace import StateDirBusy
+    from mplp_lsp.workspace import StateDirBusy, Workspace
     from mplp_lsp.workspaces import Workspaces
 
     settings, _ = parse_settings(None)
-    workspaces = Workspaces(state_dir=args.state_dir, remote_url=args.remote)
+    # A watcher prints what its own store records: it does not follow another owner.
+    workspaces = Workspaces(state_dir=args.state_dir, remote_url=args.remote, follow=False)
     try:
         workspace = await workspaces.add(
             root, settings, prepare=partial(_print_all, args.json), catch_up=False
         )
+        assert isinstance(workspace, Workspace)
     except StateDirBusy as busy:
         print(f"mplp-lsp watch: {busy}", file=sys.stderr)
         return 1

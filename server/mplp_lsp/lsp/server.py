@@ -25,7 +25,7 @@ from pygls.uris import to_fs_path
 from mplp_lsp import __version__
 from mplp_lsp.lsp import drift, hooks, tools
 from mplp_lsp.lsp.protocol import MplpProtocol
-from mplp_lsp.lsp.stdio import serve_stdio, watch_parent
+from mplp_lsp.lsp.stdio import exit_within, serve_stdio, watch_parent
 from mplp_lsp.runtime.psg_requests import METHODS as PSG_METHODS
 
 if TYPE_CHECKING:
@@ -133,7 +133,8 @@ class MplpLanguageServer(LanguageServer):
             )
 
     def document(self, uri: str, action: Callable[[Any, str], None]) -> None:
-        """Run ``action(workspace, relative_path)`` for a document inside a workspace."""
+        """Run ``action(workspace, relative_path)`` for a document inside a workspace (one
+        this server records, or one it follows: both keep the editor's documents)."""
         if self.workspaces is None:
             if len(self._early) < _EARLY_LIMIT:
                 self._early.append(lambda: self.document(uri, action))
@@ -141,7 +142,7 @@ class MplpLanguageServer(LanguageServer):
         from mplp_lsp.sanitize.paths import PathRejected
 
         try:
-            workspace, path = self.workspaces.locate(uri)
+            workspace, path = self.workspaces.route(uri)
         except PathRejected:
             return  # refused and counted when the document's activity is observed
         action(workspace, path)
@@ -152,23 +153,23 @@ class MplpLanguageServer(LanguageServer):
         loop = asyncio.get_running_loop()
         # The heavy imports and the validator compile run off the loop: requests keep flowing.
         await loop.run_in_executor(None, _warm_up)
-        from mplp_lsp.workspace import StateDirBusy
+        from mplp_lsp.workspace import Workspace
         from mplp_lsp.workspaces import Workspaces
 
         workspaces = Workspaces(state_dir=self.state_dir, remote_url=self.remote_url)
+        workspaces.on_promoted(self.recording)
         for root, folder_uri in self._folders():
             settings = await self._settings_for(folder_uri)
             try:
                 workspace = await workspaces.add(root, settings)
-            except StateDirBusy as busy:
-                self._warn(f"mplp-lsp is not recording {root}: {busy}")
-                continue
             except Exception as exc:
                 log.exception("cannot open workspace %s", root)
                 self._warn(f"mplp-lsp is not recording {root}: {exc}")
                 continue
-            self.follow(workspace)
-            await self.open_api(workspace)
+            if isinstance(workspace, Workspace):
+                await self.recording(workspace)
+            else:  # following another editor's server: its status shows what it handed over
+                workspace.on_commit(lambda _count: self.status_changed())
         self.workspaces = workspaces
         early, self._early = self._early, []
         for replay in early:
@@ -176,16 +177,18 @@ class MplpLanguageServer(LanguageServer):
         self.ready.set()
         self.status_changed()
 
-    def follow(self, workspace: Workspace) -> None:
-        """Report a newly opened workspace to the editor: its drift as diagnostics, and the
-        status after every stored event, the consequences of a save (its graph_update) too,
-        so the status bar never lags one event behind."""
+    async def recording(self, workspace: Workspace) -> None:
+        """This server owns the workspace's store (from the start, or took it over): its
+        drift as diagnostics, and the status after every stored event, the consequences of a
+        save (its graph_update) too, so the status bar never lags one event behind."""
 
         async def stored(_events: Any) -> None:
             self.status_changed()
 
         workspace.bus.subscribe("status", stored)
         self.drift.attach(workspace)
+        await self.open_api(workspace)
+        self.status_changed()
 
     async def open_api(self, workspace: Workspace) -> None:
         """Serve the loopback HTTP API for this workspace, unless it is switched off."""
@@ -290,8 +293,14 @@ class MplpLanguageServer(LanguageServer):
         if self.workspaces is not None:
             for workspace in self.workspaces:
                 folders.append(
-                    {"root": str(workspace.root), **(await workspace.status()).to_json()}
+                    {
+                        "root": str(workspace.root),
+                        "role": "owner",
+                        **(await workspace.status()).to_json(),
+                    }
                 )
+            # Folders another process records; this one hands its activity over to it.
+            folders.extend(follower.status() for follower in self.workspaces.followers)
         return {
             "version": __version__,
             "ready": self.ready.is_set(),
@@ -436,9 +445,11 @@ def create_server(
                 await ls.workspaces.remove(Path(path))
         for added in params.event.added:
             if path := to_fs_path(added.uri):
+                from mplp_lsp.workspace import Workspace
+
                 workspace = await ls.workspaces.add(Path(path), await ls._settings_for(added.uri))
-                ls.follow(workspace)
-                await ls.open_api(workspace)
+                if isinstance(workspace, Workspace):  # a follower is attached when promoted
+                    await ls.recording(workspace)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def did_change_configuration(
@@ -462,6 +473,12 @@ def create_server(
     async def shutdown(ls: MplpLanguageServer, _params: Any) -> None:
         # Commit pending activity before the editor goes away.
         await ls.stop_engine()
+
+    @server.feature(types.EXIT)
+    def exit_(ls: MplpLanguageServer, _params: Any) -> None:
+        # pygls raises SystemExit from inside the event loop next; asyncio's shutdown after
+        # that has hung (the store still open), so the end is bounded from here on.
+        exit_within()
 
     return server
 
@@ -529,6 +546,7 @@ def serve(
         return 0
     with contextlib.suppress(KeyboardInterrupt, SystemExit):
         asyncio.run(_serve_stdio(server))
+    exit_within()  # the interpreter's own exit joins threads, which must not hang either
     return 0
 
 

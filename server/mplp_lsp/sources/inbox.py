@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,8 @@ from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 log = logging.getLogger(__name__)
 
 SPOOL_SUFFIX = ".json"
+# Leaves out what the store already records (an editor beside the owner reports its saves too).
+Screen = Callable[[list[Submission]], Awaitable[list[Submission]]]
 DEFAULT_INTERVAL = 0.5
 
 
@@ -54,7 +57,7 @@ def pending(inbox: Path) -> list[Path]:
     return [inbox / name for name in names]
 
 
-async def drain(inbox: Path, intake: Intake) -> int:
+async def drain(inbox: Path, intake: Intake, screen: Screen | None = None) -> int:
     """Submit every spool file in arrival order; the number of files taken."""
     files = pending(inbox)
     for path in files:
@@ -69,6 +72,8 @@ async def drain(inbox: Path, intake: Intake) -> int:
             excerpt = raw[:2048].decode(errors="replace")
             await intake.reject(Submission(Kind.ENVELOPE, excerpt, "inbox"), result)
         else:
+            if screen is not None:
+                submissions = await screen(submissions)
             await intake.submit_many(submissions)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
@@ -78,16 +83,24 @@ async def drain(inbox: Path, intake: Intake) -> int:
 class InboxSource:
     """Drains the inbox when its directory changes (one stat per interval when idle)."""
 
-    def __init__(self, inbox: Path, intake: Intake, *, interval: float = DEFAULT_INTERVAL) -> None:
+    def __init__(
+        self,
+        inbox: Path,
+        intake: Intake,
+        *,
+        interval: float = DEFAULT_INTERVAL,
+        screen: Screen | None = None,
+    ) -> None:
         self._inbox = inbox
         self._intake = intake
+        self._screen = screen
         self._interval = interval
         self._task: asyncio.Task[None] | None = None
         self._seen: Any = None
 
     async def start(self) -> None:
         self._inbox.mkdir(mode=0o700, exist_ok=True)
-        await drain(self._inbox, self._intake)
+        await drain(self._inbox, self._intake, self._screen)
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
@@ -101,7 +114,7 @@ class InboxSource:
             if stamp == self._seen and not _recent(info.st_mtime_ns):
                 continue
             try:
-                await drain(self._inbox, self._intake)
+                await drain(self._inbox, self._intake, self._screen)
                 self._seen = stamp
             except Exception:
                 log.exception("inbox: could not drain %s; trying again", self._inbox)
@@ -112,7 +125,7 @@ class InboxSource:
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
         # What arrived meanwhile is taken now rather than at the next start.
-        await drain(self._inbox, self._intake)
+        await drain(self._inbox, self._intake, self._screen)
 
 
 def _recent(mtime_ns: int) -> bool:

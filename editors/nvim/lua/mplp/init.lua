@@ -11,8 +11,9 @@ local STATUS = 'mplp/status'
 local SCAN_DRIFT = 'mplp.scanDrift'
 local INSTALL_HOOKS = 'mplp.installHooks'
 
---- The last `mplp/status` the server sent, and the work it reports progress on.
-M.state = { status = nil, progress = nil }
+--- The last `mplp/status` each server (by client id) sent, and the work it reports progress
+--- on. One server runs per workspace, so a window shows the status of its own buffer's server.
+M.state = { by_client = {}, progress = {} }
 
 ---@class mplp.Options
 ---@field cmd? string[] how to start the server (default: `mplp-lsp serve`)
@@ -27,7 +28,8 @@ function M.setup(opts)
   if opts.cmd then
     config.cmd = opts.cmd
   elseif opts.python then
-    config.cmd = { opts.python, '-m', 'mplp_lsp', 'serve' }
+    -- -I: isolated, so neither the working directory nor PYTHON* variables reach sys.path.
+    config.cmd = { opts.python, '-I', '-m', 'mplp_lsp', 'serve' }
   end
   if opts.settings then
     config.settings = { mplp = opts.settings }
@@ -47,12 +49,40 @@ function M.setup(opts)
   end
 end
 
---- Start (or reuse) the client for a buffer inside a Git work tree.
-function M.attach(buf)
+--- The workspace of a buffer: its Git work tree, else Neovim's working directory when the
+--- file is inside it (a folder without Git is recorded too, as VS Code does for an open
+--- folder); nil for other buffers (no server starts for them).
+function M.root(buf)
   if vim.bo[buf].buftype ~= '' then
-    return
+    return nil
   end
-  local root = vim.fs.root(buf, '.git')
+  local git = vim.fs.root(buf, '.git')
+  if git then
+    return git
+  end
+  local name = vim.api.nvim_buf_get_name(buf)
+  local cwd = vim.uv.cwd()
+  if name == '' or not cwd then
+    return nil
+  end
+  local file = vim.fs.normalize(vim.fs.abspath(name))
+  cwd = vim.fs.normalize(cwd)
+  if cwd ~= vim.fs.normalize(vim.uv.os_homedir() or '') and vim.fs.relpath(cwd, file) then
+    return cwd
+  end
+  return nil
+end
+
+--- Where the server process starts: a folder of Neovim's own, outside every workspace.
+function M.server_cwd()
+  local dir = vim.fn.stdpath('run')
+  vim.fn.mkdir(dir, 'p')
+  return dir
+end
+
+--- Start (or reuse) the client for a buffer inside a workspace.
+function M.attach(buf)
+  local root = M.root(buf)
   if root then
     vim.lsp.start(vim.tbl_extend('force', vim.lsp.config[NAME], { root_dir = root }), { bufnr = buf })
   end
@@ -102,15 +132,29 @@ end
 --- States in which the outbox is not draining; the server says why.
 local TROUBLE = { waiting = true, misconfigured = true }
 
+--- The folders a status reports that this process records (a follower hands its events to
+--- another editor's server and reports no counts of its own).
+local function owned(folders)
+  return vim.tbl_filter(function(folder)
+    return folder.role ~= 'follower'
+  end, folders)
+end
+
 --- The status summed over workspace folders, read as the server sends it
 --- (server/mplp_lsp/workspace_status.py): `forward` = {state, remote, depth, ...} or null,
 --- `drift` and `drift_deferred` numbers. Fields the server does not report stay nil.
 function M.summary(status)
-  status = status or M.state.status
   if type(status) ~= 'table' then
     return nil
   end
-  local folders = type(status.workspaces) == 'table' and status.workspaces or {}
+  local all = type(status.workspaces) == 'table' and status.workspaces or {}
+  local folders = owned(all)
+  local following = #folders < #all and all[1] or nil
+  for _, folder in ipairs(all) do
+    if folder.role == 'follower' then
+      following = folder
+    end
+  end
   local states, problem = {}, nil
   for _, folder in ipairs(folders) do
     local forward = forward_of(folder)
@@ -125,6 +169,7 @@ function M.summary(status)
   return {
     ready = status.ready == true,
     folders = #folders,
+    following = following and { owner_pid = following.owner_pid, handed = following.handed } or nil,
     events_today = total(folders, function(f)
       return f.events_today
     end) or 0,
@@ -142,20 +187,68 @@ function M.summary(status)
   }
 end
 
---- For the statusline: `mplp 12 today · outbox 3 · remote ok · drift 2`, '' when not running.
+local function shown_pid(value)
+  return type(value) == 'number' and tostring(value) or '?'
+end
+
+--- The client serving a buffer, and the part of its status about that buffer's folder.
+local function status_for(buf)
+  local client = vim.lsp.get_clients({ bufnr = buf, name = NAME })[1]
+  if not client then
+    return nil, nil
+  end
+  local status = M.state.by_client[client.id]
+  if type(status) ~= 'table' or type(status.workspaces) ~= 'table' or #status.workspaces < 2 then
+    return client, status
+  end
+  local file = vim.fs.normalize(vim.api.nvim_buf_get_name(buf))
+  local best
+  for _, folder in ipairs(status.workspaces) do
+    if type(folder.root) == 'string' and vim.fs.relpath(folder.root, file) then
+      if not best or #folder.root > #best.root then
+        best = folder
+      end
+    end
+  end
+  return client, best and vim.tbl_extend('force', status, { workspaces = { best } }) or status
+end
+
+--- The status of the server of a buffer (default: the current one), as it last sent it.
+function M.status(buf)
+  local _, status = status_for(buf or 0)
+  return status
+end
+
+--- For the statusline of a window: `mplp 12 today · outbox 3 · remote ok · drift 2` for the
+--- workspace of the window's buffer, `mplp: following pid 123` while another editor's server
+--- records it, '' when no server serves the buffer.
 --- Example: vim.o.statusline = "%f %= %{v:lua.require'mplp'.statusline()}"
-function M.statusline()
-  local progress = M.state.progress
+function M.statusline(buf)
+  if not buf then
+    local win = vim.g.statusline_winid
+    buf = (win and vim.api.nvim_win_is_valid(win)) and vim.api.nvim_win_get_buf(win) or 0
+  end
+  local client, status = status_for(buf)
+  if not client then
+    return ''
+  end
+  local progress = M.state.progress[client.id]
   if progress then
     local percent = progress.percentage and (' ' .. progress.percentage .. '%') or ''
     return 'mplp: ' .. (progress.title or 'working') .. percent
   end
-  local summary = M.summary()
+  local summary = M.summary(status)
   if not summary then
     return ''
   end
   if not summary.ready then
     return 'mplp: starting'
+  end
+  if summary.following then
+    return ('mplp: following pid %s · handed %d'):format(
+      shown_pid(summary.following.owner_pid),
+      number(summary.following.handed) or 0
+    )
   end
   if summary.folders == 0 then
     return 'mplp: not recording'
@@ -175,25 +268,73 @@ end
 
 local function changed()
   vim.api.nvim_exec_autocmds('User', { pattern = 'MplpStatus', modeline = false })
-  vim.cmd.redrawstatus()
+  vim.cmd.redrawstatus({ bang = true })
 end
 
-function M.on_status(result, _ctx)
-  M.state.status = result
+function M.on_status(result, ctx)
+  M.state.by_client[ctx and ctx.client_id or 0] = result
   changed()
 end
 
---- Work-done progress of the mplp client (an LspProgress event's params).
-function M.on_progress(params)
+--- Work-done progress of an mplp client (an LspProgress event's params).
+function M.on_progress(params, client_id)
   local value = params and params.value or {}
+  local now = M.state.progress[client_id]
   if value.kind == 'end' then
-    M.state.progress = nil
+    M.state.progress[client_id] = nil
   elseif value.kind == 'begin' then
-    M.state.progress = { title = value.title, percentage = value.percentage }
-  elseif M.state.progress then
-    M.state.progress.percentage = value.percentage or M.state.progress.percentage
+    M.state.progress[client_id] = { title = value.title, percentage = value.percentage }
+  elseif now then
+    now.percentage = value.percentage or now.percentage
   end
   changed()
+end
+
+--- The server's command for a Python: the interpreter, when the command runs `-m mplp_lsp`.
+local function python_of(cmd)
+  if type(cmd) ~= 'table' then
+    return nil
+  end
+  for i = 2, #cmd - 1 do
+    if cmd[i] == '-m' and cmd[i + 1] == 'mplp_lsp' then
+      return cmd[1]
+    end
+  end
+  return nil
+end
+
+--- Why a command cannot start mplp-lsp, in words that name the fix; nil when it looks fine.
+function M.start_problem(cmd)
+  if type(cmd) ~= 'table' or type(cmd[1]) ~= 'string' then
+    return 'no command to start mplp-lsp; set `cmd` or `python` in require("mplp").setup'
+  end
+  if vim.fn.executable(cmd[1]) ~= 1 then
+    return ('%s is not an executable; install mplp-lsp (pip install mplp-lsp) or set `python` '
+      .. 'in require("mplp").setup to a Python that has it'):format(cmd[1])
+  end
+  local python = python_of(cmd)
+  if python then
+    local done = vim.system({ python, '-I', '-c', 'import mplp_lsp' }, { cwd = M.server_cwd() }):wait()
+    if done.code ~= 0 then
+      return ('%s has no mplp_lsp module: install it there (%s -m pip install mplp-lsp) or set '
+        .. '`python` in require("mplp").setup to a Python that has it'):format(python, python)
+    end
+  end
+  return nil
+end
+
+--- The server process ended; a failure is explained (not just "quit with exit code 1").
+function M.on_exit(code, client_id)
+  M.state.by_client[client_id] = nil
+  M.state.progress[client_id] = nil
+  vim.schedule(function()
+    changed()
+    if code ~= 0 then
+      local problem = M.start_problem((vim.lsp.config[NAME] or {}).cmd)
+      notify(problem or ('mplp-lsp exited with code %d; see :checkhealth mplp and :LspLog'):format(code),
+        vim.log.levels.ERROR)
+    end
+  end)
 end
 
 local function shown(value)
@@ -242,6 +383,16 @@ function M.status_lines(status)
   }
   for _, folder in ipairs(status.workspaces or {}) do
     local kinds = {}
+    if folder.role == 'follower' then
+      vim.list_extend(lines, {
+        '',
+        shown(folder.root),
+        ('  following: the store is recorded by pid %s; this server handed it %s event(s) and '
+          .. 'takes over when it exits'):format(shown_pid(folder.owner_pid), shown(folder.handed)),
+        '  store: ' .. shown(folder.state_dir),
+      })
+      goto continue
+    end
     for kind, count in vim.spairs(folder.events_by_kind or {}) do
       table.insert(kinds, ('%s %d'):format(kind, count))
     end
@@ -255,6 +406,7 @@ function M.status_lines(status)
       '  drift: ' .. shown(folder.drift) .. ' open, ' .. shown(folder.drift_deferred) .. ' deferred',
       '  store: ' .. shown(folder.state_dir) .. ' (' .. shown(folder.store_health) .. ')',
     })
+    ::continue::
   end
   return lines
 end
@@ -265,9 +417,9 @@ function M.show_status()
     return notify('mplp-lsp is not running for this buffer', vim.log.levels.WARN)
   end
   local reply = client:request_sync(STATUS, vim.NIL, 5000, 0)
-  local status = reply and reply.result or M.state.status
+  local status = reply and reply.result or M.state.by_client[client.id]
   if reply and reply.result then
-    M.state.status = reply.result
+    M.state.by_client[client.id] = reply.result
   end
   local chunks = {}
   for _, line in ipairs(M.status_lines(status)) do
@@ -367,7 +519,9 @@ function M.restart()
     vim.list_extend(buffers, vim.tbl_keys(client.attached_buffers))
     client:stop()
   end
-  M.state.status, M.state.progress = nil, nil
+  for _, client in ipairs(clients) do
+    M.state.by_client[client.id], M.state.progress[client.id] = nil, nil
+  end
   local function start_when_stopped(tries)
     for _, client in ipairs(clients) do
       if not client:is_stopped() and tries > 0 then

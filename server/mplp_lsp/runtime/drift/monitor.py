@@ -31,7 +31,7 @@ from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.runtime.drift import records
 from mplp_lsp.runtime.drift.model import Drift, Reason, RepositoryDrift, Strategy
-from mplp_lsp.runtime.drift.reconcile import Reconciler, Resolution
+from mplp_lsp.runtime.drift.reconcile import OwnWrite, Reconciler, Resolution
 from mplp_lsp.runtime.drift.repository import (
     MetaRepositoryRecord,
     RepositoryRecord,
@@ -89,12 +89,14 @@ class DriftMonitor:
         snapshot_cap: Callable[[], int],
         repository: RepositoryRecord | None = None,
         sync_repository: Callable[[], Awaitable[None]] | None = None,
+        own_write: OwnWrite | None = None,
     ) -> None:
         """``ignore``: the workspace's live rules (used on the event loop); ``fresh_ignore``:
         a new rule set for a scan thread, read from disk; ``ignore_epoch`` changes whenever
         the workspace's rules do, so a scan re-checks ignore verdicts only then;
         ``sync_repository`` brings the repository record up to date before a scan compares
-        it (a commit made a moment ago is not drift)."""
+        it (a commit made a moment ago is not drift); ``own_write`` is told what a quick fix
+        is about to write (its echo from a file watcher is not an edit)."""
         self.root = root
         self._writer = writer
         self._intake = intake
@@ -113,7 +115,7 @@ class DriftMonitor:
         self._cancel: threading.Event | None = None
         self._listeners: list[Listener] = []
         self._progress: list[Progress] = []
-        self._reconciler = Reconciler(root, writer, snapshot_cap)
+        self._reconciler = Reconciler(root, writer, snapshot_cap, own_write)
         self._graph_id: str | None = None
         self.drifts: dict[str, Drift] = {}
         self.repository_drift: RepositoryDrift | None = None

@@ -34,6 +34,7 @@ from mplp_lsp.runtime.psg_files import (
     file_facts,
     record_node,
 )
+from mplp_lsp.sources.recorded import SCRATCH_PREFIX
 from mplp_lsp.store.writer import StoreWriter
 
 EventFor = Callable[[str], dict[str, Any]]  # graph id -> the graph_update event
@@ -62,11 +63,22 @@ class Resolution:
         return out
 
 
+OwnWrite = Callable[[str, bytes], None]  # told before the daemon writes content to a path
+
+
 class Reconciler:
-    def __init__(self, root: Path, writer: StoreWriter, snapshot_cap: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        root: Path,
+        writer: StoreWriter,
+        snapshot_cap: Callable[[], int],
+        own_write: OwnWrite | None = None,
+    ) -> None:
         self._root = root
         self._writer = writer
         self._cap = snapshot_cap
+        # Watchers report our writes back; told first, so that the echo is never an edit.
+        self._own_write = own_write
 
     async def resolve(
         self, drift: Drift, strategy: Strategy, loop: asyncio.AbstractEventLoop, pool: Executor
@@ -166,7 +178,9 @@ class Reconciler:
 
     def _write(self, path: str, content: bytes) -> FileFacts | None:
         """Replace the file atomically (a reader never sees half of it), keeping its mode."""
-        confined.write_bytes(self._root, path, content, prefix=".mplp-restore-")
+        if self._own_write is not None:
+            self._own_write(path, content)
+        confined.write_bytes(self._root, path, content, prefix=SCRATCH_PREFIX)
         return file_facts(self._root / path, snapshot_cap=max(self._cap(), len(content)))
 
 

@@ -1,0 +1,95 @@
+"""Shared parts of the editor save benchmarks (bench_nvim_save.py): save -> stored.
+
+A save's latency is the wall-clock time from the editor's write to the moment its
+``file_update`` row is visible in the store (a reader polling the database every 1 ms, as
+``mplp-lsp events`` would see it). The peer, measured in the same run, is the same number of
+``didSave`` notifications sent by a bare JSON-RPC client (no editor), with the same debounce:
+the difference between the two is what the editor adds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+from bench.bench_lsp import mplp_cmd, save, started, wait_ready
+
+POLL_S = 0.001
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _file_updates(database: Path) -> int:
+    try:
+        conn = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+        try:
+            return int(
+                conn.execute("SELECT COUNT(*) FROM events WHERE kind = 'file_update'").fetchone()[0]
+            )
+        finally:
+            conn.close()
+    except sqlite3.OperationalError:
+        return 0
+
+
+class StoreWatcher:
+    """Records the wall-clock time at which each new ``file_update`` becomes visible."""
+
+    def __init__(self, database: Path) -> None:
+        self._database = database
+        self.stored_at: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> StoreWatcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        seen = _file_updates(self._database)
+        while not self._stop.is_set():
+            now = _file_updates(self._database)
+            if now > seen:
+                stamp = time.time()
+                self.stored_at.extend([stamp] * (now - seen))
+                seen = now
+            time.sleep(POLL_S)
+
+
+def line(name: str, latencies_ms: list[float], debounce_ms: int) -> str:
+    return (
+        f"{name:<28} save -> stored over {len(latencies_ms)} saves: "
+        f"p50 {pct(latencies_ms, 0.5):6.1f} ms  p99 {pct(latencies_ms, 0.99):6.1f} ms"
+        f"   (debounce {debounce_ms} ms; target p50 <= {debounce_ms + 50} ms)"
+    )
+
+
+async def protocol_peer(tmp: Path, saves: int, debounce_ms: int) -> list[float]:
+    """didSave from a bare JSON-RPC client -> stored, in ms."""
+    workspace = tmp / "peer"
+    (workspace / "src").mkdir(parents=True)
+    state = tmp / "peer-state"
+    client, _ = await started(mplp_cmd(state), workspace, {"mplp": {"debounceMs": debounce_ms}})
+    await wait_ready(client)
+    latencies = []
+    path = workspace / "src" / "saved.py"
+    for index in range(saves):
+        path.write_text(f"x = {index}\n")
+        before = _file_updates(state / "events.db")
+        begin = time.perf_counter()
+        save(client, path.as_uri())
+        while _file_updates(state / "events.db") == before:
+            await asyncio.sleep(POLL_S)
+        latencies.append((time.perf_counter() - begin) * 1000)
+    await client.stop()
+    return latencies
