@@ -231,11 +231,12 @@ class Workspace:
         self._rechecks.add(task)
         task.add_done_callback(self._rechecks.discard)
 
-    async def unrecorded_files(self) -> list[str]:
+    async def unrecorded_files(self, until_ns: int) -> list[str]:
         """The start-up catch-up: files on disk (absolute paths) that the graph has no node
-        for and that appeared (their ctime) after the previous start began recording. On the
-        first start the tree as it was when this one opened is the baseline. Ignored
-        directories are not entered; the caller's ``observe`` judges the files themselves."""
+        for and that appeared (their ctime) after the previous start began recording and
+        before this scan began (later ones are the live sources' to report). On the first
+        start the tree as it was when this one opened is the baseline. Ignored directories
+        are not entered; the caller's ``observe`` judges the files themselves."""
 
         def read(conn: sqlite3.Connection) -> tuple[str | None, set[str]]:
             known = set(recorded_under(conn, ""))
@@ -250,15 +251,15 @@ class Workspace:
         root = str(self.root)
         cut = len(root) + 1
 
-        def walk(after: int, known: set[str]) -> list[str]:
+        def walk(window: tuple[int, int], known: set[str]) -> list[str]:
             rules = IgnoreRules(
                 self.root, excludes=self.settings.exclude, internal_dirs=[self.paths.root]
             )
             found = files_under(root, lambda path: rules.is_ignored(path[cut:] + "/"))
-            return [p for p in found if p[cut:] not in known and _changed_after(p, after)]
+            return [p for p in found if p[cut:] not in known and _changed_within(p, *window)]
 
         after = self.opened_ns if since is None else int(since)
-        new = await asyncio.to_thread(walk, after, recorded)
+        new = await asyncio.to_thread(walk, (after, until_ns), recorded)
         opened = str(self.opened_ns)
         await self._writer.run(lambda conn: EventLog(conn).set_meta(_RECORDING_SINCE, opened))
         return new
@@ -449,11 +450,12 @@ def _utf8(text: str) -> bool:
     return True
 
 
-def _changed_after(path: str, after_ns: int) -> bool:
-    """Whether the file's inode changed (created, written, renamed) after ``after_ns``:
-    ctime, because extractors and checkouts may set an old mtime, never an old ctime."""
+def _changed_within(path: str, after_ns: int, until_ns: int) -> bool:
+    """Whether the file's inode last changed (created, written, renamed) after ``after_ns``
+    and not after ``until_ns``: ctime, because extractors and checkouts may set an old mtime,
+    never an old ctime."""
     try:
-        return os.lstat(path).st_ctime_ns > after_ns
+        return after_ns < os.lstat(path).st_ctime_ns <= until_ns
     except OSError:
         return False
 

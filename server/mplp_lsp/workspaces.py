@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
     from mplp_lsp.follower import Follower
 
 log = logging.getLogger(__name__)
+
+# The longest tick of the kernel's coarse clock that file times come from (Linux, HZ=100).
+_COARSE_CLOCK_NS = 10_000_000
 
 
 class Workspaces:
@@ -112,12 +116,16 @@ class Workspaces:
     def catch_up(self, workspace: Workspace) -> None:
         """Start the catch-up: files created while nothing recorded become ``created`` events
         (recorded files that changed are the start-up drift scan's). A file watcher of the
-        daemon's own starts it once its watches are in place, so nothing falls between."""
-        self._track(self._catch_up(workspace))
+        daemon's own starts it once its watches are in place, so nothing falls between; what
+        changes from this call on is the live sources' to report."""
+        # A file's ctime comes from the kernel's coarse clock, which lags this one by up to a
+        # tick: a file written just after this call may look a little older than it.
+        until = time.time_ns() - _COARSE_CLOCK_NS
+        self._track(self._catch_up(workspace, until))
 
-    async def _catch_up(self, workspace: Workspace) -> None:
+    async def _catch_up(self, workspace: Workspace, until_ns: int) -> None:
         try:
-            found = await workspace.unrecorded_files()
+            found = await workspace.unrecorded_files(until_ns)
         except Exception:
             log.exception("the start-up catch-up scan failed")
             return

@@ -6,15 +6,15 @@ that a watcher took part in settles, its change is decided here from two facts o
 the disk holds now (one ``lstat``) and what the graph records (or what this process emitted
 and the graph has not applied yet):
 
-==========================  =======================  ============
+==========================  =======================  =======================================
 on disk now                 recorded                 change
-==========================  =======================  ============
-a regular file              nothing                  ``created``
+==========================  =======================  =======================================
+a regular file              nothing                  ``created`` (``modified`` if reported)
 a regular file              other size/mtime/inode   ``modified``
 a regular file              the same stat facts      none
 nothing, or not a file      a node                   ``deleted``
 nothing, or not a file      nothing                  none
-==========================  =======================  ============
+==========================  =======================  =======================================
 
 A rename keeps its link when its source is gone from the disk and its target is a file;
 otherwise its two paths are decided on their own. So ``echo x > t; rm t`` in one batch
@@ -101,18 +101,18 @@ class DiskState:
                 self._emit(source, None)
                 self._emit(settled.path, target)
                 return [settled]
-            gone = self._change(source, self._on_disk(source), recorded)
+            gone = self._change(source, self._on_disk(source), recorded, Change.DELETED)
             out = [] if gone is None else [self._as(settled, source, gone)]
-            change = self._change(settled.path, target, recorded)
+            change = self._change(settled.path, target, recorded, Change.CREATED)
             return out + ([] if change is None else [self._as(settled, settled.path, change)])
-        change = self._change(settled.path, target, recorded)
+        change = self._change(settled.path, target, recorded, settled.change)
         return [] if change is None else [self._as(settled, settled.path, change)]
 
     def _as(self, settled: Settled, path: str, change: Change) -> Settled:
         return replace(settled, path=path, change=change, previous_path=None)
 
     def _change(
-        self, path: str, disk: Facts | None, recorded: Mapping[str, Facts]
+        self, path: str, disk: Facts | None, recorded: Mapping[str, Facts], reported: Change
     ) -> Change | None:
         if disk is None:
             if not self._known(path, recorded):
@@ -120,7 +120,11 @@ class DiskState:
             self._emit(path, None)
             return Change.DELETED
         if not self._known(path, recorded):
-            change: Change | None = Change.CREATED
+            # A file the graph never recorded: "modified" when that is what was reported
+            # (an editor's save of a file that predates recording), else "created".
+            change: Change | None = (
+                Change.MODIFIED if reported is Change.MODIFIED else Change.CREATED
+            )
         elif self._facts(path, recorded) == disk:
             return None
         else:
