@@ -31,7 +31,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Final
 
-from mplp_lsp.store.dedup import current_key, dedup_param
+from mplp_lsp.store.dedup import current_key, dedup_param, stored_event_key
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -417,6 +417,16 @@ DROP TRIGGER outbox_added;
 DROP TRIGGER outbox_overflow;
 """
 
+_IDENTITY_KEYS: Final = """
+-- Tool and git events are keyed by what identifies them, no longer by the whole payload
+-- (mplp_lsp.store.dedup.identity): a tool invocation's state re-sent with another time
+-- zone spelling is the same event; a commit seen on two branches is one commit. Rows
+-- that are now duplicates of an earlier one keep their old key (OR IGNORE): nothing
+-- stored is dropped, and later submissions meet the first one's key.
+UPDATE OR IGNORE events SET dedup_key = mplp_event_key(kind, body) WHERE kind IN ('tool', 'git')
+   AND mplp_event_key(kind, body) IS NOT NULL;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     _V1,
     _TOOL_INVOCATIONS,
@@ -427,6 +437,7 @@ MIGRATIONS: tuple[str, ...] = (
     _COMPACT_DEDUP_KEYS,
     _TIMED_KEYS,
     _QUEUE_PER_APPEND,
+    _IDENTITY_KEYS,
 )
 """Schema scripts; index ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append only."""
 
@@ -474,6 +485,7 @@ def register_functions(conn: sqlite3.Connection) -> None:
     """The SQL functions the migration scripts (and salvage) call."""
     conn.create_function("mplp_hex_key", 1, dedup_param, deterministic=True)
     conn.create_function("mplp_current_key", 2, current_key, deterministic=True)
+    conn.create_function("mplp_event_key", 2, stored_event_key, deterministic=True)
 
 
 def _connect_read_only(path: Path) -> sqlite3.Connection:
