@@ -67,7 +67,7 @@ def identity(kind: str, payload: Mapping[str, Any]) -> Mapping[str, Any]:
             same[name] = _instant(payload.get(name))
         return same
     if kind == "git" and isinstance(payload.get("commit_id"), str):
-        names = ("repo_url", "event_kind", "commit_id")
+        names: tuple[str, ...] = ("repo_url", "event_kind", "commit_id")
         if payload.get("event_kind") != "commit":
             names += ("ref_name",)
         return {name: payload.get(name) for name in names}
