@@ -427,6 +427,13 @@ UPDATE OR IGNORE events SET dedup_key = mplp_event_key(kind, body) WHERE kind IN
    AND mplp_event_key(kind, body) IS NOT NULL;
 """
 
+_CONSUMER_FLOOR: Final = """
+-- Bus consumers keep their position in meta (mplp_lsp.store.positions); in a store that has
+-- events already, they start where the log ends now: its graph was derived from them.
+INSERT OR IGNORE INTO meta (key, value)
+    SELECT 'consumers.floor', CAST(coalesce(max(seq), 0) AS TEXT) FROM events;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     _V1,
     _TOOL_INVOCATIONS,
@@ -438,6 +445,7 @@ MIGRATIONS: tuple[str, ...] = (
     _TIMED_KEYS,
     _QUEUE_PER_APPEND,
     _IDENTITY_KEYS,
+    _CONSUMER_FLOOR,
 )
 """Schema scripts; index ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append only."""
 
