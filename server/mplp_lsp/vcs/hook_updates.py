@@ -1,8 +1,8 @@
 """What each git hook saw, as the ref updates the poller would derive.
 
 Every hook ends in :func:`mplp_lsp.vcs.operations.git_events`, so whichever reports an
-operation first wins and the others (the poller included) produce the same payloads, which
-the intake drops as duplicates. What each hook knows:
+operation first wins and the others (the poller included) report the same operations, which
+the intake drops as duplicates (it keys git events by operation). What each hook knows:
 
 * ``reference-transaction``: every ref update with its old and new value, and the refs as
   they were while git ran (the hook script notes them: :class:`Transaction`). Our part runs

@@ -7,7 +7,7 @@ the checked-out branch they were run for, which is what an older git, or a trans
 that someone else's hook vetoed, leaves to them; ``pre-push`` cannot know whether the push
 will succeed, so it only leaves a background check behind that waits for the push to end and
 reports the remote-tracking refs it updated. Deriving the same operation twice is harmless:
-the payloads are equal and the intake keeps one.
+the intake keeps one (git events are deduplicated by operation: :mod:`mplp_lsp.store.dedup`).
 
 Each hook chains: a hook already in place is renamed ``<name>.mplp-lsp-chained`` and run
 first, with the same arguments and input; its exit status is the hook's exit status, so it
