@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from mplp_lsp.intake import Outcome, Submission
 from mplp_lsp.protocol.envelope import build_envelope
 from mplp_lsp.protocol.kinds import Kind
-from mplp_lsp.store.database import SCHEMA_VERSION, connect
+from mplp_lsp.store.database import connect
 from mplp_lsp.store.dedup import DIGEST_SIZE, event_key, payload_key
 from mplp_lsp.store.events import EventLog, NewEvent
 from tests.conftest import sample
@@ -75,6 +75,9 @@ def test_tool_times_compare_as_instants(moment: datetime, zone: timezone, spelle
     assert event_key("tool", one) != event_key("tool", {**one, "status": "succeeded"})
 
 
+WHOLE_PAYLOAD_KEYS = 9  # the last schema whose tool and git keys digest the whole payload
+
+
 def whole_payload_key(kind: str, payload: dict[str, Any]) -> bytes:
     """The key schema 9 stored: a digest of the whole payload."""
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -85,7 +88,7 @@ def whole_payload_key(kind: str, payload: dict[str, Any]) -> bytes:
 @pytest.fixture
 async def upgraded(tmp_path: Path) -> AsyncIterator[Path]:
     database = tmp_path / "events.db"
-    old = store_at_version(database, SCHEMA_VERSION - 1)
+    old = store_at_version(database, WHOLE_PAYLOAD_KEYS)
     tool = sample("tool")
     twice = [tool, {**tool, "output_summary": "the same state, re-sent"}]
     events = [
