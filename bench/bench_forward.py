@@ -56,10 +56,10 @@ sys.path.insert(0, str(SERVER))
 from mplp_lsp.forward import outbox  # noqa: E402
 from mplp_lsp.forward.batching import BatchLimits, encode_batch  # noqa: E402
 from mplp_lsp.forward.engine import Forwarder  # noqa: E402
-from mplp_lsp.intake import _payload_key  # noqa: E402
 from mplp_lsp.protocol.envelope import build_envelope, utc_timestamp  # noqa: E402
 from mplp_lsp.protocol.kinds import Kind  # noqa: E402
 from mplp_lsp.store.database import connect, reclaim_free_pages, transaction  # noqa: E402
+from mplp_lsp.store.dedup import event_key  # noqa: E402
 from mplp_lsp.store.events import (  # noqa: E402
     EventLog,
     NewEvent,
@@ -93,7 +93,7 @@ def events(count: int, offset: int = 0, *, per_second: int = EVENTS_PER_SECOND) 
             "language": "python",
         }
         envelope = build_envelope(Kind.FILE_UPDATE, payload, source_module="ide")
-        key = _payload_key("file_update", payload)  # the intake's key
+        key = event_key("file_update", payload)  # the intake's key
         made.append(
             NewEvent(
                 envelope["event_id"],

@@ -4,6 +4,11 @@ Only committed events are published (accepted means durable). Each subscriber ha
 queue and task: a slow or failing consumer never blocks the intake or the others, and
 consecutive batches queued for one subscriber are handed over together, so a burst of
 20,000 file events reaches the PSG as a few large batches, not 20,000 calls.
+
+A subscriber with a :class:`~mplp_lsp.store.positions.ConsumerPosition` is durable: it first
+reads what the log holds after its recorded position (what a crash kept from it), records
+its position after each batch, and skips what it has handled already when the same events
+also come through the queue.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from mplp_lsp.store.events import StoredEvent
+from mplp_lsp.store.positions import ConsumerPosition
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +34,9 @@ class _Subscriber:
     handler: Handler
     kinds: frozenset[str] | None
     gate: Gate | None
+    position: ConsumerPosition | None = None
     queue: asyncio.Queue[list[StoredEvent]] = field(default_factory=asyncio.Queue)
+    caught_up: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     failures: int = 0
     delivered: int = 0
@@ -46,11 +54,13 @@ class EventBus:
         *,
         kinds: Collection[str] | None = None,
         gate: Gate | None = None,
+        position: ConsumerPosition | None = None,
     ) -> None:
         """``gate``, when given, is awaited before each delivery: lower-priority work waits
-        for it, and what was published meanwhile is handed over in the same batch."""
+        for it, and what was published meanwhile is handed over in the same batch.
+        ``position`` makes the subscriber durable (see the module docstring)."""
         subscriber = _Subscriber(
-            name, handler, frozenset(kinds) if kinds is not None else None, gate
+            name, handler, frozenset(kinds) if kinds is not None else None, gate, position
         )
         subscriber.task = asyncio.get_running_loop().create_task(
             self._deliver(subscriber), name=f"bus:{name}"
@@ -70,6 +80,8 @@ class EventBus:
                 subscriber.queue.put_nowait(wanted)
 
     async def _deliver(self, subscriber: _Subscriber) -> None:
+        # What the catch-up handled may also be in the queue (published while it read).
+        caught_up_to = await self._catch_up(subscriber)
         while True:
             batch = await subscriber.queue.get()
             if subscriber.gate is not None:
@@ -78,20 +90,59 @@ class EventBus:
             while not subscriber.queue.empty() and len(batch) < _MAX_MERGED:
                 batch.extend(subscriber.queue.get_nowait())
                 taken += 1
+            fresh = (
+                batch
+                if caught_up_to is None
+                else [event for event in batch if event.seq > caught_up_to]
+            )
             try:
-                await subscriber.handler(batch)
-                subscriber.delivered += len(batch)
-            except Exception:
-                # A broken consumer degrades itself, never the bus (spec §7.7).
-                subscriber.failures += 1
-                log.exception("bus consumer %s failed on %d events", subscriber.name, len(batch))
+                if fresh:
+                    await self._hand(subscriber, fresh)
             finally:
                 for _ in range(taken):
                     subscriber.queue.task_done()
 
+    async def _catch_up(self, subscriber: _Subscriber) -> int | None:
+        """Hand a durable subscriber what the log holds after its position; the last seq
+        it has handled (None for a subscriber that is not durable)."""
+        position = subscriber.position
+        handled = 0
+        try:
+            if position is None:
+                return None
+            handled = await position.load()
+            while backlog := await position.after(handled, subscriber.kinds):
+                await self._hand(subscriber, backlog)
+                handled = backlog[-1].seq
+            if handled:
+                log.info("bus consumer %s caught up to seq %d", subscriber.name, handled)
+        except Exception:
+            log.exception("bus consumer %s could not catch up from the log", subscriber.name)
+        finally:
+            subscriber.caught_up.set()
+        return handled
+
+    async def _hand(self, subscriber: _Subscriber, batch: list[StoredEvent]) -> None:
+        """One delivery, then the durable position; a failure degrades the consumer and
+        moves on (a poison event must not stop it at every start)."""
+        try:
+            await subscriber.handler(batch)
+            subscriber.delivered += len(batch)
+        except Exception:
+            # A broken consumer degrades itself, never the bus (spec §7.7).
+            subscriber.failures += 1
+            log.exception("bus consumer %s failed on %d events", subscriber.name, len(batch))
+        if subscriber.position is not None:
+            try:
+                await subscriber.position.save(max(event.seq for event in batch))
+            except Exception:
+                log.exception("bus consumer %s: position not recorded", subscriber.name)
+
     async def drain(self) -> None:
-        """Wait until every subscriber has handled everything published so far."""
+        """Wait until every subscriber has caught up with the log and handled everything
+        published so far."""
         for subscriber in self._subscribers:
+            await subscriber.caught_up.wait()
             await subscriber.queue.join()
 
     def failures(self) -> dict[str, int]:

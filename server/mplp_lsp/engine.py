@@ -22,6 +22,7 @@ from mplp_lsp.runtime.tool_invocations import ToolInvocations
 from mplp_lsp.settings import Settings
 from mplp_lsp.statedir import StatePaths
 from mplp_lsp.store.errorlog import IntegrationErrorLog
+from mplp_lsp.store.positions import ConsumerPosition
 from mplp_lsp.store.writer import StoreWriter
 
 # PSG file work waits for the intake to be idle this long, and at most DERIVED_WORK_LIMIT
@@ -56,18 +57,36 @@ class Engine:
             self._files_executor,
             snapshot_cap=settings.snapshot_max_bytes,
         )
+        # Each consumer of the graph keeps its position in the store and catches up from the
+        # log at start: the graph equals the log after any crash (mplp_lsp.store.positions).
         self.bus.subscribe(
             "psg-files",
             self.file_nodes.handle,
             kinds={Kind.FILE_UPDATE.value},
             gate=partial(self.intake.quiet, DERIVED_WORK_SETTLE, DERIVED_WORK_LIMIT),
+            position=ConsumerPosition(writer, "psg-files"),
         )
         self.commit_graph = CommitGraph(writer, self.intake)
-        self.bus.subscribe("psg-git", self.commit_graph.handle, kinds={Kind.GIT.value})
+        self.bus.subscribe(
+            "psg-git",
+            self.commit_graph.handle,
+            kinds={Kind.GIT.value},
+            position=ConsumerPosition(writer, "psg-git"),
+        )
         self.tool_invocations = ToolInvocations(writer)
-        self.bus.subscribe("tools", self.tool_invocations.handle, kinds={Kind.TOOL.value})
+        self.bus.subscribe(
+            "tools",
+            self.tool_invocations.handle,
+            kinds={Kind.TOOL.value},
+            position=ConsumerPosition(writer, "tools"),
+        )
         self.psg = PsgService(writer, self.intake)
-        self.bus.subscribe("psg-ci", self.psg.handle_ci, kinds={Kind.CI.value})
+        self.bus.subscribe(
+            "psg-ci",
+            self.psg.handle_ci,
+            kinds={Kind.CI.value},
+            position=ConsumerPosition(writer, "psg-ci"),
+        )
 
     async def start(self) -> None:
         """Finish what a crash interrupted (PSG events not yet handed to the intake)."""

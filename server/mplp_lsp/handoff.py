@@ -8,9 +8,9 @@
   state dir's inbox (temporary name, fsync, atomic rename) and report them ``queued``; the
   owner drains the inbox (:mod:`mplp_lsp.sources.inbox`).
 
-Whoever holds the lock drains the inbox before letting go and looks again after, and a
-process that spooled tries the lock once more, so a file is never left behind by a race
-between the two. A faster path to a running daemon (its loopback HTTP API) would go in
+Whoever holds the lock drains the inbox before letting go and looks again after letting go,
+and a process that spooled looks once its file is written, so a file is never left behind
+by a race between the two. A faster path to a running daemon (its loopback HTTP API) would go in
 :func:`spool` before the spool file.
 """
 
@@ -120,17 +120,25 @@ def _store(
 ) -> list[Delivery]:
     lock = StateDirLock(paths.lock, workspace=root)
     if lock.acquire():
-        return asyncio.run(_own(root, paths, lock, submissions, also, forward))
+        stored = asyncio.run(_own(root, paths, lock, submissions, also, forward))
+        _drain_left_behind(root, paths, lock)
+        return stored
     if not submissions:
         return []
     spool(paths, submissions)
-    for _ in range(_RELOCK_ATTEMPTS):
-        if not lock.acquire():
-            break  # the owner drains it
-        asyncio.run(_own(root, paths, lock, []))
-        if not inbox.pending(paths.inbox):
-            break
+    _drain_left_behind(root, paths, lock)
     return [Delivery("queued", ValidationResult.success()) for _ in submissions]
+
+
+def _drain_left_behind(root: Path, paths: StatePaths, lock: StateDirLock) -> None:
+    """After spooling, or after letting the lock go: drain what is pending if the lock is
+    free. A spooler looks after writing its file and an owner after releasing, so one of
+    them sees every file: a spooler that finds the lock taken leaves its file to an owner
+    that has not released yet, and that owner looks after releasing."""
+    for _ in range(_RELOCK_ATTEMPTS):
+        if not inbox.pending(paths.inbox) or not lock.acquire():
+            return  # nothing left, or an owner that looks after releasing has it
+        asyncio.run(_own(root, paths, lock, []))
 
 
 def _log_rejections(

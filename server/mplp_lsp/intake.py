@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -27,7 +26,7 @@ from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 from mplp_lsp.protocol.validator import EventValidator, default_validator
 from mplp_lsp.sanitize.paths import PathRejected, relative_path
 from mplp_lsp.sanitize.redact import redact, redact_args, redact_name, strip_url_credentials
-from mplp_lsp.store.dedup import DIGEST_SIZE, id_key, payload_key
+from mplp_lsp.store.dedup import event_key, id_key
 from mplp_lsp.store.errorlog import IntegrationErrorLog
 from mplp_lsp.store.events import EventLog, NewEvent, StoredEvent
 from mplp_lsp.store.writer import StoreWriter
@@ -235,7 +234,7 @@ class Intake:
             return NewEvent(
                 event_id=envelope["event_id"],
                 kind=kind.value,
-                dedup_key=_payload_key(kind.value, data),
+                dedup_key=event_key(kind.value, data),
                 timestamp=envelope["timestamp"],
                 envelope=envelope,
                 minted=True,
@@ -246,7 +245,7 @@ class Intake:
             return NewEvent(
                 event_id=data["event_id"],
                 kind=payload_kind.value,
-                dedup_key=_payload_key(payload_kind.value, data["payload"]),
+                dedup_key=event_key(payload_kind.value, data["payload"]),
                 timestamp=data["timestamp"],
                 envelope=data,
             )
@@ -321,19 +320,6 @@ class _FieldRejected(Exception):
 
 def _payload_kind(envelope: Mapping[str, Any]) -> Kind | None:
     return kind_for_event_type(envelope.get("event_type"))
-
-
-# One encoder for every key: json.dumps with options builds a new encoder on each call.
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def _payload_key(kind: str, payload: Mapping[str, Any]) -> bytes:
-    """Same kind and same payload = the same event (spec §6.4: duplicates handled gracefully)."""
-    canonical = _CANONICAL.encode(payload)
-    digest = hashlib.blake2b(
-        f"{kind}\0{canonical}".encode(errors="surrogatepass"), digest_size=DIGEST_SIZE
-    ).digest()
-    return payload_key(digest, payload)
 
 
 def _inside(root: Path, state_dir: Path | None) -> PurePosixPath | None:

@@ -233,9 +233,9 @@ class Workspace:
 
     async def unrecorded_files(self, until_ns: int) -> list[str]:
         """The start-up catch-up: files on disk (absolute paths) that the graph has no node
-        for and that appeared (their ctime) after the previous start began recording and
-        before this scan began (later ones are the live sources' to report). On the first
-        start the tree as it was when this one opened is the baseline. Ignored directories
+        for and that appeared (their ctime) after the previous start began recording and not
+        after ``until_ns`` (later ones are the live sources' to report). On the first start
+        the tree as it was when this one opened is the baseline. Ignored directories
         are not entered; the caller's ``observe`` judges the files themselves."""
 
         def read(conn: sqlite3.Connection) -> tuple[str | None, set[str]]:

@@ -95,7 +95,7 @@ class Collector:
         while True:
             page = self.get(f"/events?after={after}&limit=10000")
             found += page["events"]
-            if not page["events"]:
+            if page["next"] is None:
                 return found
             after = page["next"]
 

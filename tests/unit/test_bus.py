@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from pathlib import Path
 
 from mplp_lsp.bus import EventBus
 from mplp_lsp.store.events import StoredEvent
@@ -92,3 +93,35 @@ async def test_a_gate_holds_delivery_and_what_queues_meanwhile_comes_as_one_batc
     await bus.drain()
     assert calls == [[0, 1, 2, 3]]
     await bus.close()
+
+
+async def test_a_durable_consumer_catches_up_from_the_log_and_keeps_its_place(
+    tmp_path: Path,
+) -> None:
+    from mplp_lsp.store.positions import ConsumerPosition
+    from mplp_lsp.store.writer import StoreWriter
+    from tests.unit.test_store import make_event
+
+    writer = StoreWriter(tmp_path / "events.db")
+    await writer.start()
+    try:
+        await writer.append([make_event(n) for n in range(5)])  # committed, never published
+        seen: list[int] = []
+
+        async def handler(events: Sequence[StoredEvent]) -> None:
+            seen.extend(e.seq for e in events)
+
+        bus = EventBus()
+        bus.subscribe("graph", handler, position=ConsumerPosition(writer, "graph"))
+        stored = await writer.append([make_event(n) for n in range(5, 7)])
+        bus.publish([e for e in stored if e is not None])  # also in the catch-up's read
+        await bus.drain()
+        await bus.close()
+        assert seen == [1, 2, 3, 4, 5, 6, 7]  # each once, in order
+        again = EventBus()  # a restart: nothing new, nothing handled twice
+        again.subscribe("graph", handler, position=ConsumerPosition(writer, "graph"))
+        await again.drain()
+        await again.close()
+        assert seen == [1, 2, 3, 4, 5, 6, 7]
+    finally:
+        await writer.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -330,3 +331,34 @@ async def test_an_unapproved_plan_does_not_start(workspace: Workspace) -> None:
     with pytest.raises(Rejected) as refused:
         await run_single_agent_flow(options)
     assert refused.value.result.codes == ["transition_forbidden"]
+
+
+async def test_a_step_whose_events_cannot_be_stored_fails_and_rolls_back(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = workspace.root
+    (root / "a.txt").write_text("original\n")
+    submit_many = workspace.intake.submit_many
+
+    async def failing(submissions: Any) -> Any:
+        if any(s.kind is Kind.FILE_UPDATE for s in submissions):
+            raise sqlite3.OperationalError("disk I/O error")
+        return await submit_many(submissions)
+
+    monkeypatch.setattr(workspace.intake, "submit_many", failing)
+    context = context_doc()
+    only = step("edit a")
+    plan = plan_of(context["context_id"], [only])
+    actions = {only["step_id"]: {"type": "file", "op": "write", "path": "a.txt", "content": "x\n"}}
+    result = await run(workspace, context, plan, workspace_executor(root), actions)
+    assert result.success is False
+    assert result.error["errors"][0]["code"] == "action_failed"
+    assert "not stored" in result.error["errors"][0]["message"]
+    report = result.output["execution"]
+    assert report["failed_step"] == only["step_id"] and report["compensated"] == [only["step_id"]]
+    assert (root / "a.txt").read_text() == "original\n"  # the written file is rolled back
+    stored_plan = await workspace.psg.get_plan(plan["plan_id"])
+    assert stored_plan is not None and stored_plan["status"] == "failed"
+    assert [s["status"] for s in stored_plan["steps"]] == ["failed"]
+    trace = await workspace.psg.get_trace(report["trace_id"])
+    assert trace is not None and trace["status"] == "failed"

@@ -523,3 +523,22 @@ def test_hooks_chain_keep_status_and_uninstall_restores(tmp_path: Path) -> None:
 
 def test_state_paths_have_an_inbox(tmp_path: Path) -> None:
     assert StatePaths(tmp_path).inbox == tmp_path / "inbox"
+
+
+async def test_a_branch_merged_and_deleted_between_polls(rig: Rig) -> None:
+    """The poller sees t5 created, then (next poll) gone and main moved: the deletion is
+    reported at the tip t5 had when it went (where HEAD left it), as the hooks report it,
+    and the fast-forward as a merge beside the commit it brought."""
+    base = rig.repo.commit("base")
+    await rig.poll()
+    rig.repo.git("checkout", "-q", "-b", "t5")
+    assert await rig.poll() == [("branch_create", "refs/heads/t5", base)]
+    c = rig.repo.commit("c")
+    rig.repo.git("checkout", "-q", "main")
+    rig.repo.git("merge", "-q", "--ff-only", "t5")
+    rig.repo.git("branch", "-q", "-d", "t5")
+    assert sorted(await rig.poll()) == [
+        ("branch_delete", "refs/heads/t5", c),
+        ("commit", "refs/heads/main", c),
+        ("merge", "refs/heads/main", c),
+    ]

@@ -29,7 +29,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mplp_lsp.intake import _payload_key
 from mplp_lsp.store import (
     SCHEMA_VERSION,
     EventLog,
@@ -43,6 +42,7 @@ from mplp_lsp.store import (
     transaction,
 )
 from mplp_lsp.store.database import split_script
+from mplp_lsp.store.dedup import event_key as _payload_key
 from mplp_lsp.store.dedup import id_key
 from tests.conftest import sample
 from tests.old_store import store_at_version

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -21,10 +22,12 @@ from mplp_lsp.cli import (
     validate,
     watch,
 )
+from mplp_lsp.cli.common import OneLineParser
 
 EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 
 _COMMANDS = (
     serve,
@@ -43,7 +46,7 @@ _COMMANDS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="mplp-lsp",
         description=(
             "Editor-side daemon for the MPLP v1.0 integration layer: turns editor, Git, tool "
@@ -63,5 +66,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    result: int = args.handler(args)
+    try:
+        result: int = args.handler(args)
+        sys.stdout.flush()  # here, where a reader that went away is handled, not at exit
+    except BrokenPipeError:
+        # The reader went away (``status | head -3``): what it did not read is not ours to
+        # report. Point stdout at nothing, so flushing it at exit cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except Exception as error:  # the last net: one line, never a traceback (spec §7.7)
+        print(f"mplp-lsp {args.command}: {type(error).__name__}: {error}", file=sys.stderr)
+        return EXIT_INVALID
     return result

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
-from mplp_lsp.cli.common import add_log_options, configure_logging
+from mplp_lsp.cli.common import add_log_options, configure_logging, port
 
 TOKEN_ENV: Final = "MPLP_LSP_COLLECTOR_TOKEN"  # noqa: S105 (a variable name)
 POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
@@ -40,7 +40,7 @@ def register(commands: Any) -> None:
         ),
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    serve.add_argument("--port", type=int, default=8765, help="port (0: any free port)")
+    serve.add_argument("--port", type=port, default=8765, help="port (0: any free port)")
     serve.add_argument(
         "--db",
         default="collector.db",

@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 LOG_LEVELS = ("error", "warning", "info", "debug")
 TOOL_KINDS = ("linter", "formatter", "test_runner", "generator", "other")
@@ -18,6 +19,14 @@ def add_state_options(parser: argparse.ArgumentParser) -> None:
         help="where the store lives (default: MPLP_LSP_STATE_DIR, else a per-workspace folder "
         "under the user state dir)",
     )
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """A usage error is one line naming the command and the problem (``--help`` shows the
+    rest), with exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def add_remote_option(parser: argparse.ArgumentParser) -> None:
@@ -33,14 +42,14 @@ def add_remote_option(parser: argparse.ArgumentParser) -> None:
 def add_api_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--api-port",
-        type=_port,
+        type=port,
         metavar="PORT",
         help="port of the loopback HTTP API (default: the apiPort setting; 0 picks a free port)",
     )
     parser.add_argument("--no-api", action="store_true", help="do not serve the HTTP API")
 
 
-def _port(text: str) -> int:
+def port(text: str) -> int:
     if not text.isdigit() or int(text) > 65535:
         raise argparse.ArgumentTypeError(f"not a port number (0-65535): {text!r}")
     return int(text)

@@ -42,11 +42,17 @@ def register(commands: Any) -> None:
         metavar="TIME",
         help="an RFC 3339 time, or an age like 30s, 10m, 2h, 1d",
     )
-    parser.add_argument("--limit", type=int, metavar="N", help="at most N events")
+    parser.add_argument("--limit", type=_count, metavar="N", help="at most N events")
     parser.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
     add_workspace_option(parser)
     add_state_options(parser)
     parser.set_defaults(handler=run)
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"not a count (0 or more): {text!r}")
+    return int(text)
 
 
 def _since(text: str) -> str:
@@ -104,20 +110,24 @@ def _render(event: StoredEvent, *, as_json: bool) -> str:
 
 
 def summary(envelope: dict[str, Any]) -> str:
-    """One human line about an event."""
-    payload = envelope.get("payload") or {}
+    """One human line about an event (any field may be missing: envelopes received from
+    elsewhere, and the upstream family's names, carry other fields)."""
+    payload = envelope.get("payload")
+    if not isinstance(payload, dict):
+        payload = {}
+    field = payload.get
     if "file_path" in payload:
-        moved = f" (from {payload['previous_path']})" if payload.get("previous_path") else ""
-        return f"{payload['change_type']:<9} {payload['file_path']}{moved}"
+        moved = f" (from {payload['previous_path']})" if field("previous_path") else ""
+        return f"{field('change_type', ''):<9} {payload['file_path']}{moved}"
     if "event_kind" in payload:
-        commit = str(payload.get("commit_id", ""))[:12]
-        return f"{payload['event_kind']:<9} {payload.get('ref_name', '')} {commit}"
+        commit = str(field("commit_id", ""))[:12]
+        return f"{payload['event_kind']:<9} {field('ref_name', '')} {commit}"
     if "tool_id" in payload:
-        return f"{payload['status']:<9} {payload['tool_id']} ({payload['tool_kind']})"
+        return f"{field('status', ''):<9} {payload['tool_id']} ({field('tool_kind', '')})"
     if "ci_provider" in payload:
-        run = f"{payload['pipeline_id']} #{payload['run_id']}"
-        return f"{payload['status']:<9} {payload['ci_provider']} {run}"
+        run = f"{field('pipeline_id', '?')} #{field('run_id', '?')}"
+        return f"{field('status', ''):<9} {payload['ci_provider']} {run}"
     if envelope.get("event_family") == "graph_update":
-        node = payload.get("node_id", "")
+        node = field("node_id", "")
         return f"{envelope.get('update_kind', ''):<11} {node}"
     return str(envelope.get("event_type", ""))

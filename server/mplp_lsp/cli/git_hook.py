@@ -20,16 +20,9 @@ from mplp_lsp.handoff import deliver
 from mplp_lsp.intake import Submission
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.settings import EmailPolicy
-from mplp_lsp.sources.git import (
-    EMAIL_POLICY_KEY,
-    SOURCE_MODULE,
-    advance_refs,
-    as_current,
-    load_refs,
-    message_lookup,
-)
+from mplp_lsp.sources.git import EMAIL_POLICY_KEY, SOURCE_MODULE, advance_refs, message_lookup
 from mplp_lsp.store.events import EventLog
-from mplp_lsp.vcs.hook_updates import hook_updates, observed, parse_lines
+from mplp_lsp.vcs.hook_updates import hook_updates, observed, parse_transaction
 from mplp_lsp.vcs.operations import git_events
 from mplp_lsp.vcs.refs import read_snapshot
 from mplp_lsp.vcs.repo import GitRepo, RepoRefused
@@ -45,8 +38,12 @@ def run_hook(
 ) -> int:
     hook_environment()
     lines = stdin.splitlines()
-    if name == "reference-transaction" and not parse_lines(lines):
-        return 0  # no watched ref in this transaction: not even the repository is opened
+    transaction = parse_transaction(lines) if name == "reference-transaction" else None
+    if transaction is not None:
+        if not (transaction.reported() or transaction.deletions()):
+            return 0  # no watched ref in this transaction: not even the repository is opened
+        if transaction.deletions():
+            wait_pid = transaction.git_pid  # whether the deletion happened shows after git
     if wait_pid is not None:
         wait_for_exit(wait_pid, WAIT_LIMIT)
     try:
@@ -55,14 +52,17 @@ def run_hook(
         log.warning("mplp-lsp hook: %s", refused)
         return 0
     try:
-        recorded, policy = _recorded(root, state_dir)
-        current = read_snapshot(repo.info.git_dir, repo.info.common_dir)
-        # A move another hook (or the poller) reported already gives the same payloads,
-        # which the intake drops: no need to ask the recorded state, which may lag.
-        raw = observed(name, lines, repo.info, current)
-        if recorded is not None:
-            recorded = as_current(recorded, current.refs)
-        updates, known = hook_updates(raw, current, recorded)
+        policy = _email_policy(root, state_dir)
+        now = read_snapshot(repo.info.git_dir, repo.info.common_dir)
+        if transaction is None:
+            raw, current = observed(name, lines, repo.info, now), now
+        elif transaction.phase == "prepared":
+            # Still at its old value: the transaction was aborted, nothing was deleted.
+            raw = [d for d in transaction.deletions() if now.refs.get(d.ref) != d.old]
+            current = now
+        else:
+            raw, current = transaction.reported(), transaction.refs or now
+        updates, known = hook_updates(raw, current)
         payloads = git_events(repo, updates, known, message_lookup(repo), email_policy=policy)
     finally:
         repo.close()
@@ -92,16 +92,15 @@ def wait_for_exit(pid: int, limit: float) -> bool:
     return False
 
 
-def _recorded(root: Path, state_dir: str | None) -> tuple[dict[str, str] | None, EmailPolicy]:
-    """The ref state the store recorded (None: none yet) and the author email policy."""
+def _email_policy(root: Path, state_dir: str | None) -> EmailPolicy:
+    """The author email policy the daemon recorded (``hash`` until one did)."""
     conn = open_read_only(state_paths(root, state_dir))
     if conn is None:
-        return None, "hash"
+        return "hash"
     try:
-        refs = load_refs(conn)
         policy = EventLog(conn).get_meta(EMAIL_POLICY_KEY)
-    except Exception:  # an older store without the git tables
-        return None, "hash"
+    except Exception:  # an older store without the meta table
+        return "hash"
     finally:
         conn.close()
-    return refs, next((p for p in _POLICIES if p == policy), "hash")
+    return next((p for p in _POLICIES if p == policy), "hash")

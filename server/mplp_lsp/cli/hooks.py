@@ -26,6 +26,7 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mplp_lsp.statedir import resolve_state_dir
     from mplp_lsp.vcs import hooks
     from mplp_lsp.vcs.repo import GitRepo, RepoRefused
 
@@ -37,7 +38,10 @@ def run(args: argparse.Namespace) -> int:
         return 1
     try:
         if args.action == "install":
-            states = hooks.install(repo, root, args.state_dir)
+            # The store this caller sees (--state-dir, else MPLP_LSP_STATE_DIR, else the
+            # default), written into the hook: a commit from another shell, with another
+            # environment, reports to the same store.
+            states = hooks.install(repo, root, str(resolve_state_dir(root, args.state_dir)))
         elif args.action == "uninstall":
             states = hooks.uninstall(repo)
         else:

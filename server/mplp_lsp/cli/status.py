@@ -66,8 +66,17 @@ def run(args: argparse.Namespace) -> int:
     print(f"drift         {status.drift} file(s) ({status.drift_deferred} deferred)")
     print(f"store size    {status.store_bytes:,} bytes")
     if status.store_health != "ok":
-        moved = (status.salvage or {}).get("moved_to")
-        print(f"store health  {status.store_health} (salvaged; damaged file kept in {moved})")
+        salvage = status.salvage or {}
+        lost = (salvage.get("lost") or {}).get("events", 0)
+        known = salvage.get("highest_seq") or "?"
+        parts = [
+            f"salvaged: {salvage.get('problem', '')}",
+            f"{lost} of {known} events lost",
+            "forwarding goes on in a new stream",
+        ]
+        if salvage.get("moved_to"):
+            parts.append(f"damaged file kept in {salvage['moved_to']}")
+        print(f"store health  {status.store_health} ({'; '.join(parts)})")
     if status.forward is not None:
         _print_forward(status.forward)
     return 0

@@ -107,7 +107,9 @@ async def _list(request: web.Request) -> web.Response:
     events = await request.app[_STORE].call(
         lambda store: store.events(after=after, limit=limit, source=source)
     )
-    return web.json_response({"events": events, "next": events[-1]["id"] if events else after})
+    # A short page is the last one: no ``next``, so a client paging "while next" stops.
+    following = events[-1]["id"] if len(events) == limit else None
+    return web.json_response({"events": events, "next": following})
 
 
 async def _stats(request: web.Request) -> web.Response:

@@ -19,7 +19,7 @@ from typing import Final
 
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.store.database import transaction
-from mplp_lsp.store.queueing import apply_budget, recount
+from mplp_lsp.store.queueing import STREAM_META_KEY, apply_budget, recount
 
 __all__ = [
     "STREAM_META_KEY",
@@ -40,7 +40,6 @@ __all__ = [
     "trim_to_budget",
 ]
 
-STREAM_META_KEY: Final = "forward.stream"
 _ERROR_LIMIT: Final = 500
 
 

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -201,24 +202,15 @@ class _Run:
                 result = await self._execute(action)
             except ActionError as error:
                 self.rc.events.extend(error.events)
-                await self.flush()
-                await self._record_failure(step_id, error.result)
-                await psg.set_step_status(self.plan_id, step_id, "failed")
-                await self._segment(
-                    f"step: {step['description']}",
-                    "failed",
-                    started,
-                    {"step_id": step_id, "code": error.code, "message": str(error)},
-                )
-                report.failed_step, report.error = step_id, error.result.to_dict()
-                await self._settle_rest(steps, step_id)
-                await psg.set_plan_status(self.plan_id, "failed")
-                report.plan_status = "failed"
-                await self._roll_back(executed, by_id, snapshot, report)
-                await psg.set_trace_status(self.trace_id, "failed")
-                return report
+                await self._flush_after_failure()
+                return await self._fail(step_id, started, error, steps, executed, snapshot, report)
             self.rc.events.extend(result.pop("events", []))
-            await self.flush()
+            # The action ran: from here on a failure, this step's own included, undoes it.
+            executed.append((step_id, result))
+            try:
+                await self._flush()
+            except ActionError as error:
+                return await self._fail(step_id, started, error, steps, executed, snapshot, report)
             await self.vsl.set(f"runs/{self.rc.ids.run_id}/steps/{step_id}", result["output"])
             await psg.set_step_status(self.plan_id, step_id, "completed")
             await self._segment(
@@ -228,11 +220,56 @@ class _Run:
                 {"step_id": step_id, "execution_id": result.get("execution_id")},
             )
             report.completed.append(step_id)
-            executed.append((step_id, result))
         await psg.set_plan_status(self.plan_id, "completed")
         await psg.set_trace_status(self.trace_id, "completed")
         report.plan_status = "completed"
         return report
+
+    async def _fail(
+        self,
+        step_id: str,
+        started: str,
+        error: ActionError,
+        steps: list[dict[str, Any]],
+        executed: list[tuple[str, dict[str, Any]]],
+        snapshot: rollback.PsgSnapshot,
+        report: ExecutionReport,
+    ) -> ExecutionReport:
+        """Step ``step_id`` failed: mark it and the plan failed, undo what ran, end the trace."""
+        psg = self.x.psg
+        by_id = {s["step_id"]: s for s in steps}
+        await self._record_failure(step_id, error.result)
+        await psg.set_step_status(self.plan_id, step_id, "failed")
+        await self._segment(
+            f"step: {by_id[step_id]['description']}",
+            "failed",
+            started,
+            {"step_id": step_id, "code": error.code, "message": str(error)},
+        )
+        report.failed_step, report.error = step_id, error.result.to_dict()
+        await self._settle_rest(steps, step_id)
+        await psg.set_plan_status(self.plan_id, "failed")
+        report.plan_status = "failed"
+        await self._roll_back(executed, by_id, snapshot, report)
+        await psg.set_trace_status(self.trace_id, "failed")
+        return report
+
+    async def _flush(self) -> None:
+        """Hand the step's events to the intake; a failure to store them fails the step."""
+        try:
+            await self.flush()
+        except Exception as exc:
+            log.exception("plan %s: the intake could not store a step's events", self.plan_id)
+            raise ActionError.single(
+                ErrorCode.ACTION_FAILED,
+                redact(f"the step's events were not stored: {type(exc).__name__}: {exc}"),
+            ) from exc
+
+    async def _flush_after_failure(self) -> None:
+        """On the way out of a failure: events that cannot be stored do not stop the undo."""
+        # Logged by _flush; the failure already being handled is the one reported.
+        with contextlib.suppress(ActionError):
+            await self._flush()
 
     async def _execute(self, action: Any) -> dict[str, Any]:
         """The AEL call; whatever it raises becomes an ActionError with a code."""
@@ -296,14 +333,14 @@ class _Run:
                 done = await self._execute(inverse)
             except ActionError as error:
                 self.rc.events.extend(error.events)
-                await self.flush()
+                await self._flush_after_failure()
                 await self._record_failure(step_id, error.result)
                 await self._segment(
                     label, "failed", started, {"step_id": step_id, "code": error.code}
                 )
                 continue  # undo what can be undone; the trace says what could not
             self.rc.events.extend(done.pop("events", []))
-            await self.flush()
+            await self._flush_after_failure()
             report.compensated.append(step_id)
             await self._segment(label, "completed", started, {"step_id": step_id})
         started = utc_timestamp()

@@ -41,6 +41,7 @@ from mplp_lsp.vcs.refs import (
     read_snapshot,
     reflog_creation,
     reflog_entry,
+    reflog_newest,
     reflog_path,
 )
 from mplp_lsp.vcs.repo import GitRepo, RepoRefused
@@ -123,8 +124,27 @@ def diff_updates(repo: GitRepo, before: dict[str, str], after: Snapshot) -> list
     for name in sorted(before.keys() | after.refs.keys()):
         old, new = before.get(name, ZERO), after.refs.get(name, ZERO)
         if old != new:
-            updates += _split_creation(repo, RefUpdate(name, old, new))
+            updates += _split_creation(repo, _deleted_tip(repo, RefUpdate(name, old, new)))
     return sorted(updates, key=lambda update: _order(repo, update))
+
+
+def _deleted_tip(repo: GitRepo, update: RefUpdate) -> RefUpdate:
+    """A branch gone since the last poll may have moved on before it went (``checkout -b t``,
+    commits, ``checkout main``, ``branch -d t`` between two polls): its tip when it was
+    deleted is where HEAD left it, if that descends from the tip recorded. The hooks report
+    that deletion with that tip; reporting the recorded one would be a second, wrong one."""
+    if update.new != ZERO or update.old == ZERO or not update.ref.startswith("refs/heads/"):
+        return update
+    name = update.ref.removeprefix("refs/heads/")
+    head_log = reflog_path(repo.info.git_dir, repo.info.common_dir, HEAD)
+    left = reflog_newest(head_log, f"checkout: moving from {name} to ")
+    if left is None or left.old in (update.old, ZERO):
+        return update
+    try:
+        descends = repo.run("merge-base", update.old, left.old).strip() == update.old
+    except Exception:  # an object pruned since: keep what was recorded
+        return update
+    return RefUpdate(update.ref, left.old, ZERO) if descends else update
 
 
 def _split_creation(repo: GitRepo, update: RefUpdate) -> list[RefUpdate]:

@@ -32,7 +32,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Final
 
-from mplp_lsp.store.dedup import current_key, dedup_param
+from mplp_lsp.store.dedup import current_key, dedup_param, stored_event_key
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -418,6 +418,23 @@ DROP TRIGGER outbox_added;
 DROP TRIGGER outbox_overflow;
 """
 
+_IDENTITY_KEYS: Final = """
+-- Tool and git events are keyed by what identifies them, no longer by the whole payload
+-- (mplp_lsp.store.dedup.identity): a tool invocation's state re-sent with another time
+-- zone spelling is the same event; a commit seen on two branches is one commit. Rows
+-- that are now duplicates of an earlier one keep their old key (OR IGNORE): nothing
+-- stored is dropped, and later submissions meet the first one's key.
+UPDATE OR IGNORE events SET dedup_key = mplp_event_key(kind, body) WHERE kind IN ('tool', 'git')
+   AND mplp_event_key(kind, body) IS NOT NULL;
+"""
+
+_CONSUMER_FLOOR: Final = """
+-- Bus consumers keep their position in meta (mplp_lsp.store.positions); in a store that has
+-- events already, they start where the log ends now: its graph was derived from them.
+INSERT OR IGNORE INTO meta (key, value)
+    SELECT 'consumers.floor', CAST(coalesce(max(seq), 0) AS TEXT) FROM events;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     _V1,
     _TOOL_INVOCATIONS,
@@ -428,6 +445,8 @@ MIGRATIONS: tuple[str, ...] = (
     _COMPACT_DEDUP_KEYS,
     _TIMED_KEYS,
     _QUEUE_PER_APPEND,
+    _IDENTITY_KEYS,
+    _CONSUMER_FLOOR,
 )
 """Schema scripts; index ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append only."""
 
@@ -495,6 +514,7 @@ def register_functions(conn: sqlite3.Connection) -> None:
     """The SQL functions the migration scripts (and salvage) call."""
     conn.create_function("mplp_hex_key", 1, dedup_param, deterministic=True)
     conn.create_function("mplp_current_key", 2, current_key, deterministic=True)
+    conn.create_function("mplp_event_key", 2, stored_event_key, deterministic=True)
 
 
 def _connect_read_only(path: Path) -> sqlite3.Connection:

@@ -13,6 +13,18 @@ again gets the same key: a payload's ``timestamp`` (or ``started_at``/``complete
 tool and CI payloads, which have no ``timestamp``), an L3 event's envelope ``timestamp``.
 Which field is used changes only where a key sorts, never whether two keys are equal: the
 digest covers the whole identity. A missing or unreadable time sorts first (0).
+
+What the digest covers (:func:`identity`) is what makes two submissions the same event:
+
+* a tool event (spec §6.4.1: "deduplicate using ``timestamp`` and ``invocation_id``"): its
+  ``invocation_id``, ``status`` and its ``started_at``/``completed_at`` as instants (``Z``
+  and ``+00:00``, or any offset naming the same instant, are equal); a changed
+  ``output_summary`` re-sent for the same state is the same event;
+* a git event: the operation. A commit is made once, whichever branch it was first seen on
+  (a hook reports it on the branch it was made on; a poller that looks after that branch
+  was merged and deleted sees it on the branch it reached), so ``commit`` is the commit in
+  the repository; every other kind is the ref and the commit it names;
+* any other payload: the whole payload.
 """
 
 from __future__ import annotations
@@ -23,7 +35,17 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
-__all__ = ["DIGEST_SIZE", "KEY_SIZE", "current_key", "dedup_param", "id_key", "payload_key"]
+__all__ = [
+    "DIGEST_SIZE",
+    "KEY_SIZE",
+    "current_key",
+    "dedup_param",
+    "event_key",
+    "id_key",
+    "identity",
+    "payload_key",
+    "stored_event_key",
+]
 
 DIGEST_SIZE: Final = 16
 _TIME_SIZE: Final = 4
@@ -31,6 +53,54 @@ KEY_SIZE: Final = _TIME_SIZE + DIGEST_SIZE
 _LATEST: Final = 2 ** (8 * _TIME_SIZE) - 1
 _PAYLOAD_TIMES: Final = ("timestamp", "started_at", "completed_at")
 _HEX_DIGITS: Final = frozenset("0123456789abcdef")
+# One encoder for every key: json.dumps with options builds a new encoder on each call.
+_CANONICAL: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+_TOOL_TIMES: Final = ("started_at", "completed_at")
+
+
+def identity(kind: str, payload: Mapping[str, Any]) -> Mapping[str, Any]:
+    """What makes two payloads of ``kind`` the same event (see the module docstring)."""
+    if kind == "tool" and isinstance(payload.get("invocation_id"), str):
+        same: dict[str, Any] = {"invocation_id": payload["invocation_id"]}
+        same["status"] = payload.get("status")
+        for name in _TOOL_TIMES:
+            same[name] = _instant(payload.get(name))
+        return same
+    if kind == "git" and isinstance(payload.get("commit_id"), str):
+        names: tuple[str, ...] = ("repo_url", "event_kind", "commit_id")
+        if payload.get("event_kind") != "commit":
+            names += ("ref_name",)
+        return {name: payload.get(name) for name in names}
+    return payload
+
+
+def event_key(kind: str, payload: Mapping[str, Any]) -> bytes:
+    """The dedup key of a payload of ``kind``: same identity, same key."""
+    canonical = _CANONICAL.encode(identity(kind, payload))
+    digest = hashlib.blake2b(
+        f"{kind}\0{canonical}".encode(errors="surrogatepass"), digest_size=DIGEST_SIZE
+    ).digest()
+    return payload_key(digest, payload)
+
+
+def stored_event_key(kind: str, body: str) -> bytes | None:
+    """The key today's intake gives a stored payload event (``body``: its envelope); None
+    for an event that is not one. The upgrade to identity keys runs this over the log."""
+    payload = _envelope(body).get("payload")
+    return event_key(kind, payload) if isinstance(payload, Mapping) else None
+
+
+def _instant(moment: object) -> object:
+    """An ISO 8601 time as the instant it names (UTC, microseconds); anything else as is."""
+    if not isinstance(moment, str):
+        return moment
+    try:
+        parsed = datetime.fromisoformat(moment)
+    except ValueError:
+        return moment
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 def payload_key(digest: bytes, payload: Mapping[str, Any]) -> bytes:

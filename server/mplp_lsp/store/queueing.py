@@ -27,6 +27,8 @@ __all__ = ["apply_budget", "queue_appended", "recount"]
 # Entries examined per round when dropping over the budget: the oldest few usually cover
 # the excess of one batch.
 _TRIM_CHUNK: Final = 512
+# meta key of the id this store's envelopes are forwarded under (a salvage ends the stream)
+STREAM_META_KEY: Final = "forward.stream"
 
 
 def queue_appended(conn: sqlite3.Connection, after_seq: int) -> int:

@@ -15,10 +15,20 @@ working store: never a crash loop.
 The outbox is copied as it was. If its table could not be read in full for a store that
 was forwarding, every salvaged event not dead-lettered is queued again: the remote
 deduplicates by (source, event_id), so re-sending is safe and losing is not.
+
+The salvaged store starts a new forwarding stream (a new id, made when forwarding starts):
+the events stored next take sequence numbers the lost ones had, and a remote must never see
+one (stream, seq) name two events. The loss is counted against the highest ``seq`` known:
+the old table's own end if it can be read, the consumers' positions, the outbox, and a
+marker beside the store (``<store>.seen``, written at each start and clean close) that
+also tells that a store existed where the file is now empty or missing: that is a salvage,
+not a fresh start. The event log is append-only, so its seqs run 1..highest without gaps
+and the loss is exactly ``highest - copied``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shutil
@@ -31,9 +41,9 @@ from typing import Any, Final
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.store.database import connect, transaction
 from mplp_lsp.store.dedup import KEY_SIZE
-from mplp_lsp.store.queueing import recount
+from mplp_lsp.store.queueing import STREAM_META_KEY, recount
 
-__all__ = ["SALVAGE_META_KEY", "SalvageReport", "ensure_usable", "read_report"]
+__all__ = ["SALVAGE_META_KEY", "SalvageReport", "ensure_usable", "note_highest_seq", "read_report"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +75,8 @@ class SalvageReport:
     lost: dict[str, int] = field(default_factory=dict)
     unreadable_tables: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    highest_seq: int = 0  # the highest event seq known to have existed
+    previous_stream: str | None = None  # the forwarding stream that ended here
 
     @property
     def lost_events(self) -> int:
@@ -74,23 +86,28 @@ class SalvageReport:
 def ensure_usable(path: Path) -> SalvageReport | None:
     """Check the store at ``path``; salvage it if damaged. None when nothing was wrong."""
     started = time.monotonic()
-    if not path.exists():
-        orphans = [side for side in _side_paths(path) if side.exists()]
-        if not orphans:
+    seen = _read_seen(path)
+    if not path.exists() or (seen and _is_empty(path)):
+        files = [side for side in [path, *_side_paths(path)] if side.exists()]
+        if not files and not seen:
             return None  # a new store
-        report = SalvageReport(utc_timestamp(), "the store file was missing", None)
-        report.moved_to = str(_move_aside(path, orphans))
+        what = "missing" if not path.exists() else "empty"
+        report = SalvageReport(utc_timestamp(), f"the store file was {what}", None)
+        if files:
+            report.moved_to = str(_move_aside(path, files))
+        _count_lost_events(report, seen)
         _record(path, report, started)
         return report
     problem = _problem(path)
     if problem is None:
+        note_highest_seq(path, _highest_stored(path))
         return None
     log.error("the store %s is damaged (%s); moving it aside and salvaging", path, problem)
     files = [path, *(side for side in _side_paths(path) if side.exists())]
     quarantine = _move_aside(path, files)
     report = SalvageReport(utc_timestamp(), problem, str(quarantine))
     try:
-        _salvage(quarantine / path.name, path, report)
+        _salvage(quarantine / path.name, path, report, seen)
     except Exception as error:  # salvage is best effort; starting is not optional
         log.exception("salvage of %s stopped early", path)
         report.unreadable_tables.append(f"salvage stopped: {error}")
@@ -103,6 +120,70 @@ def ensure_usable(path: Path) -> SalvageReport | None:
         quarantine,
     )
     return report
+
+
+def _seen_path(path: Path) -> Path:
+    return path.with_name(path.name + ".seen")
+
+
+def _read_seen(path: Path) -> int:
+    """The highest seq the marker beside the store recorded; 0 without a marker."""
+    try:
+        value = json.loads(_seen_path(path).read_text(encoding="utf-8"))["highest_seq"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return 0
+    return value if isinstance(value, int) and value > 0 else 0
+
+
+def note_highest_seq(path: Path, highest: int) -> None:
+    """Note beside the store at ``path`` that it holds events up to ``highest`` (at each
+    start and clean close; replaced atomically)."""
+    if highest <= 0:
+        return
+    marker = _seen_path(path)
+    temporary = marker.with_name(marker.name + ".tmp")
+    try:
+        temporary.write_text(json.dumps({"highest_seq": highest}), encoding="utf-8")
+        temporary.replace(marker)
+    except OSError:
+        log.warning("could not write %s", marker, exc_info=True)
+
+
+def _is_empty(path: Path) -> bool:
+    """A file SQLite opens as a database with no tables (a store truncated to 0 bytes)."""
+    try:
+        if path.stat().st_size == 0:
+            return True
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except (OSError, sqlite3.Error):
+        return False
+    try:
+        return conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is None
+    except sqlite3.Error:
+        return False  # damaged, not empty: quick_check decides
+    finally:
+        conn.close()
+
+
+def _highest_stored(path: Path) -> int:
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return 0
+    try:
+        return int(conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
+    except sqlite3.Error:
+        return 0  # a store not created (or migrated) yet
+    finally:
+        conn.close()
+
+
+def _count_lost_events(report: SalvageReport, highest: int) -> None:
+    """Lost events: the highest seq known less the events copied (seqs have no gaps)."""
+    report.highest_seq = max(report.highest_seq, highest)
+    lost = max(report.highest_seq - report.copied.get("events", 0), report.lost_events)
+    if lost > 0:
+        report.lost["events"] = lost
 
 
 def read_report(conn: sqlite3.Connection) -> dict[str, Any] | None:
@@ -149,7 +230,7 @@ def _move_aside(path: Path, files: list[Path]) -> Path:
     return quarantine
 
 
-def _salvage(old_path: Path, new_path: Path, report: SalvageReport) -> None:
+def _salvage(old_path: Path, new_path: Path, report: SalvageReport, seen: int) -> None:
     new = connect(new_path)
     try:
         try:
@@ -174,11 +255,40 @@ def _salvage(old_path: Path, new_path: Path, report: SalvageReport) -> None:
                     " WHERE typeof(dedup_key) = 'text' OR length(dedup_key) != ?",
                     (KEY_SIZE,),
                 )
+                report.previous_stream = _end_stream(new)
+            _count_lost_events(report, max(seen, _highest_known(old, new)))
             _restore_outbox(new, old_state, report)
         finally:
             old.close()
     finally:
         new.close()
+
+
+def _end_stream(new: sqlite3.Connection) -> str | None:
+    """Drop the copied stream id: forwarding starts a new stream on the salvaged store."""
+    row = new.execute("SELECT value FROM meta WHERE key = ?", (STREAM_META_KEY,)).fetchone()
+    new.execute("DELETE FROM meta WHERE key = ?", (STREAM_META_KEY,))
+    return None if row is None else str(row[0])
+
+
+def _highest_known(old: sqlite3.Connection, new: sqlite3.Connection) -> int:
+    """The highest event seq the damaged store shows anywhere: its table's end if that can
+    be read, and what was copied of the consumers' positions and the outbox."""
+    found = [0]
+    with contextlib.suppress(sqlite3.Error):  # the end of the table may be damaged
+        found.append(int(old.execute("SELECT coalesce(max(rowid), 0) FROM events").fetchone()[0]))
+    queries = (
+        "SELECT coalesce(max(seq), 0) FROM events",
+        "SELECT coalesce(max(seq), 0) FROM outbox",
+        "SELECT coalesce(max(seq), 0) FROM outbox_dead",
+        "SELECT coalesce(max(CAST(value AS INTEGER)), 0) FROM meta WHERE key LIKE 'consumer.%'",
+    )
+    for query in queries:
+        try:
+            found.append(int(new.execute(query).fetchone()[0]))
+        except sqlite3.Error:
+            continue
+    return max(found)
 
 
 def _tables(conn: sqlite3.Connection) -> list[str]:
@@ -317,5 +427,13 @@ def _record(path: Path, report: SalvageReport, started: float) -> None:
                 " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (SALVAGE_META_KEY, json.dumps(asdict(report), ensure_ascii=False)),
             )
+            if report.moved_to is None or not report.copied:
+                # Nothing was copied (the file was missing or empty): the loss is counted
+                # here; a copy counted it with the outbox it restored.
+                conn.execute(
+                    "UPDATE outbox_state SET quarantined = quarantined + ? WHERE id = 1",
+                    (report.lost_events,),
+                )
     finally:
         conn.close()
+    note_highest_seq(path, report.highest_seq)

@@ -1,14 +1,17 @@
 """What each git hook saw, as the ref updates the poller would derive.
 
 Every hook ends in :func:`mplp_lsp.vcs.operations.git_events`, so whichever reports an
-operation first wins and the others (the poller included) produce the same payloads, which
-the intake drops as duplicates. What each hook knows:
+operation first wins and the others (the poller included) report the same operations, which
+the intake drops as duplicates (it keys git events by operation). What each hook knows:
 
-* ``reference-transaction``: every ref update with its old and new value. Two details differ
-  from a snapshot diff and are evened out in :func:`hook_updates`: a deletion may come with a
-  zero old value (``git branch -D`` does not check it), which is then taken from the state
-  the daemon recorded; and ``HEAD`` is listed beside the branch it points to, which only
-  counts while ``HEAD`` is detached.
+* ``reference-transaction``: every ref update with its old and new value, and the refs as
+  they were while git ran (the hook script notes them: :class:`Transaction`). Our part runs
+  later, when the next commands of a script may have moved or deleted those refs, so what
+  counts as "known before" comes from that note, never from the repository as it is then.
+  A deletion may come with a zero old value (``git branch -D`` does not check it); the
+  ``prepared`` phase, where the ref still exists, reports those: its note holds the value,
+  and once git has exited the ref is confirmed gone (an aborted transaction left it).
+  ``HEAD`` is listed beside the branch it points to, which only counts while it is detached.
 * ``post-commit``, ``post-rewrite``: the checked-out branch (or detached ``HEAD``) moved; the
   hook notes which ref and commit that is the moment it runs (our part runs later, when
   ``HEAD`` may have moved on), and the ref's reflog entry that ends at that commit gives the
@@ -25,6 +28,7 @@ the intake drops as duplicates. What each hook knows:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from mplp_lsp.vcs.operations import MERGE_MESSAGES, RefUpdate
 from mplp_lsp.vcs.refs import (
@@ -42,20 +46,60 @@ from mplp_lsp.vcs.repo import RepoInfo
 Accept = Callable[[ReflogEntry], bool]
 
 
-def parse_lines(lines: Iterable[str]) -> list[RefUpdate]:
-    """``reference-transaction`` input: ``<old> <new> <ref>`` lines."""
-    updates = []
+@dataclass(frozen=True, slots=True)
+class Transaction:
+    """What the ``reference-transaction`` hook script spooled: git's ``<old> <new> <ref>``
+    lines, then ``phase <phase> <git pid>`` and ``tip <oid> <ref> [*]`` lines (the refs
+    while git ran; ``*`` marks the branch ``HEAD`` points to)."""
+
+    updates: list[RefUpdate]
+    phase: str  # "committed" or "prepared"; "" from a script that noted nothing
+    git_pid: int | None
+    refs: Snapshot | None  # None from a script that noted nothing
+
+    def deletions(self) -> list[RefUpdate]:
+        """``prepared`` phase: the branches being deleted without an old value, at the value
+        they have while git holds them locked."""
+        if self.phase != "prepared" or self.refs is None:
+            return []
+        tips = self.refs.refs
+        return [
+            RefUpdate(u.ref, tips[u.ref], ZERO)
+            for u in self.updates
+            if u.old == u.new == ZERO and u.ref.startswith("refs/heads/") and u.ref in tips
+        ]
+
+    def reported(self) -> list[RefUpdate]:
+        """``committed`` phase: the updates, less deletions with no old value (the
+        ``prepared`` phase reported those)."""
+        if self.phase == "prepared":
+            return []
+        return [u for u in self.updates if not u.old == u.new == ZERO]
+
+
+def parse_transaction(lines: Iterable[str]) -> Transaction:
+    updates: list[RefUpdate] = []
+    phase, pid = "", None
+    tips: dict[str, str] = {}
+    head_target = None
     for line in lines:
         parts = line.split()
-        if len(parts) == 3 and (parts[2] == HEAD or parts[2].startswith(WATCHED_NAMESPACES)):
-            updates.append(RefUpdate(parts[2], parts[0], parts[1]))
-    return updates
+        if len(parts) == 3 and is_oid(parts[0]) and is_oid(parts[1]):
+            if parts[2] == HEAD or parts[2].startswith(WATCHED_NAMESPACES):
+                updates.append(RefUpdate(parts[2], parts[0], parts[1]))
+        elif len(parts) == 3 and parts[0] == "phase":
+            phase, pid = parts[1], int(parts[2]) if parts[2].isdigit() else None
+        elif len(parts) in (3, 4) and parts[0] == "tip" and is_oid(parts[1]):
+            tips[parts[2]] = parts[1]
+            if len(parts) == 4 and parts[3] == "*":
+                head_target = parts[2]
+    noted = Snapshot(tips, head_target) if phase else None
+    return Transaction(updates, phase, pid, noted)
 
 
 def observed(name: str, lines: list[str], info: RepoInfo, current: Snapshot) -> list[RefUpdate]:
-    """The ref updates hook ``name`` can vouch for, given its input ``lines``."""
-    if name == "reference-transaction":
-        return parse_lines(lines)
+    """The ref updates hook ``name`` (not ``reference-transaction``: see
+    :class:`Transaction`) can vouch for, given its input ``lines``."""
     if name == "pre-push":
         return pushed(lines, info, current)
     accept = _ACCEPT.get(name)
@@ -71,7 +115,9 @@ def _merged(entry: ReflogEntry) -> bool:
 
 
 def _created(entry: ReflogEntry) -> bool:
-    return entry.old == ZERO
+    # ``checkout -b`` writes "branch: Created from ..."; a branch whose tip is still the
+    # commit that created it ("commit (initial)") is only being switched to.
+    return entry.old == ZERO and entry.message.startswith("branch: Created from")
 
 
 _ACCEPT: dict[str, tuple[Accept, bool]] = {
@@ -119,22 +165,13 @@ def pushed(lines: Iterable[str], info: RepoInfo, current: Snapshot) -> list[RefU
     return list(updates.values())
 
 
-def hook_updates(
-    raw: list[RefUpdate], current: Snapshot, recorded: dict[str, str] | None
-) -> tuple[list[RefUpdate], set[str]]:
-    """The updates to report, and the tips known before them: the refs as they are now,
-    with the updated ones at their old values. (The recorded refs would lag behind: hook
-    processes for one operation run side by side and record in any order.)"""
-    previous = recorded or {}
+def hook_updates(raw: list[RefUpdate], current: Snapshot) -> tuple[list[RefUpdate], set[str]]:
+    """The updates to report, and the tips known before them: the refs of ``current`` (as
+    they were when the hook ran), with the updated ones at their old values."""
     updates = []
     for update in raw:
         if update.ref == HEAD and current.head_target is not None:
             continue  # HEAD follows a branch; the branch's own line reports it
-        if update.old == update.new == ZERO:
-            old = previous.get(update.ref, ZERO)
-            if old == ZERO:
-                continue  # a ref nobody recorded went away: nothing exact to say
-            update = RefUpdate(update.ref, old, ZERO)
         if update.old != update.new:
             updates.append(update)
     touched = {update.ref for update in updates}

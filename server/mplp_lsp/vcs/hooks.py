@@ -7,7 +7,7 @@ the checked-out branch they were run for, which is what an older git, or a trans
 that someone else's hook vetoed, leaves to them; ``pre-push`` cannot know whether the push
 will succeed, so it only leaves a background check behind that waits for the push to end and
 reports the remote-tracking refs it updated. Deriving the same operation twice is harmless:
-the payloads are equal and the intake keeps one.
+the intake keeps one (git events are deduplicated by operation: :mod:`mplp_lsp.store.dedup`).
 
 Each hook chains: a hook already in place is renamed ``<name>.mplp-lsp-chained`` and run
 first, with the same arguments and input; its exit status is the hook's exit status, so it
@@ -55,6 +55,15 @@ spool=
 _SPOOL = """spool=$(mktemp 2>/dev/null) || spool=
 if [ -n "$spool" ]; then cat > "$spool"; exec < "$spool"; fi
 """
+# ``reference-transaction`` notes the refs as they are while git still runs (one git process),
+# with the phase and git's pid: our part runs later, when the next commands of a script may
+# have moved or deleted them. A deletion's old value is often not given (``git branch -D``):
+# in the ``prepared`` phase the ref still exists, so that phase is reported too, and only then.
+_DELETES = 'grep -q "^0\\{40\\} 0\\{40\\} refs/heads/" "$spool"'
+_TIPS = """    { echo "phase $1 $PPID"
+      git for-each-ref --format='tip %(objectname) %(refname) %(HEAD)' \\
+          refs/heads refs/tags refs/remotes; } >> "$spool" 2>/dev/null
+"""
 # Hooks told nothing exact note the checked-out ref and commit now (one git process): our
 # part runs later, when HEAD may have moved on.
 _CAPTURE = """if {when}; then
@@ -68,7 +77,7 @@ if [ -x "$chained" ]; then
     status=$?
 fi
 if {when} && [ -n "$spool" ]; then
-    (
+{capture}    (
         unset {location}
         cd / || exit 0
         {command} < "${{spool:-/dev/null}}"
@@ -87,13 +96,15 @@ class _Shape:
     when: str  # shell condition for our part to run
     extra: str = ""  # shell words appended to our command
     early: str = ""  # a line that ends the hook before anything is spooled
+    capture: str = ""  # lines run while git waits, after the chained hook, to add to the spool
 
 
 _SHAPES = {
     "reference-transaction": _Shape(
         True,
-        '[ "$1" = committed ]',
-        early='if [ "$1" != committed ] && [ ! -x "$chained" ]; then exit 0; fi\n',
+        f'{{ [ "$1" = committed ] || {{ [ "$1" = prepared ] && {_DELETES}; }}; }}',
+        early='case "$1" in committed|prepared) ;; *) [ -x "$chained" ] || exit 0 ;; esac\n',
+        capture=_TIPS,
     ),
     "post-commit": _Shape(False, "true"),
     "post-merge": _Shape(False, "true"),
@@ -116,6 +127,7 @@ def hook_script(name: str, chained: Path, command: list[str]) -> str:
         when=shape.when,
         location=" ".join(LOCATION_VARIABLES),
         command=shlex.join(command) + shape.extra,
+        capture=shape.capture,
     )
     spool = _SPOOL if shape.reads_input else _CAPTURE.format(when=shape.when)
     return header + shape.early + spool + body

@@ -11,8 +11,8 @@ Rules, per update (``C`` = commits reachable from the new value and from no ref 
 * ``refs/heads/*`` created: ``branch_create``; if the reflog says ``commit`` (the first commit
   of a branch), also its commits ``C``.
 * ``refs/heads/*`` moved: one ``commit`` (or ``merge``, for two or more parents) per commit in
-  ``C``, oldest first; a fast-forward merge or pull, where ``C`` is empty, is one ``merge`` of
-  the new tip.
+  ``C``, oldest first; a fast-forward merge or pull is one ``merge`` of the new tip (after
+  ``C``, which is empty unless the merged branch was never seen: gone before a poll).
 * ``refs/heads/*`` deleted: ``branch_delete`` of the commit it pointed to.
 * ``refs/tags/*`` created or moved: ``tag`` of the tagged commit.
 * ``refs/remotes/*`` moved by ``update by push``: ``push``.
@@ -93,7 +93,8 @@ def plan(
             else:
                 commits = _commits(repo, update, known)
                 planned += commits
-                if not commits and _starts(message(update.ref, update.new), MERGE_MESSAGES):
+                moved_by = message(update.ref, update.new)
+                if _starts(moved_by, MERGE_MESSAGES) and (not commits or _fast_forward(moved_by)):
                     planned.append(Planned("merge", update.ref, update.new))
         elif update.ref.startswith("refs/tags/"):
             if not deleted:
@@ -107,6 +108,12 @@ def plan(
         if not deleted:
             known.add(update.new)
     return planned
+
+
+def _fast_forward(message: str | None) -> bool:
+    # "merge topic: Fast-forward", "pull: Fast-forward": a merge even when the commits it
+    # brought are new to the one reporting it (a poller that never saw the merged branch).
+    return message is not None and message.endswith("Fast-forward")
 
 
 def _starts(message: str | None, prefixes: tuple[str, ...]) -> bool:

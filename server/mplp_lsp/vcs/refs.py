@@ -144,6 +144,13 @@ def reflog_entry(path: Path, new: str) -> ReflogEntry | None:
     return next((e for e in reversed(_tail_entries(path)) if e.new == new), None)
 
 
+def reflog_newest(path: Path, message_prefix: str) -> ReflogEntry | None:
+    """The newest entry whose message starts with ``message_prefix``, if the tail holds one."""
+    return next(
+        (e for e in reversed(_tail_entries(path)) if e.message.startswith(message_prefix)), None
+    )
+
+
 def reflog_creation(path: Path) -> ReflogEntry | None:
     """The entry that created the ref (old value zero), if the reflog tail still holds it."""
     entries = _tail_entries(path)
