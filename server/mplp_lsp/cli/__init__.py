@@ -68,7 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         result: int = args.handler(args)
-        sys.stdout.flush()  # here, where a reader that went away is handled, not at exit
+        if not sys.stdout.closed:  # ``serve`` hands stdout to the LSP transport, which closes it
+            sys.stdout.flush()  # here, where a reader that went away is handled, not at exit
     except BrokenPipeError:
         # The reader went away (``status | head -3``): what it did not read is not ours to
         # report. Point stdout at nothing, so flushing it at exit cannot fail again.
