@@ -10,6 +10,7 @@ import secrets
 import signal
 import sqlite3
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -89,8 +90,26 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"the token is empty; set {TOKEN_ENV} or put one in the token file")
     from mplp_lsp.collector.app import run_collector
 
+    try:
+        serve_until_stopped(
+            lambda ready: run_collector(db, token, args.host, args.port, ready=ready),
+            f"db: {db}",
+        )
+    except sqlite3.Error as error:
+        return fail(f"cannot use the database {db}: {error}")
+    except OSError as error:  # the address: taken, or not one of this machine's
+        return fail(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}")
+    return 0
+
+
+Ready = Callable[[str, int], None]
+
+
+def serve_until_stopped(serve: Callable[[Ready], Awaitable[None]], where: str) -> None:
+    """Run a collector until SIGINT or SIGTERM; say where it listens once it does."""
+
     def ready(host: str, port: int) -> None:
-        print(f"collector listening on http://{host}:{port} (db: {db})", file=sys.stderr)
+        print(f"collector listening on http://{host}:{port} ({where})", file=sys.stderr)
         sys.stderr.flush()
 
     async def main() -> None:
@@ -99,16 +118,10 @@ def run(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, task.cancel)
-        await run_collector(db, token, args.host, args.port, ready=ready)
+        await serve(ready)
 
-    try:
-        with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
-            asyncio.run(main())
-    except sqlite3.Error as error:
-        return fail(f"cannot use the database {db}: {error}")
-    except OSError as error:  # the address: taken, or not one of this machine's
-        return fail(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}")
-    return 0
+    with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
+        asyncio.run(main())
 
 
 def fail(message: str) -> int:

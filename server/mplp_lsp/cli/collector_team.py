@@ -9,13 +9,9 @@ keep a generated one beside.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import signal
-import sys
 from pathlib import Path
 
-from mplp_lsp.cli.collector import TOKEN_ENV, fail, given_token
+from mplp_lsp.cli.collector import TOKEN_ENV, fail, given_token, serve_until_stopped
 
 __all__ = ["run_team"]
 
@@ -49,21 +45,11 @@ def run_team(args: argparse.Namespace) -> int:
         retention_days=args.retention_days,
     )
 
-    def ready(host: str, port: int) -> None:
-        print(f"collector listening on http://{host}:{port} (db: PostgreSQL)", file=sys.stderr)
-        sys.stderr.flush()
-
-    async def main() -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, task.cancel)
-        await run_team_collector(settings, args.host, args.port, ready=ready)
-
     try:
-        with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
-            asyncio.run(main())
+        serve_until_stopped(
+            lambda ready: run_team_collector(settings, args.host, args.port, ready=ready),
+            "db: PostgreSQL",
+        )
     except (psycopg.Error, TimeoutError) as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         return fail(f"cannot use the PostgreSQL database: {first}")
