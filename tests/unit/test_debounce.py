@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from mplp_lsp.sources.debounce import (
     EDITOR,
     WATCHER,
+    WILL_SAVE,
     Change,
     Coalescer,
     Debouncer,
@@ -275,6 +276,28 @@ def test_a_watchers_echo_of_an_editor_save_does_not_hold_it_back() -> None:
     rules.add(ob(MODIFIED, "a", 0.3, origin=WATCHER))
     [only] = rules.pop_due(0.5)
     assert (only.path, only.change, only.count) == ("a", MODIFIED, 2)
+
+
+def test_a_save_counts_its_quiet_period_from_its_will_save() -> None:
+    rules = Coalescer(quiet=0.5, max_wait=2.0)
+    rules.add(ob(MODIFIED, "a", 0.0, origin=WILL_SAVE))
+    rules.add(ob(MODIFIED, "a", 0.05))  # didSave: the same save, written
+    rules.add(ob(MODIFIED, "a", 0.3, origin=WATCHER))  # and its echo
+    [only] = rules.pop_due(0.5)
+    assert (only.path, only.change, only.count) == ("a", MODIFIED, 3)
+
+
+def test_a_second_save_still_extends_the_quiet_period() -> None:
+    rules = Coalescer(quiet=0.5, max_wait=2.0)
+    rules.add(ob(MODIFIED, "a", 0.0, origin=WILL_SAVE))
+    rules.add(ob(MODIFIED, "a", 0.05))
+    rules.add(ob(MODIFIED, "a", 0.2, origin=WILL_SAVE))
+    rules.add(ob(MODIFIED, "a", 0.25))
+    assert rules.pop_due(0.5) == []
+    assert rows(rules.pop_due(0.7)) == [("a", MODIFIED, None)]
+    rules.add(ob(MODIFIED, "b", 0.0))  # a didSave with no willSave before it
+    rules.add(ob(MODIFIED, "b", 0.3))
+    assert rules.pop_due(0.5) == []
 
 
 def test_a_watcher_alone_or_an_editor_again_still_extends_the_quiet_period() -> None:

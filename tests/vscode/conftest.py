@@ -81,8 +81,10 @@ def code_server_root() -> Path:
     return code_server_dir()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    # Module scope: Playwright's sync API keeps an event loop running on this thread until it
+    # stops, and the asyncio tests of any module after this one need the thread free.
     from playwright.sync_api import sync_playwright
 
     executable = chromium()

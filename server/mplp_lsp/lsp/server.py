@@ -401,6 +401,13 @@ def create_server(
         ls.document(uri, lambda ws, path: ws.documents.saved(path, text))
         ls.activity("modified", uri, language=document.language_id if document else None)
 
+    @server.feature(types.TEXT_DOCUMENT_WILL_SAVE)
+    def will_save(ls: MplpLanguageServer, params: types.WillSaveTextDocumentParams) -> None:
+        from mplp_lsp.sources.debounce import WILL_SAVE
+
+        # The save's quiet period starts here; the didSave that follows completes it.
+        ls.activity("modified", params.text_document.uri, origin=WILL_SAVE)
+
     @server.feature(types.WORKSPACE_DID_CREATE_FILES, _EVERY_FILE)
     def did_create(ls: MplpLanguageServer, params: types.CreateFilesParams) -> None:
         for created in params.files:

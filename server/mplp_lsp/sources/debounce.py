@@ -39,6 +39,7 @@ logger = logging.getLogger(__name__)
 
 EDITOR: Final = "editor"
 WATCHER: Final = "watcher"
+WILL_SAVE: Final = "will_save"  # the editor is about to save (LSP willSave): a save began
 
 _EMPTY: Final[Mapping[str, object]] = MappingProxyType({})
 
@@ -104,6 +105,7 @@ class _Window:
         "last_at",
         "new",
         "old",
+        "save_begun",
     )
 
     def __init__(self, old: str | None, at: float) -> None:
@@ -119,6 +121,7 @@ class _Window:
         self.due = math.inf
         self.alive = True
         self.editor_saw = False
+        self.save_begun = False
 
     @property
     def key(self) -> str:
@@ -305,7 +308,11 @@ class Coalescer:
         # not hold the event back by another quiet period.
         echo = obs.origin == WATCHER and obs.change is Change.MODIFIED and w.editor_saw
         w.editor_saw = w.editor_saw or obs.origin != WATCHER
-        if at > w.last_at and not echo:
+        # Likewise the editor's didSave completes the save its willSave began: the quiet
+        # period counts from when the save began, not from when the write was done.
+        completes = obs.origin == EDITOR and obs.change is Change.MODIFIED and w.save_begun
+        w.save_begun = obs.origin == WILL_SAVE or (w.save_begun and not completes)
+        if at > w.last_at and not echo and not completes:
             w.last_at = at
         elif at < w.first_at:  # sources disagree on order: the max-wait starts earlier
             w.first_at = at
