@@ -261,7 +261,10 @@ class Workspace:
         after = self.opened_ns if since is None else int(since)
         new = await asyncio.to_thread(walk, (after, until_ns), recorded)
         opened = str(self.opened_ns)
-        await self._writer.run(lambda conn: EventLog(conn).set_meta(_RECORDING_SINCE, opened))
+        try:
+            await self._writer.run(lambda conn: EventLog(conn).set_meta(_RECORDING_SINCE, opened))
+        except sqlite3.Error as error:  # a full disk, say: the next start looks from further back
+            log.warning("could not note when this catch-up started (%s)", error)
         return new
 
     async def _screen_handed(self, submissions: list[Submission]) -> list[Submission]:

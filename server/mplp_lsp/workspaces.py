@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
@@ -126,6 +127,9 @@ class Workspaces:
     async def _catch_up(self, workspace: Workspace, until_ns: int) -> None:
         try:
             found = await workspace.unrecorded_files(until_ns)
+        except (OSError, sqlite3.Error) as error:  # the store or the tree: one line, no trace
+            log.warning("the start-up catch-up scan failed: %s", error)
+            return
         except Exception:
             log.exception("the start-up catch-up scan failed")
             return
