@@ -30,15 +30,21 @@ from psycopg_pool import AsyncConnectionPool
 
 from mplp_lsp.collector import team_graph
 from mplp_lsp.collector.pg_schema import migrate
-from mplp_lsp.collector.store import Answer, _encode, _items, _parse, _source_of
-from mplp_lsp.protocol.kinds import EVENT_FAMILY_KINDS, KIND_BY_EVENT_TYPE, Kind, detect_kind
+from mplp_lsp.collector.store import (
+    Answer,
+    _encode,
+    _items,
+    _parse,
+    _source_of,
+    envelope_problems,
+)
+from mplp_lsp.protocol.kinds import KIND_BY_EVENT_TYPE, Kind, detect_kind
 from mplp_lsp.protocol.validator import EventValidator, default_validator
 
 __all__ = ["PgCollector", "url_problem"]
 
 log = logging.getLogger(__name__)
 
-_ACCEPTED_KINDS: Final = frozenset({Kind.ENVELOPE, *EVENT_FAMILY_KINDS})
 _RETRIES: Final = 5  # deadlocks between instances are rare; give up loudly after a few
 
 _COLUMNS: Final = "stream, seq, source, event_id, kind, author, occurred_at, body"
@@ -179,7 +185,7 @@ class PgCollector:
             return parsed
         stream, items = parsed
         kinds = [detect_kind(envelope) for _seq, envelope in items]
-        problems = self._problems(items, kinds)
+        problems = envelope_problems(self._validator, items, kinds)
         if problems:
             return Answer(400, {"error": "invalid_envelopes", "items": problems})
         try:
@@ -229,24 +235,6 @@ class PgCollector:
             backlog=backlog if isinstance(backlog, int) and not isinstance(backlog, bool) else None,
             count=len(items),
         )
-
-    def _problems(
-        self, items: list[tuple[int, dict[str, Any]]], kinds: list[Kind | None]
-    ) -> list[dict[str, Any]]:
-        problems = []
-        for index, ((_seq, envelope), kind) in enumerate(zip(items, kinds, strict=True)):
-            if kind not in _ACCEPTED_KINDS:
-                errors_ = [{"path": "", "code": "unknown_kind", "message": "not an MPLP event"}]
-            else:
-                assert kind is not None
-                result = self._validator.validate(kind, envelope)
-                if result.ok:
-                    continue
-                errors_ = [issue.to_dict() for issue in result.errors]
-            problems.append(
-                {"index": index, "event_id": envelope.get("event_id"), "errors": errors_[:10]}
-            )
-        return problems
 
     async def _write(self, prepared: _Prepared, idempotency_key: str | None) -> Answer:
         async with self.pool.connection() as conn, conn.transaction():

@@ -112,7 +112,9 @@ class CollectorStore:
         if isinstance(parsed, Answer):
             return parsed
         source_stream, items = parsed
-        problems = self._problems(items)
+        problems = envelope_problems(
+            self._validator, items, [detect_kind(envelope) for _seq, envelope in items]
+        )
         if problems:
             self._bump("rejected_batches", 1)
             return Answer(400, {"error": "invalid_envelopes", "items": problems})
@@ -163,23 +165,6 @@ class CollectorStore:
         with transaction(self._conn):
             self._bump("replayed_batches", 1)
         return Answer(int(row[1]), json.loads(row[2]))
-
-    def _problems(self, items: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
-        problems = []
-        for index, (_seq, envelope) in enumerate(items):
-            kind = detect_kind(envelope)
-            if kind not in _ACCEPTED_KINDS:
-                errors = [{"path": "", "code": "unknown_kind", "message": "not an MPLP event"}]
-            else:
-                assert kind is not None
-                result = self._validator.validate(kind, envelope)
-                if result.ok:
-                    continue
-                errors = [issue.to_dict() for issue in result.errors]
-            problems.append(
-                {"index": index, "event_id": envelope.get("event_id"), "errors": errors[:10]}
-            )
-        return problems
 
     def _bump(self, name: str, by: int) -> None:
         self._conn.execute(
@@ -302,3 +287,26 @@ def _items(batch: Any) -> tuple[str, list[tuple[int, dict[str, Any]]]] | Answer:
 def _source_of(envelope: Mapping[str, Any]) -> str:
     source = envelope.get("source")
     return source if isinstance(source, str) else ""
+
+
+def envelope_problems(
+    validator: EventValidator,
+    items: list[tuple[int, dict[str, Any]]],
+    kinds: list[Kind | None],
+) -> list[dict[str, Any]]:
+    """What is wrong with each envelope of a batch that is not a valid MPLP event (at most
+    ten errors each), by its index in the batch; empty when all are valid."""
+    problems = []
+    for index, ((_seq, envelope), kind) in enumerate(zip(items, kinds, strict=True)):
+        if kind not in _ACCEPTED_KINDS:
+            errors = [{"path": "", "code": "unknown_kind", "message": "not an MPLP event"}]
+        else:
+            assert kind is not None
+            result = validator.validate(kind, envelope)
+            if result.ok:
+                continue
+            errors = [issue.to_dict() for issue in result.errors]
+        problems.append(
+            {"index": index, "event_id": envelope.get("event_id"), "errors": errors[:10]}
+        )
+    return problems
