@@ -55,7 +55,7 @@ sys.path.insert(0, str(SERVER))
 
 from mplp_lsp.forward import outbox  # noqa: E402
 from mplp_lsp.forward.batching import BatchLimits, encode_batch  # noqa: E402
-from mplp_lsp.forward.engine import Forwarder  # noqa: E402
+from mplp_lsp.forward.forwarder import Forwarder  # noqa: E402
 from mplp_lsp.protocol.envelope import build_envelope, utc_timestamp  # noqa: E402
 from mplp_lsp.protocol.kinds import Kind  # noqa: E402
 from mplp_lsp.store.database import connect, reclaim_free_pages, transaction  # noqa: E402
@@ -368,7 +368,7 @@ def bench_drain(size: int, work: Path) -> None:
 _RSS_CHILD = """
 import asyncio, sys, time
 sys.path.insert(0, {server!r})
-from mplp_lsp.forward.engine import Forwarder
+from mplp_lsp.forward.forwarder import Forwarder
 from mplp_lsp.forward.retry import RetryPolicy
 from mplp_lsp.forward.sender import HttpTransport
 from mplp_lsp.store.writer import StoreWriter

@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server"))
 
 import aiohttp
 
-from mplp_lsp.api.app import Engine
 from mplp_lsp.api.server import ApiServer
+from mplp_lsp.api.services import ApiServices
 from mplp_lsp.intake import Submission
 from mplp_lsp.protocol.envelope import new_id, utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
@@ -119,7 +119,10 @@ async def main(args: argparse.Namespace) -> None:
         root = Path(tmp) / "ws"
         root.mkdir()
         workspace = await Workspace.open(root, Settings(), state_dir=Path(tmp) / "state")
-        api = ApiServer(Engine(workspace.intake, workspace.psg, workspace.writer), workspace.paths)
+        api = ApiServer(
+            ApiServices(workspace.intake, workspace.psg, workspace.writer, workspace.status),
+            workspace.paths,
+        )
         await api.start()
         headers = {"Authorization": f"Bearer {api.token}"}
         try:

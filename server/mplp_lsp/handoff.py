@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from mplp_lsp.engine import Engine
 from mplp_lsp.forward.drain import Drain, DrainReport
 from mplp_lsp.intake import Submission
+from mplp_lsp.owner import StoreOwner
 from mplp_lsp.protocol.result import ValidationResult
 from mplp_lsp.protocol.validator import default_validator
 from mplp_lsp.settings import Settings
@@ -202,24 +202,24 @@ async def _own(
     try:
         await asyncio.to_thread(ensure_usable, paths.database)  # salvage a damaged store
         await writer.start()
-        engine = Engine(root, Settings(), paths, writer)
+        owner = StoreOwner(root, Settings(), paths, writer)
         try:
-            await engine.start()
+            await owner.start()
             draining = None
             if forward is not None:
-                draining = Drain(writer, engine.bus, forward[0].remote_url)
+                draining = Drain(writer, owner.bus, forward[0].remote_url)
                 await draining.start(Settings())
-            await inbox.drain(paths.inbox, engine.intake)
-            results = await engine.intake.submit_many(submissions)
+            await inbox.drain(paths.inbox, owner.intake)
+            results = await owner.intake.submit_many(submissions)
             if also is not None:
                 await writer.run(also)
-            await inbox.drain(paths.inbox, engine.intake)
-            await engine.drain()
+            await inbox.drain(paths.inbox, owner.intake)
+            await owner.drain()
             if forward is not None and draining is not None:
                 request, reports = forward
                 reports.append(await draining.finish(request.wait))
         finally:
-            await engine.close()
+            await owner.close()
         return [Delivery(r.outcome.value, r.result) for r in results]
     finally:
         await writer.close()

@@ -1,4 +1,4 @@
-"""One workspace folder: its store and engine, and the sources that feed it (editor, Git, inbox).
+"""One workspace folder: its store and owner, and the sources that feed it (editor, Git, inbox).
 
 Front ends (the language server, ``mplp-lsp watch``) report file activity with
 :meth:`Workspace.observe`; everything after that is shared. Nothing here imports pygls.
@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mplp_lsp.engine import Engine
 from mplp_lsp.forward.service import Forwarding
 from mplp_lsp.ignore import IgnoreRules
 from mplp_lsp.intake import Submission
+from mplp_lsp.owner import StoreOwner
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ValidationResult
@@ -75,11 +75,11 @@ class Workspace:
         self.paths = paths
         self._lock = lock
         self._writer = writer
-        self.engine = Engine(root, settings, paths, writer)
-        self.bus = self.engine.bus
-        self.intake = self.engine.intake
-        self.error_log = self.engine.error_log
-        self.file_nodes = self.engine.file_nodes
+        self.owner = StoreOwner(root, settings, paths, writer)
+        self.bus = self.owner.bus
+        self.intake = self.owner.intake
+        self.error_log = self.owner.error_log
+        self.file_nodes = self.owner.file_nodes
         self.git = GitSource(
             root,
             writer,
@@ -91,7 +91,7 @@ class Workspace:
             root, graph=lambda paths: writer.read(lambda conn: graph_fingerprints(conn, paths))
         )
         self.inbox = InboxSource(paths.inbox, self.intake, screen=self._screen_handed)
-        self.psg = self.engine.psg
+        self.psg = self.owner.psg
         self.ignore = IgnoreRules(root, excludes=settings.exclude, internal_dirs=[paths.root])
         self.ignore_epoch = 0  # bumped whenever the ignore rules change
         self.drift = DriftMonitor(
@@ -151,7 +151,7 @@ class Workspace:
         try:
             if prepare is not None:
                 prepare(workspace)
-            await workspace.engine.start()
+            await workspace.owner.start()
             workspace.forwarding = await Forwarding.start(
                 writer, workspace.bus, settings, remote_url
             )
@@ -170,7 +170,7 @@ class Workspace:
 
     async def _sync_git(self) -> None:
         await self.git.sync()
-        await self.engine.drain()  # the PSG applied what the poll reported
+        await self.owner.drain()  # the PSG applied what the poll reported
 
     @property
     def writer(self) -> StoreWriter:
@@ -314,7 +314,7 @@ class Workspace:
             task = asyncio.get_running_loop().create_task(_retire(retired))
             _background.add(task)
             task.add_done_callback(_background.discard)
-        self.engine.apply_settings(settings)
+        self.owner.apply_settings(settings)
         self.git.poll_interval = settings.git_poll_ms / 1000
         self.git.email_policy = settings.git_author_email
         self.settings = settings
@@ -322,7 +322,7 @@ class Workspace:
     async def settle(self) -> None:
         """Emit pending activity now and wait until it and its PSG updates are stored."""
         await self.debouncer.flush()
-        await self.engine.drain()
+        await self.owner.drain()
 
     async def status(self) -> WorkspaceStatus:
         runtime = self.forwarding.runtime()
@@ -346,7 +346,7 @@ class Workspace:
             if self._drift_task is not None:
                 self._drift_task.cancel()
                 await asyncio.gather(self._drift_task, return_exceptions=True)
-            await self.engine.close()
+            await self.owner.close()
             await self.drift.close()
             await self._writer.close()
         finally:

@@ -27,7 +27,7 @@ import pytest
 from aiohttp import web
 
 from mplp_lsp.forward import outbox
-from mplp_lsp.forward.engine import Forwarder
+from mplp_lsp.forward.forwarder import Forwarder
 from mplp_lsp.forward.sender import HttpTransport
 from mplp_lsp.intake import Submission
 from mplp_lsp.protocol.kinds import Kind

@@ -20,8 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mplp_lsp.api.app import Engine, openapi_document
+from mplp_lsp.api.app import openapi_document
 from mplp_lsp.api.server import ApiServer
+from mplp_lsp.api.services import ApiServices
 from mplp_lsp.protocol.result import ErrorCode
 from mplp_lsp.settings import Settings
 from mplp_lsp.workspace import Workspace
@@ -47,7 +48,7 @@ class Running:
     async def _start(self, root: Path, state: Path) -> tuple[Workspace, ApiServer]:
         workspace = await Workspace.open(root, Settings(), state_dir=state)
         server = ApiServer(
-            Engine(workspace.intake, workspace.psg, workspace.writer, workspace.status),
+            ApiServices(workspace.intake, workspace.psg, workspace.writer, workspace.status),
             workspace.paths,
         )
         await server.start()

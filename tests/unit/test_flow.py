@@ -87,7 +87,7 @@ async def run(
         runtime_context=RuntimeContext.new(),
         modules={"context": loader("context", context), "plan": loader("plan", plan)},
         vsl=MemoryVsl(),
-        execution=PlanExecution.from_engine(ws.engine, ael, actions),
+        execution=PlanExecution.from_owner(ws.owner, ael, actions),
     )
     return await run_single_agent_flow(options)
 

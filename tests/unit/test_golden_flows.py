@@ -125,7 +125,7 @@ async def test_golden_flow(flow: Path, tmp_path: Path) -> None:
                 RuntimeContext.new(),
                 {"context": module(context), "plan": module(plan)},
                 MemoryVsl(),
-                PlanExecution.from_engine(ws.engine, reference_executor()),
+                PlanExecution.from_owner(ws.owner, reference_executor()),
             )
         )
         await ws.settle()

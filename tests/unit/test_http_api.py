@@ -1,4 +1,4 @@
-"""Contract tests of the loopback HTTP API, over real HTTP against a real workspace engine."""
+"""Contract tests of the loopback HTTP API, over real HTTP against a real workspace."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from mplp_lsp.api.app import ROUTES, Engine, build_app, openapi_document
+from mplp_lsp.api.app import ROUTES, build_app, openapi_document
 from mplp_lsp.api.endpoint import read_endpoint
 from mplp_lsp.api.server import ApiServer
+from mplp_lsp.api.services import ApiServices
 from mplp_lsp.protocol.envelope import new_id
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import validate
@@ -91,7 +92,8 @@ async def api(tmp_path: Path) -> AsyncIterator[Api]:
     root.mkdir()
     workspace = await Workspace.open(root, Settings(), state_dir=tmp_path / "state")
     server = ApiServer(
-        Engine(workspace.intake, workspace.psg, workspace.writer, workspace.status), workspace.paths
+        ApiServices(workspace.intake, workspace.psg, workspace.writer, workspace.status),
+        workspace.paths,
     )
     await server.start()
     try:
@@ -428,7 +430,9 @@ async def test_a_non_loopback_peer_is_refused(api: Api) -> None:
 
     port = api.server.port
     app = build_app(
-        Engine(api.workspace.intake, api.workspace.psg, api.workspace.writer, api.workspace.status),
+        ApiServices(
+            api.workspace.intake, api.workspace.psg, api.workspace.writer, api.workspace.status
+        ),
         api.server.token,
         lambda: {f"127.0.0.1:{port}", f"{address}"},
     )
@@ -462,7 +466,8 @@ async def test_stopping_removes_the_endpoint_and_token_files(tmp_path: Path) -> 
     root.mkdir()
     workspace = await Workspace.open(root, Settings(), state_dir=tmp_path / "state")
     server = ApiServer(
-        Engine(workspace.intake, workspace.psg, workspace.writer, workspace.status), workspace.paths
+        ApiServices(workspace.intake, workspace.psg, workspace.writer, workspace.status),
+        workspace.paths,
     )
     await server.start()
     await server.stop()

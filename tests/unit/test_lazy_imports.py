@@ -85,12 +85,12 @@ def test_aiohttp_loads_when_the_api_gets_its_first_connection(tmp_path: Path) ->
         """
         import asyncio, sys
         from pathlib import Path
-        from mplp_lsp.api.engine import Engine
+        from mplp_lsp.api.services import ApiServices
         from mplp_lsp.api.server import ApiServer
         from mplp_lsp.statedir import StatePaths
 
         async def main() -> None:
-            server = ApiServer(Engine(None, None, None, None), StatePaths(Path(sys.argv[1])))
+            server = ApiServer(ApiServices(None, None, None, None), StatePaths(Path(sys.argv[1])))
             await server.start()
             print("aiohttp" in sys.modules, server.token_file.exists())
             reader, writer = await asyncio.open_connection("127.0.0.1", server.port)

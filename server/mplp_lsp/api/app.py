@@ -14,9 +14,9 @@ from typing import Any
 from aiohttp import web
 
 from mplp_lsp import __version__
-from mplp_lsp.api.engine import Engine
 from mplp_lsp.api.errors import error_response, result_response
 from mplp_lsp.api.security import BODY_TIMEOUT, MAX_BODY, guard
+from mplp_lsp.api.services import ApiServices
 from mplp_lsp.intake import Outcome, Submission
 from mplp_lsp.protocol import json_input
 from mplp_lsp.protocol.kinds import STORED_KINDS, Kind
@@ -35,7 +35,7 @@ _EVENT_KINDS = frozenset(STORED_KINDS)
 EVENTS_LIMIT = 1000
 
 
-ENGINE = web.AppKey("engine", Engine)
+SERVICES = web.AppKey("services", ApiServices)
 DISK = web.AppKey("disk", FullDiskEpisodes)
 
 
@@ -70,8 +70,8 @@ async def _json(request: web.Request) -> Any:
         raise _BadRequest(422, "", rejected.code, f"the body: {rejected.message}") from None
 
 
-def _engine(request: web.Request) -> Engine:
-    return request.app[ENGINE]
+def _services(request: web.Request) -> ApiServices:
+    return request.app[SERVICES]
 
 
 async def _graph(write: Awaitable[GraphOutcome], status: int = 200) -> web.Response:
@@ -96,7 +96,7 @@ async def health(request: web.Request) -> web.Response:
 
 
 async def live_status(request: web.Request) -> web.Response:
-    report = await _engine(request).status()
+    report = await _services(request).status()
     return web.json_response(report.to_json())
 
 
@@ -110,7 +110,7 @@ async def integration(request: web.Request) -> web.Response:
     if kind is None:
         return error_response(404, "kind", ErrorCode.NOT_FOUND, f"no integration kind {name!r}")
     data = await _json(request)
-    result = await _engine(request).intake.submit(Submission(kind, data, "http"))
+    result = await _services(request).intake.submit(Submission(kind, data, "http"))
     if result.outcome is Outcome.REJECTED:
         return result_response(result.result, 422)
     body: dict[str, Any] = {"ok": True, "outcome": result.outcome.value}
@@ -121,21 +121,21 @@ async def integration(request: web.Request) -> web.Response:
 
 
 async def create_context(request: web.Request) -> web.Response:
-    return await _graph(_engine(request).psg.create_context(await _json(request)), 201)
+    return await _graph(_services(request).psg.create_context(await _json(request)), 201)
 
 
 async def get_context(request: web.Request) -> web.Response:
     context_id = _id(request, "context_id")
-    return _found(await _engine(request).psg.get_context(context_id), "context_id", context_id)
+    return _found(await _services(request).psg.get_context(context_id), "context_id", context_id)
 
 
 async def create_plan(request: web.Request) -> web.Response:
-    return await _graph(_engine(request).psg.create_plan(await _json(request)), 201)
+    return await _graph(_services(request).psg.create_plan(await _json(request)), 201)
 
 
 async def get_plan(request: web.Request) -> web.Response:
     plan_id = _id(request, "plan_id")
-    return _found(await _engine(request).psg.get_plan(plan_id), "plan_id", plan_id)
+    return _found(await _services(request).psg.get_plan(plan_id), "plan_id", plan_id)
 
 
 def _status_change(body: Any) -> tuple[Any, str | None]:
@@ -154,43 +154,43 @@ def _status_change(body: Any) -> tuple[Any, str | None]:
 async def plan_status(request: web.Request) -> web.Response:
     plan_id = _id(request, "plan_id")
     status, at = _status_change(await _json(request))
-    return await _graph(_engine(request).psg.set_plan_status(plan_id, status, at))
+    return await _graph(_services(request).psg.set_plan_status(plan_id, status, at))
 
 
 async def step_status(request: web.Request) -> web.Response:
     plan_id, step_id = _id(request, "plan_id"), _id(request, "step_id")
     status, at = _status_change(await _json(request))
-    return await _graph(_engine(request).psg.set_step_status(plan_id, step_id, status, at))
+    return await _graph(_services(request).psg.set_step_status(plan_id, step_id, status, at))
 
 
 async def create_confirm(request: web.Request) -> web.Response:
-    return await _graph(_engine(request).psg.create_confirm(await _json(request)), 201)
+    return await _graph(_services(request).psg.create_confirm(await _json(request)), 201)
 
 
 async def get_confirm(request: web.Request) -> web.Response:
     confirm_id = _id(request, "confirm_id")
-    return _found(await _engine(request).psg.get_confirm(confirm_id), "confirm_id", confirm_id)
+    return _found(await _services(request).psg.get_confirm(confirm_id), "confirm_id", confirm_id)
 
 
 async def create_trace(request: web.Request) -> web.Response:
-    return await _graph(_engine(request).psg.create_trace(await _json(request)), 201)
+    return await _graph(_services(request).psg.create_trace(await _json(request)), 201)
 
 
 async def get_trace(request: web.Request) -> web.Response:
     trace_id = _id(request, "trace_id")
-    return _found(await _engine(request).psg.get_trace(trace_id), "trace_id", trace_id)
+    return _found(await _services(request).psg.get_trace(trace_id), "trace_id", trace_id)
 
 
 async def append_segments(request: web.Request) -> web.Response:
     trace_id = _id(request, "trace_id")
     body = await _json(request)
     segments = body.get("segments") if isinstance(body, dict) else None
-    return await _graph(_engine(request).psg.append_segments(trace_id, segments), 201)
+    return await _graph(_services(request).psg.append_segments(trace_id, segments), 201)
 
 
 async def edit_segment(request: web.Request) -> web.Response:
     trace_id, segment_id = _id(request, "trace_id"), _id(request, "segment_id")
-    return await _graph(_engine(request).psg.edit_segment(trace_id, segment_id))
+    return await _graph(_services(request).psg.edit_segment(trace_id, segment_id))
 
 
 def _int_param(request: web.Request, name: str, low: int, high: int | None = None) -> int | None:
@@ -217,7 +217,7 @@ async def events(request: web.Request) -> web.Response:
     after = _int_param(request, "after", 0)
     limit = _int_param(request, "limit", 0, EVENTS_LIMIT) or EVENTS_LIMIT
     try:
-        found = await _engine(request).writer.read(
+        found = await _services(request).writer.read(
             lambda conn: EventLog(conn).query(
                 kinds=kinds, since=since, after_seq=after, limit=limit
             )
@@ -300,7 +300,7 @@ async def _errors(
 
 
 def build_app(
-    engine: Engine,
+    services: ApiServices,
     token: str,
     hosts: Callable[[], Collection[str]],
     *,
@@ -310,7 +310,7 @@ def build_app(
     app = web.Application(
         middlewares=[guard(token, hosts, max_body), _full_disk, _errors], client_max_size=max_body
     )
-    app[ENGINE] = engine
+    app[SERVICES] = services
     app[DISK] = FullDiskEpisodes(log, "HTTP API")
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from mplp_lsp.api.credentials import IDLE_TIMEOUT, allowed_hosts, new_token, write_token
 from mplp_lsp.api.endpoint import ENDPOINT_NAME, TOKEN_NAME, Endpoint
-from mplp_lsp.api.engine import Engine
+from mplp_lsp.api.services import ApiServices
 from mplp_lsp.settings import Settings
 from mplp_lsp.statedir import StatePaths
 from mplp_lsp.workspace import Workspace
@@ -38,8 +38,8 @@ _BACKLOG = 128
 
 
 class ApiServer:
-    def __init__(self, engine: Engine, paths: StatePaths, *, port: int = 0) -> None:
-        self._engine = engine
+    def __init__(self, services: ApiServices, paths: StatePaths, *, port: int = 0) -> None:
+        self._services = services
         self._paths = paths
         self._requested_port = port
         self._socket: socket.socket | None = None
@@ -100,7 +100,7 @@ class ApiServer:
         assert self._socket is not None and self.port is not None
         hosts = allowed_hosts(self.port)
         runner = web.AppRunner(
-            build_app(self._engine, self.token, lambda: hosts),
+            build_app(self._services, self.token, lambda: hosts),
             access_log=None,
             handle_signals=False,
             keepalive_timeout=IDLE_TIMEOUT,
@@ -139,8 +139,8 @@ def api_port(settings: Settings, port: int | None, disabled: bool) -> int | None
 
 async def start_api(workspace: Workspace, port: int) -> ApiServer | None:
     """Start the API, or log why not (a taken port must not stop the daemon recording)."""
-    engine = Engine(workspace.intake, workspace.psg, workspace.writer, workspace.status)
-    server = ApiServer(engine, workspace.paths, port=port)
+    services = ApiServices(workspace.intake, workspace.psg, workspace.writer, workspace.status)
+    server = ApiServer(services, workspace.paths, port=port)
     try:
         await server.start()
     except OSError as error:

@@ -118,7 +118,7 @@ async def _run(
                     RuntimeContext.new(),
                     modules,
                     vsl,
-                    PlanExecution.from_engine(workspace.engine, ael, actions),
+                    PlanExecution.from_owner(workspace.owner, ael, actions),
                 )
             )
         except Rejected as refused:

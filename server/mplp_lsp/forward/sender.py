@@ -12,7 +12,7 @@ import aiohttp
 
 from mplp_lsp import __version__
 from mplp_lsp.forward.batching import Batch
-from mplp_lsp.forward.engine import Reply, TransportError
+from mplp_lsp.forward.forwarder import Reply, TransportError
 
 __all__ = ["HttpTransport"]
 

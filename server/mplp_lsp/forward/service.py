@@ -16,7 +16,7 @@ from mplp_lsp.forward.config import (
     resolve_remote,
     retry_policy,
 )
-from mplp_lsp.forward.engine import Forwarder
+from mplp_lsp.forward.forwarder import Forwarder
 from mplp_lsp.settings import Settings
 from mplp_lsp.store.writer import StoreWriter
 

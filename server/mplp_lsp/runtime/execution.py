@@ -36,7 +36,7 @@ from mplp_lsp.sanitize.redact import redact
 from mplp_lsp.store.errorlog import IntegrationErrorLog
 
 if TYPE_CHECKING:
-    from mplp_lsp.engine import Engine
+    from mplp_lsp.owner import StoreOwner
     from mplp_lsp.runtime.flow import RuntimeContext
 
 log = logging.getLogger(__name__)
@@ -54,15 +54,15 @@ class PlanExecution:
     ael: ActionExecutionLayer
     actions: Mapping[str, Any] = field(default_factory=dict)  # step_id → action; noop if absent
     error_log: IntegrationErrorLog | None = None
-    settle: Callable[[], Awaitable[None]] | None = None  # wait for consumers (Engine.drain)
+    settle: Callable[[], Awaitable[None]] | None = None  # wait for consumers (StoreOwner.drain)
     approve: bool = True
 
     @classmethod
-    def from_engine(
-        cls, engine: Engine, ael: ActionExecutionLayer, actions: Mapping[str, Any] | None = None
+    def from_owner(
+        cls, owner: StoreOwner, ael: ActionExecutionLayer, actions: Mapping[str, Any] | None = None
     ) -> PlanExecution:
-        """Run plans in a store's engine (the daemon's workspace, or a CLI's direct store)."""
-        return cls(engine.psg, engine.intake, ael, actions or {}, engine.error_log, engine.drain)
+        """Run plans in a store's owner (the daemon's workspace, or a CLI's direct store)."""
+        return cls(owner.psg, owner.intake, ael, actions or {}, owner.error_log, owner.drain)
 
 
 @dataclass

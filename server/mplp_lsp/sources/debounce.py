@@ -510,7 +510,7 @@ class Debouncer:
         self._tick = quiet / 10 if tick is None else tick
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
-        self._outbox: deque[list[Settled]] = deque()
+        self._unsent: deque[list[Settled]] = deque()
         self._sender: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -599,24 +599,24 @@ class Debouncer:
         self.poll()
 
     def _send(self, batch: list[Settled]) -> None:
-        self._outbox.append(batch)
+        self._unsent.append(batch)
         self._start_sender()
 
     def _start_sender(self) -> None:
-        if self._outbox and (self._sender is None or self._sender.done()):
+        if self._unsent and (self._sender is None or self._sender.done()):
             loop = asyncio.get_running_loop()
             self._sender = loop.create_task(self._deliver(), name="mplp-debounce-emit")
 
     async def _deliver(self) -> None:
-        while self._outbox:
-            batch = self._outbox.popleft()
+        while self._unsent:
+            batch = self._unsent.popleft()
             try:
                 result = self._emit(batch)
                 if result is not None:
                     await result
             except asyncio.CancelledError as exc:
                 if _being_cancelled():
-                    self._outbox.appendleft(batch)  # not delivered; whoever cancelled reports it
+                    self._unsent.appendleft(batch)  # not delivered; whoever cancelled reports it
                     raise
                 # emit awaited something that was cancelled under it (pygls#621): a failed
                 # delivery like any other, not a reason to stop delivering
@@ -642,5 +642,5 @@ class Debouncer:
         if self._sender is not None:
             self._sender.cancel()
             await asyncio.gather(self._sender, return_exceptions=True)
-        while self._outbox:
-            self._fail(self._outbox.popleft(), exc)
+        while self._unsent:
+            self._fail(self._unsent.popleft(), exc)

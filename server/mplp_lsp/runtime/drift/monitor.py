@@ -41,8 +41,8 @@ from mplp_lsp.runtime.drift.repository import (
 )
 from mplp_lsp.runtime.drift.scan import (
     Index,
-    Outcome,
     Progress,
+    ScanResult,
     check,
     load_index,
     per_directory,
@@ -197,7 +197,7 @@ class DriftMonitor:
         def report(done: int, total: int) -> None:
             loop.call_soon_threadsafe(self._report, done, total)
 
-        def work() -> tuple[Index | None, Outcome, RepositoryDrift | None]:
+        def work() -> tuple[Index | None, ScanResult, RepositoryDrift | None]:
             conn = self._connection()
             loaded = load_index(conn) if items is None else None
             scanned = list(loaded.items()) if loaded is not None else items or []
@@ -234,7 +234,7 @@ class DriftMonitor:
         self.last_scan = summary
         return summary
 
-    def _forget(self, outcome: Outcome, keep: Collection[str]) -> None:
+    def _forget(self, outcome: ScanResult, keep: Collection[str]) -> None:
         """Bring the in-memory index in line with what a check learnt."""
         assert self._index is not None
         for path in (*outcome.ignored, *outcome.missing_nodes):
@@ -290,7 +290,7 @@ class DriftMonitor:
         ignored = {path for path in wanted if is_ignored(path)}
         checked = sorted(wanted - ignored)
 
-        def work() -> tuple[Index, Outcome]:
+        def work() -> tuple[Index, ScanResult]:
             conn = self._connection()
             rows = recorded_rows(conn, checked)
             outcome = check(str(self.root), list(rows.items()), conn, now=utc_timestamp())

@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from mplp_lsp.runtime.drift.model import DiskFacts, Drift, Reason
-from mplp_lsp.runtime.drift.scan import Outcome
+from mplp_lsp.runtime.drift.scan import ScanResult
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def _drift(row: tuple[Any, ...]) -> Drift:
 
 def store(
     conn: sqlite3.Connection,
-    outcome: Outcome,
+    outcome: ScanResult,
     *,
     scope: Collection[str] | None,
     keep: Collection[str] = (),

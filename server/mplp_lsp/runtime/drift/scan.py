@@ -99,7 +99,7 @@ def logged_not_applied(conn: sqlite3.Connection) -> dict[str, bool]:
 
 
 @dataclass
-class Outcome:
+class ScanResult:
     checked: int = 0
     drifts: list[Drift] = field(default_factory=list)
     touched: list[tuple[str, DiskFacts]] = field(default_factory=list)  # same content, new stat
@@ -117,8 +117,8 @@ def check(
     is_ignored: Callable[[str], bool] | None = None,
     cancel: threading.Event | None = None,
     progress: Progress | None = None,
-) -> Outcome:
-    outcome = Outcome()
+) -> ScanResult:
+    outcome = ScanResult()
     changed: list[tuple[str, os.stat_result]] = []
     gone: list[tuple[str, Reason]] = []
     lstat = os.lstat
@@ -153,7 +153,7 @@ def _compare(
     gone: list[tuple[str, Reason]],
     conn: sqlite3.Connection,
     now: str,
-    outcome: Outcome,
+    outcome: ScanResult,
 ) -> None:
     """Hash what changed and compare it with the recorded hash (few paths: per-path work)."""
     records = _records(conn, [path for path, _ in changed] + [path for path, _ in gone])

@@ -10,7 +10,7 @@ from mplp_lsp.store.writer import StoreWriter
 from mplp_lsp.workspace_status import WorkspaceStatus
 
 
-class Engine:
+class ApiServices:
     """What the API works on: one workspace's intake, PSG, store and live status."""
 
     def __init__(

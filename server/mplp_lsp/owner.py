@@ -1,7 +1,7 @@
 """The writer side of one store: the intake, the bus and every consumer of stored events.
 
 Whoever holds a state dir's lock (the daemon's :class:`~mplp_lsp.workspace.Workspace`, or a
-CLI process storing directly through :mod:`mplp_lsp.handoff`) runs the same engine, so an
+CLI process storing directly through :mod:`mplp_lsp.handoff`) runs the same owner, so an
 event has the same consequences (PSG updates, invocation state, ...) whoever stored it.
 """
 
@@ -32,7 +32,7 @@ DERIVED_WORK_SETTLE = 0.05
 DERIVED_WORK_LIMIT = 2.0
 
 
-class Engine:
+class StoreOwner:
     def __init__(
         self, root: Path, settings: Settings, paths: StatePaths, writer: StoreWriter
     ) -> None:
