@@ -173,11 +173,13 @@ def bundle(target: str, wheel: Path | None, dest: Path) -> dict[str, object]:
 
 
 def smoke_test(dest: Path) -> None:
-    """On the build machine's own platform: the bundle imports and answers with this Python."""
+    """On the build machine's own platform: the bundle imports with this Python (-B: without
+    leaving __pycache__ folders behind to be packaged)."""
     libs = dest / "libs"
     imports = "import mplp_lsp.cli, pydantic_core, orjson, rpds, jsonschema_rs, aiohttp, yaml"
     code = f"import sys; sys.path[:0] = [{str(libs)!r}]; {imports}"
-    done = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True)
+    command = [sys.executable, "-B", "-I", "-S", "-c", code]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise BundleError(f"the bundle does not import here: {done.stderr.strip()}")
 
