@@ -21,6 +21,7 @@ import pytest
 
 from tests.vscode.conftest import git, open_host
 from tests.vscode.host import (
+    EXTENSION_DIR,
     argv_of,
     bundled_vsix,
     editor_settings,
@@ -124,7 +125,12 @@ def test_the_bundled_server_starts_with_no_setting_and_records_a_save(
             mapped
         )
         assert not any(Path(path).is_relative_to(venv) for path in mapped), mapped
-        assert "starting the bundled mplp-lsp" in host.server.extension_log()
+        # The version the .vsix reports is its manifest's (tests/e2e/test_release_artefacts.py:
+        # and the wheel's, installed with pipx).
+        version = json.loads((EXTENSION_DIR / "package.json").read_text())["version"]
+        assert (
+            f"starting the bundled mplp-lsp {version} with python3" in host.server.extension_log()
+        )
     with capsys.disabled():
         print(f"\nbare code-server to the first recorded save: {elapsed:.1f} s ({vsix.name})")
 
