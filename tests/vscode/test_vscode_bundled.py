@@ -3,7 +3,8 @@
 A fresh code-server profile, no `mplp.*` setting at all, and a PATH of the system's folders
 only (no test venv, no pyenv): the extension must find `python3`, run the server it brings
 in `bundled/`, and record a save. The server process is inspected to show that it is the
-system interpreter running the bundle's compiled modules, and nothing of the test venv.
+system interpreter running the bundle's compiled modules, and nothing of the test venv. Without
+a Python the extension says what to install.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.vscode.conftest import git, open_host
+from tests.vscode.conftest import git, keep, open_host
 from tests.vscode.host import (
     EXTENSION_DIR,
     argv_of,
@@ -141,3 +142,25 @@ def saved(events_json: str) -> bool:
         if event["payload"].get("file_path") == "notes.txt":
             return True
     return False
+
+
+def test_no_python_gets_a_message_naming_the_fix(
+    code_server_root: Path, browser: Any, tmp_path: Path, artefacts: Path
+) -> None:
+    vsix = bundled_vsix()
+    missing = tmp_path / "no-such-python3"
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    git(workspace, "init", "-q")
+    settings = {**editor_settings(), "mplp.interpreter": str(missing)}
+    with open_host(
+        code_server_root, browser, tmp_path, workspace, artefacts, settings, vsix=vsix
+    ) as other:
+        try:
+            [error] = eventually("the error message", lambda: other.bench.errors() or None)
+            assert f"No Python found to run mplp-lsp: {missing} (from mplp.interpreter)" in error
+            assert "Install Python 3.11 or newer" in error
+            assert "error" in other.bench.status_html()
+        except AssertionError:
+            keep(other, artefacts / "bundled-no-python")
+            raise
