@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from tests.dist import Dist, build
+
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 PAYLOAD_FILES = {
@@ -44,3 +46,9 @@ def reference() -> Path:
             "upstream MPLP reference data is not beside this checkout (set MPLP_REFERENCE_DIR)"
         )
     return found
+
+
+@pytest.fixture(scope="session")
+def built_dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
+    """The sdist and wheel of this checkout, built once for every test that installs them."""
+    return build(tmp_path_factory.mktemp("dist"))

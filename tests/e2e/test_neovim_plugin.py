@@ -253,7 +253,13 @@ def test_plugin_write_is_stored_and_status_is_shown(session: dict[str, Any]) -> 
     assert result["watched_files_opt_in"] is True
     assert result["untyped_attached"] is True
     assert result["progress"] == ["mplp: scanning 0%", "mplp: scanning 40%", result["statusline"]]
-    assert result["commands"] == ["MplpDrift", "MplpHooksInstall", "MplpRestart", "MplpStatus"]
+    assert result["commands"] == [
+        "MplpDrift",
+        "MplpHooksInstall",
+        "MplpInstall",
+        "MplpRestart",
+        "MplpStatus",
+    ]
     assert result["statusline"].startswith("mplp ")
     assert " today" in result["statusline"]
     status = result["mplp_status"]

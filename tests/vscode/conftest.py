@@ -102,16 +102,21 @@ def open_host(
     workspace: Path,
     artefacts: Path,
     settings: dict[str, Any] | None = None,
+    *,
+    vsix: Path | None = None,
+    environment: dict[str, str] | None = None,
 ) -> Iterator[Host]:
     """Start code-server with the packaged extension and open ``workspace`` in a browser tab.
 
-    The server the extension starts inherits code-server's environment, so MPLP_LSP_STATE_DIR
-    puts the store in ``tmp``.
+    The server the extension starts inherits code-server's environment (``os.environ``, or
+    ``environment``), so MPLP_LSP_STATE_DIR puts the store in ``tmp``.
     """
     state_dir = tmp / "state"
-    env = {**os.environ, "MPLP_LSP_STATE_DIR": str(state_dir)}
+    env = {**(os.environ if environment is None else environment)}
+    env["MPLP_LSP_STATE_DIR"] = str(state_dir)
     profile = tmp / "profile"
-    with code_server(root, profile, packaged_vsix(), settings or base_settings(), env) as server:
+    extension = vsix or packaged_vsix()
+    with code_server(root, profile, extension, settings or base_settings(), env) as server:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         try:
             page.goto(server.url(workspace))

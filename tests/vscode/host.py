@@ -26,7 +26,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SETUP = REPO / "editors" / "vscode" / "test" / "host" / "setup.sh"
-VSIX = REPO / "editors" / "vscode" / "mplp-lsp.vsix"
+EXTENSION_DIR = REPO / "editors" / "vscode"
+# `npm run package -- --target linux-x64` (CI) and `npm run package` (no bundled server).
+BUNDLED_VSIX = EXTENSION_DIR / "mplp-lsp-linux-x64.vsix"
+PLAIN_VSIX = EXTENSION_DIR / "mplp-lsp.vsix"
 EXTENSION_ID = "mplp-lsp.mplp-lsp"
 STATUS_ITEM = f'[id="{EXTENSION_ID}.mplp.status"]'
 T = TypeVar("T")
@@ -52,11 +55,21 @@ def code_server_dir() -> Path:
 
 
 def packaged_vsix() -> Path:
+    """MPLP_LSP_VSIX, else the linux-x64 .vsix, else the one without a bundled server."""
     configured = os.environ.get("MPLP_LSP_VSIX")
-    vsix = Path(configured) if configured else VSIX
+    vsix = Path(configured) if configured else BUNDLED_VSIX
+    if not configured and not vsix.is_file():
+        vsix = PLAIN_VSIX
     if not vsix.is_file():
         unavailable(f"no {vsix.name}: run `npm run package` in editors/vscode")
     return vsix
+
+
+def bundled_vsix() -> Path:
+    """The linux-x64 .vsix with the server in it."""
+    if not BUNDLED_VSIX.is_file():
+        unavailable(f"no {BUNDLED_VSIX.name}: run `npm run package -- --target linux-x64`")
+    return BUNDLED_VSIX
 
 
 def eventually(what: str, check: Callable[[], T | None], timeout: float = 60.0) -> T:
@@ -117,9 +130,11 @@ def code_server(
     root: Path, profile: Path, vsix: Path, settings: dict[str, Any], env: dict[str, str]
 ) -> Iterator[CodeServer]:
     entry = root / "node_modules" / "code-server" / "out" / "node" / "entry.js"
+    # By its full path: ``env`` may have a PATH without Node's folder.
+    node = shutil.which("node") or "node"
     dirs = ["--user-data-dir", str(profile), "--extensions-dir", str(profile / "extensions")]
     subprocess.run(
-        ["node", str(entry), *dirs, "--install-extension", str(vsix)],
+        [node, str(entry), *dirs, "--install-extension", str(vsix)],
         check=True,
         capture_output=True,
         timeout=300,
@@ -128,7 +143,7 @@ def code_server(
     log = (profile / "code-server.log").open("wb")
     process = subprocess.Popen(
         [
-            "node",
+            node,
             str(entry),
             *dirs,
             "--auth",
@@ -169,7 +184,17 @@ def chromium() -> str:
 
 
 def base_settings(interpreter: str = sys.executable) -> dict[str, Any]:
-    """User settings of the test profile: no trust prompt, no welcome page, no distractions."""
+    """The test profile's settings: the test venv's mplp-lsp (not the .vsix's bundle), traced."""
+    return {
+        **editor_settings(),
+        "mplp.interpreter": interpreter,
+        "mplp.importStrategy": "fromEnvironment",
+        "mplp.trace.server": "messages",
+    }
+
+
+def editor_settings() -> dict[str, Any]:
+    """User settings of a test profile: no trust prompt, no welcome page, no distractions."""
     return {
         "security.workspace.trust.enabled": False,
         "workbench.startupEditor": "none",
@@ -184,8 +209,6 @@ def base_settings(interpreter: str = sys.executable) -> dict[str, Any]:
         "editor.acceptSuggestionOnEnter": "off",
         "editor.quickSuggestions": {"other": False, "comments": False, "strings": False},
         "editor.autoClosingBrackets": "never",
-        "mplp.interpreter": interpreter,
-        "mplp.trace.server": "messages",
     }
 
 

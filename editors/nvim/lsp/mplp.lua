@@ -3,7 +3,8 @@
 -- `vim.lsp.config('mplp', {...})` or `require('mplp').setup`.
 ---@type vim.lsp.Config
 return {
-  cmd = { 'mplp-lsp', 'serve' },
+  -- The :MplpInstall environment when there is one, else `mplp-lsp serve` from the PATH.
+  cmd = require('mplp').default_cmd(),
   -- Started from a folder outside every workspace, so that nothing in a workspace (e.g. a
   -- planted `mplp_lsp/` package) can be imported by the server's Python.
   cmd_cwd = require('mplp').server_cwd(),

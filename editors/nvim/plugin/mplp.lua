@@ -14,6 +14,13 @@ command('MplpStatus', 'show_status', 'mplp-lsp: what the daemon recorded, per wo
 command('MplpDrift', 'scan_drift', 'mplp-lsp: scan the workspace for drift now')
 command('MplpRestart', 'restart', 'mplp-lsp: restart the language server')
 command('MplpHooksInstall', 'install_hooks', 'mplp-lsp: install the Git hooks in the workspace')
+vim.api.nvim_create_user_command('MplpInstall', function(args)
+  require('mplp.install').install(args.args, { python = require('mplp').options.install_python })
+end, {
+  nargs = '?',
+  complete = 'file',
+  desc = 'mplp-lsp: install it (from PyPI, or a local folder or wheel) into its own environment',
+})
 
 vim.api.nvim_create_autocmd('LspProgress', {
   group = vim.api.nvim_create_augroup('mplp.progress', {}),

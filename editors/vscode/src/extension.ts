@@ -13,7 +13,7 @@ import {
   type ServerOptions,
 } from "vscode-languageclient/node";
 import { advertisedCommands, COMMANDS, describeResult, type ExtensionCommand } from "./commands";
-import { chooseLaunch, cliArgs, type Launch, probe } from "./launch";
+import { type Bundle, chooseLaunch, cliArgs, type Launch, probe, readBundle } from "./launch";
 import { onPythonChanged, pythonFromExtension } from "./python";
 import { serverSection } from "./serverSettings";
 import { type ServerStatus, statusReport } from "./status";
@@ -24,7 +24,7 @@ const SECTION = "mplp";
 const STATUS_METHOD = "mplp/status";
 const STATUS_URI = vscode.Uri.parse("mplp-status:mplp-lsp%20status.md");
 /** Settings that change how the server is started; the others the server re-reads itself. */
-const RESTART_ON = [`${SECTION}.interpreter`, `${SECTION}.serverPath`];
+const RESTART_ON = [`${SECTION}.interpreter`, `${SECTION}.serverPath`, `${SECTION}.importStrategy`];
 
 class Extension implements vscode.Disposable {
   private client: LanguageClient | undefined;
@@ -42,6 +42,8 @@ class Extension implements vscode.Disposable {
     readonly bar: StatusBar,
     readonly neutralDir: string,
     readonly trace: vscode.LogOutputChannel,
+    /** The server packaged in this .vsix; undefined in one built without it. */
+    readonly bundle: Bundle | undefined,
   ) {}
 
   /** Start, or stop and start again; calls are serialised. */
@@ -60,18 +62,28 @@ class Extension implements vscode.Disposable {
     this.launch = undefined;
     const config = vscode.workspace.getConfiguration(SECTION);
     const folder = vscode.workspace.workspaceFolders?.[0];
+    const settings = {
+      serverPath: config.get<string>("serverPath"),
+      interpreter: config.get<string>("interpreter"),
+      importStrategy: config.get<string>("importStrategy"),
+    };
     const launch = chooseLaunch(
-      { serverPath: config.get("serverPath"), interpreter: config.get("interpreter") },
+      settings,
       // The Python extension may pick the workspace's own interpreter: not in Restricted Mode.
       vscode.workspace.isTrusted ? await pythonFromExtension(folder?.uri) : undefined,
+      this.bundle,
     );
+    if (launch.python && !this.bundle && settings.importStrategy !== "fromEnvironment") {
+      this.log.info("this build of the extension has no bundled server: using the interpreter's mplp-lsp");
+    }
     const checked = await probe(launch, this.neutralDir);
     if (!checked.ok) {
       this.fail(`${checked.problem} ${checked.fix}`);
       return;
     }
     this.launch = launch;
-    this.log.info(`starting mplp-lsp ${checked.version} with ${launch.command} (${launch.origin})`);
+    const what = launch.bundle ? "the bundled mplp-lsp" : "mplp-lsp";
+    this.log.info(`starting ${what} ${checked.version} with ${launch.command} (${launch.origin})`);
     const client = new LanguageClient(
       "mplp",
       "MPLP",
@@ -262,7 +274,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const log = vscode.window.createOutputChannel("MPLP", { log: true });
   const bar = new StatusBar();
   const trace = traceChannel(log);
-  extension = new Extension(log, bar, context.extensionUri.fsPath, trace);
+  extension = new Extension(log, bar, context.extensionUri.fsPath, trace, readBundle(context.extensionUri.fsPath));
   const ext = extension;
   const handlers: Record<keyof typeof COMMANDS, () => unknown> = {
     restart: () => ext.restart(),

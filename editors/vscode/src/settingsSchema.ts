@@ -26,12 +26,24 @@ export type Contribution = Record<string, unknown>;
 
 /** Settings that only the extension reads: how to start the server and how to trace it. */
 export const CLIENT_SETTINGS: Record<string, Contribution> = {
+  "mplp.importStrategy": {
+    type: "string",
+    enum: ["useBundled", "fromEnvironment"],
+    default: "useBundled",
+    markdownEnumDescriptions: [
+      "The mplp-lsp packaged in the extension, run by `mplp.interpreter` (any Python 3.11 or newer).",
+      "The mplp-lsp installed in `mplp.interpreter`'s environment (`pip install mplp-lsp`).",
+    ],
+    scope: "machine-overridable",
+    markdownDescription:
+      "Which mplp-lsp runs. A .vsix built without a bundled server always uses the environment's.",
+  },
   "mplp.interpreter": {
     type: "string",
     default: "",
     scope: "machine-overridable",
     markdownDescription:
-      "Python interpreter that has `mplp_lsp` installed; the server runs as `<interpreter> -I -m mplp_lsp serve`. Empty: the Python extension's interpreter for the workspace, else `python3`.",
+      "Python interpreter (3.11 or newer) that runs the server: the bundled one as `<interpreter> -I -S <extension>/bundled/launch.py serve`, or with `mplp.importStrategy` `fromEnvironment` its own `mplp_lsp` as `<interpreter> -I -m mplp_lsp serve`. Empty: the Python extension's interpreter for the workspace, else `python3`.",
   },
   "mplp.serverPath": {
     type: "string",
@@ -58,6 +70,7 @@ export const CLIENT_SETTINGS: Record<string, Contribution> = {
 export const RESTRICTED_SETTINGS = [
   "mplp.serverPath",
   "mplp.interpreter",
+  "mplp.importStrategy",
   "mplp.tools",
   "mplp.remoteUrl",
   "mplp.remoteTokenFile",

@@ -1,10 +1,11 @@
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, test } from "node:test";
 import * as vscode from "vscode";
-import { chooseLaunch, cliArgs, probe } from "../src/launch";
+import { type Bundle, chooseLaunch, cliArgs, probe, readBundle } from "../src/launch";
 import { pythonFromExtension } from "../src/python";
 import type { Stub } from "./vscode-stub";
 
@@ -105,4 +106,57 @@ test("a missing interpreter or server executable is named", async () => {
   assert.ok(!server.ok);
   assert.match(server.problem, /^mplp-lsp could not be run from \/nonexistent\/mplp-lsp \(from mplp\.serverPath\)/);
   assert.match(server.fix, /mplp\.serverPath/);
+});
+
+/** A bundle laid out as packaging lays it out, with the real launcher and a stand-in server. */
+function fakeBundle(pythons: string[]): { dir: string; bundle: Bundle } {
+  const dir = mkdtempSync(join(tmpdir(), "mplp-bundle-"));
+  mkdirSync(join(dir, "bundled", "libs", "mplp_lsp"), { recursive: true });
+  copyFileSync(join(__dirname, "..", "..", "bundled", "launch.py"), join(dir, "bundled", "launch.py"));
+  writeFileSync(join(dir, "bundled", "bundle.json"), JSON.stringify({ mplp_lsp: "9.9.9", python: pythons }));
+  writeFileSync(join(dir, "bundled", "libs", "mplp_lsp", "__init__.py"), "");
+  writeFileSync(join(dir, "bundled", "libs", "mplp_lsp", "__main__.py"), 'print("mplp-lsp 9.9.9 bundled")\n');
+  return { dir, bundle: readBundle(dir)! };
+}
+
+const THIS_PYTHON = execFileSync(PYTHON, ["-c", "import sys; print('%d.%d' % sys.version_info[:2])"]).toString().trim();
+
+test("useBundled runs the bundle with -I -S; fromEnvironment or no bundle, the environment's", () => {
+  const bundle: Bundle = { launcher: "/ext/bundled/launch.py", version: "1.0.0", pythons: ["3.11"] };
+  const bundled = chooseLaunch({ interpreter: "/py" }, undefined, bundle);
+  assert.deepEqual(cliArgs(bundled, "serve"), ["-I", "-S", "/ext/bundled/launch.py", "serve"]);
+  assert.equal(bundled.command, "/py");
+  assert.equal(chooseLaunch({}, undefined, bundle).command, "python3");
+  const fromEnvironment = chooseLaunch({ importStrategy: "fromEnvironment" }, "/ext-py", bundle);
+  assert.deepEqual(cliArgs(fromEnvironment, "serve"), ["-I", "-m", "mplp_lsp", "serve"]);
+  assert.deepEqual(cliArgs(chooseLaunch({}, "/ext-py", undefined), "serve"), ["-I", "-m", "mplp_lsp", "serve"]);
+  assert.equal(readBundle(tmpdir()), undefined);
+});
+
+test("the bundle's server runs, never a workspace's planted mplp_lsp", async () => {
+  const { dir, bundle } = fakeBundle([THIS_PYTHON]);
+  const workspace = mkdtempSync(join(tmpdir(), "mplp-planted-"));
+  mkdirSync(join(workspace, "mplp_lsp"));
+  writeFileSync(join(workspace, "mplp_lsp", "__main__.py"), 'print("mplp-lsp planted")\n');
+  const result = await probe(chooseLaunch({ interpreter: PYTHON }, undefined, bundle), workspace);
+  rmSync(dir, { recursive: true, force: true });
+  rmSync(workspace, { recursive: true, force: true });
+  assert.deepEqual(result, { ok: true, version: "bundled" });
+});
+
+test("a Python the bundle has no modules for, or none at all: the problem and the fix", async () => {
+  const { dir, bundle } = fakeBundle(["3.0"]);
+  const old = await probe(chooseLaunch({ interpreter: PYTHON }, undefined, bundle));
+  const missing = await probe(chooseLaunch({ interpreter: "/nonexistent/python3" }, undefined, bundle));
+  rmSync(dir, { recursive: true, force: true });
+  assert.ok(!old.ok);
+  assert.match(old.problem, new RegExp(`has compiled modules for Python 3\\.0 only; .* is Python ${THIS_PYTHON.replace(".", "\\.")}\\.$`));
+  assert.match(old.fix, /^Install Python 3\.11 or newer/);
+  assert.match(old.fix, /mplp\.importStrategy to fromEnvironment/);
+  assert.ok(!missing.ok);
+  assert.equal(
+    missing.problem,
+    "No Python found to run mplp-lsp: /nonexistent/python3 (from mplp.interpreter) is not installed or not on the PATH.",
+  );
+  assert.match(missing.fix, /Install Python 3\.11 or newer/);
 });

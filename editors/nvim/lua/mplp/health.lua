@@ -49,6 +49,25 @@ local function check_server()
   end
 end
 
+--- The environment :MplpInstall manages, and whether the server starts from it.
+local function check_install()
+  local install = require('mplp.install')
+  if not install.installed() then
+    health.info(('no :MplpInstall environment (%s); run :MplpInstall to install mplp-lsp from PyPI into it'):format(install.dir()))
+    return
+  end
+  local done = vim.system({ install.python(), '-I', '-m', 'mplp_lsp', '--version' },
+    { text = true, cwd = require('mplp').server_cwd() }):wait()
+  if done.code ~= 0 then
+    health.error(('%s is broken: %s; run :MplpInstall again'):format(install.dir(), vim.trim(done.stderr or '')))
+    return
+  end
+  local cmd = (vim.lsp.config.mplp or {}).cmd
+  local used = type(cmd) == 'table' and cmd[1] == install.python()
+  health.ok(('%s in %s%s'):format(vim.trim(done.stdout), install.dir(),
+    used and ', used to start the server' or ', not used: setup() names a `cmd` or `python`'))
+end
+
 local function shown(value)
   return (value == nil or value == vim.NIL) and '?' or tostring(value)
 end
@@ -93,6 +112,8 @@ end
 function M.check()
   health.start('mplp: Neovim')
   check_neovim()
+  health.start('mplp: :MplpInstall')
+  check_install()
   health.start('mplp: the mplp-lsp command')
   check_server()
   health.start('mplp: running servers')

@@ -1,7 +1,7 @@
 --- mplp-lsp in Neovim 0.11+: configuration, user commands, status for the statusline.
 ---
 --- require('mplp').setup({
----   python = '/path/to/venv/bin/python',  -- or cmd = { 'mplp-lsp', 'serve' }
+---   python = '/path/to/venv/bin/python',  -- or cmd = { 'mplp-lsp', 'serve' }; neither: :MplpInstall's
 ---   settings = { debounceMs = 300 },      -- the `mplp` settings (docs/settings.md)
 --- })
 local M = {}
@@ -16,20 +16,37 @@ local INSTALL_HOOKS = 'mplp.installHooks'
 M.state = { by_client = {}, progress = {} }
 
 ---@class mplp.Options
----@field cmd? string[] how to start the server (default: `mplp-lsp serve`)
+---@field cmd? string[] how to start the server (default: the :MplpInstall environment, else `mplp-lsp serve`)
 ---@field python? string a Python with mplp_lsp installed; runs `python -m mplp_lsp serve`
+---@field install_python? string the Python (3.11+) :MplpInstall creates its environment with (default python3)
 ---@field settings? table the `mplp` settings
 ---@field enable? boolean call vim.lsp.enable('mplp') (default true)
+
+--- The options of the last setup() (:MplpInstall reads `install_python`).
+M.options = {}
+
+--- -I: isolated, so neither the working directory nor PYTHON* variables reach sys.path.
+local function python_cmd(python)
+  return { python, '-I', '-m', 'mplp_lsp', 'serve' }
+end
+
+--- The command when setup() names none: the :MplpInstall environment when it exists.
+function M.default_cmd()
+  local install = require('mplp.install')
+  return install.installed() and python_cmd(install.python()) or { 'mplp-lsp', 'serve' }
+end
 
 ---@param opts? mplp.Options
 function M.setup(opts)
   opts = opts or {}
+  M.options = opts
   local config = {}
   if opts.cmd then
     config.cmd = opts.cmd
   elseif opts.python then
-    -- -I: isolated, so neither the working directory nor PYTHON* variables reach sys.path.
-    config.cmd = { opts.python, '-I', '-m', 'mplp_lsp', 'serve' }
+    config.cmd = python_cmd(opts.python)
+  else
+    config.cmd = M.default_cmd()
   end
   if opts.settings then
     config.settings = { mplp = opts.settings }
@@ -303,14 +320,24 @@ local function python_of(cmd)
   return nil
 end
 
+--- After :MplpInstall: start the servers from the new environment, unless setup() named a
+--- command or a Python of its own.
+function M.use_installed()
+  if M.options.cmd or M.options.python then
+    return
+  end
+  vim.lsp.config(NAME, { cmd = M.default_cmd() })
+  M.restart()
+end
+
 --- Why a command cannot start mplp-lsp, in words that name the fix; nil when it looks fine.
 function M.start_problem(cmd)
   if type(cmd) ~= 'table' or type(cmd[1]) ~= 'string' then
-    return 'no command to start mplp-lsp; set `cmd` or `python` in require("mplp").setup'
+    return 'no command to start mplp-lsp; run :MplpInstall, or set `cmd` or `python` in require("mplp").setup'
   end
   if vim.fn.executable(cmd[1]) ~= 1 then
-    return ('%s is not an executable; install mplp-lsp (pip install mplp-lsp) or set `python` '
-      .. 'in require("mplp").setup to a Python that has it'):format(cmd[1])
+    return ('%s is not an executable; run :MplpInstall (mplp-lsp from PyPI into its own environment), '
+      .. 'or set `python` in require("mplp").setup to a Python that has mplp-lsp'):format(cmd[1])
   end
   local python = python_of(cmd)
   if python then
