@@ -37,8 +37,23 @@ class FileOperationsFeature(Feature):
     @handles(types.WORKSPACE_DID_RENAME_FILES, _EVERY_FILE)
     def did_rename(self, params: types.RenameFilesParams) -> None:
         for renamed in params.files:
-            for old_uri, new_uri in expand_directory_rename(renamed.old_uri, renamed.new_uri):
-                self.server.activity("renamed", new_uri, previous=old_uri)
+            new_path = to_fs_path(renamed.new_uri)
+            if new_path and Path(new_path).is_dir():
+                # A renamed directory renames every file in it (the editor sends only the
+                # directory): listed in a thread, observed in slices, so a directory of
+                # 20,000 files does not hold up the requests that come meanwhile.
+                self.server.spawn(
+                    self._rename_directory(renamed.old_uri, new_path), "rename-directory"
+                )
+            else:
+                self.server.activity("renamed", renamed.new_uri, previous=renamed.old_uri)
+
+    async def _rename_directory(self, old_uri: str, new_path: str) -> None:
+        pairs = await asyncio.to_thread(files_renamed_with, old_uri, new_path)
+        for index, (old, new) in enumerate(pairs, 1):
+            self.server.activity("renamed", new, previous=old)
+            if index % _YIELD_EVERY == 0:
+                await asyncio.sleep(0)
 
     @handles(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
     async def did_change_watched(self, params: types.DidChangeWatchedFilesParams) -> None:
@@ -54,11 +69,8 @@ class FileOperationsFeature(Feature):
                 await asyncio.sleep(0)  # a 20,000-file burst must not stall requests
 
 
-def expand_directory_rename(old_uri: str, new_uri: str) -> list[tuple[str, str]]:
-    """A renamed directory renames every file in it; the editor sends only the directory."""
-    new_path = to_fs_path(new_uri)
-    if not new_path or not Path(new_path).is_dir():
-        return [(old_uri, new_uri)]
+def files_renamed_with(old_uri: str, new_path: str) -> list[tuple[str, str]]:
+    """(old URI, new URI) of every file now under the renamed directory ``new_path``."""
     pairs = []
     for folder, _dirs, files in os.walk(new_path):
         for name in files:
