@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from mplp_lsp import handoff
-from mplp_lsp.ignore import IgnoreRules, InOrderJudge
+from mplp_lsp.ignore import IgnoreRules
+from mplp_lsp.ignore_judge import InOrderJudge
 from mplp_lsp.settings import Settings
 from mplp_lsp.sources.debounce import Change, Settled
 from mplp_lsp.sources.files import EditorDocuments

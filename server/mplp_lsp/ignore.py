@@ -39,32 +39,25 @@ pattern one alternative, in precedence order, so the first alternative that matc
 deciding line) and cached with that directory's verdict. A query is a few string operations,
 two dictionary look-ups and two regex matches.
 
-The event loop reads no ignore file: :class:`InOrderJudge` judges a path at once when the
-ignore files of its directories are known, and otherwise reads them in a thread and judges
-it then, with every path that came after it waiting its turn (order is kept).
-:meth:`IgnoreRules.is_ignored` itself reads what it needs, for callers off the loop.
+:meth:`IgnoreRules.is_ignored` reads the ignore files it needs; on the event loop,
+:class:`mplp_lsp.ignore_judge.InOrderJudge` reads them in a thread first
+(:meth:`IgnoreRules.unread`, :meth:`IgnoreRules.read`, :meth:`IgnoreRules.learn`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import copy
-import itertools
-import logging
 import os
 import re
 import stat
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mplp_lsp.vcs.gitfile import find_git_dir
 
-__all__ = ["IgnoreRules", "InOrderJudge"]
-
-log = logging.getLogger(__name__)
+__all__ = ["IgnoreRules"]
 
 # Bounds the memory of a long-running daemon; clearing only costs recomputation.
 _MAX_CACHED_DIRS = 200_000
@@ -599,64 +592,3 @@ def _excludes_layer(excludes: Sequence[str]) -> _Layer:
     rules = _rules((line.encode("utf-8", "surrogateescape") for line in excludes), "")
     stack = _Stack(list(reversed(rules)))
     return _Layer("", lambda: stack, lambda _directory: [])
-
-
-class InOrderJudge:
-    """Hands on the paths that ``rules()`` does not ignore, in the order they came, without
-    reading a file on the event loop (see the module docstring)."""
-
-    _BATCH = 2_000  # paths whose files one thread hop reads
-
-    def __init__(self, rules: Callable[[], IgnoreRules], on_ignored: Callable[[], None]) -> None:
-        self._rules = rules
-        self._on_ignored = on_ignored
-        self._waiting: deque[tuple[str, Callable[[], None]]] = deque()
-        self._drain: asyncio.Task[None] | None = None
-
-    @property
-    def waiting(self) -> int:
-        return len(self._waiting)
-
-    def submit(self, path: str, admit: Callable[[], None]) -> bool | None:
-        """Call ``admit()`` unless ``path`` is ignored: now, returning whether it was, or
-        after the files it needs are read (None)."""
-        rules = self._rules()
-        if not self._waiting and not rules.unread(path):
-            return self._judge(rules, path, admit)
-        self._waiting.append((path, admit))
-        if self._drain is None:
-            self._drain = asyncio.get_running_loop().create_task(
-                self._read_and_judge(), name="mplp-ignore-files"
-            )
-        return None
-
-    def _judge(self, rules: IgnoreRules, path: str, admit: Callable[[], None]) -> bool:
-        if rules.is_ignored(path):
-            self._on_ignored()
-            return False
-        admit()
-        return True
-
-    async def settled(self) -> None:
-        """Wait until every path submitted so far is judged."""
-        while self._drain is not None:
-            await asyncio.shield(self._drain)
-
-    async def _read_and_judge(self) -> None:
-        try:
-            while self._waiting:
-                rules = self._rules()
-                batch = [path for path, _ in itertools.islice(self._waiting, self._BATCH)]
-                rules.learn(await asyncio.to_thread(rules.read, batch))
-                rules = self._rules()
-                # What could not be learnt (rules forgotten meanwhile) is read again.
-                while self._waiting and not rules.unread(self._waiting[0][0]):
-                    path, admit = self._waiting.popleft()
-                    self._judge(rules, path, admit)
-        except Exception:
-            log.exception("reading ignore files failed; judging the waiting paths directly")
-            while self._waiting:  # nothing submitted is lost
-                path, admit = self._waiting.popleft()
-                self._judge(self._rules(), path, admit)
-        finally:
-            self._drain = None

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from mplp_lsp.forward.service import Forwarding
-from mplp_lsp.ignore import IgnoreRules, InOrderJudge
+from mplp_lsp.ignore import IgnoreRules
+from mplp_lsp.ignore_judge import InOrderJudge
 from mplp_lsp.intake import Submission
 from mplp_lsp.owner import StoreOwner
 from mplp_lsp.protocol.envelope import utc_timestamp

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from mplp_lsp import ignore
-from mplp_lsp.ignore import IgnoreRules, InOrderJudge
+from mplp_lsp.ignore import IgnoreRules
+from mplp_lsp.ignore_judge import InOrderJudge
 from mplp_lsp.lsp.server import create_server
 from tests.unit.test_lsp_features import INITIALIZE, exchange, request
 
