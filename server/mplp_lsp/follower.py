@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from mplp_lsp import handoff
 from mplp_lsp.ignore import IgnoreRules
+from mplp_lsp.ignore_judge import InOrderJudge
 from mplp_lsp.settings import Settings
 from mplp_lsp.sources.debounce import Change, Settled
 from mplp_lsp.sources.files import EditorDocuments
@@ -46,6 +47,7 @@ class Follower:
         self.paths = paths
         self.owner_pid = owner.get("pid") if owner else None
         self.ignore = IgnoreRules(root, excludes=settings.exclude, internal_dirs=[paths.root])
+        self.judge = InOrderJudge(lambda: self.ignore, on_ignored=lambda: None)
         self.documents = EditorDocuments()
         self.recorded = RecordedContent(root)
         self.handed = 0
@@ -64,15 +66,13 @@ class Follower:
         previous_path: str | None = None,
         origin: str = "editor",
         language: str | None = None,
-    ) -> bool:
+    ) -> bool | None:
         admitted = admit(change, path, previous_path)
         if admitted is None or path == ".git" or path.startswith(".git/"):
             return False  # the owner's Git source sees the repository itself
-        if self.ignore.is_ignored(path):
-            return False
         change, previous_path = admitted
-        self.debouncer.observe(observation(change, path, previous_path, origin, language))
-        return True
+        seen = observation(change, path, previous_path, origin, language)
+        return self.judge.submit(path, lambda: self.debouncer.observe(seen))
 
     async def _hand(self, batch: list[Settled]) -> None:
         batch = await screen_settled(batch, self.recorded, self.documents)
@@ -89,6 +89,7 @@ class Follower:
 
     async def close(self) -> None:
         """Hand over everything still pending (to whoever owns the store next)."""
+        await self.judge.settled()
         await self.debouncer.flush()
         await self.debouncer.aclose()
 
@@ -98,6 +99,6 @@ class Follower:
             "role": self.role,
             "owner_pid": self.owner_pid,
             "handed": self.handed,
-            "pending": self.debouncer.pending_count,
+            "pending": self.debouncer.pending_count + self.judge.waiting,
             "state_dir": str(self.paths.root),
         }

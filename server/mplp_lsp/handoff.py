@@ -1,6 +1,8 @@
-"""How a CLI process (a hook, ``mplp-lsp emit``) gets events into a workspace's store.
+"""How a CLI process (a hook, ``mplp-lsp emit``, ``outbox requeue``) writes a workspace's store.
 
-:func:`deliver` checks the submissions first, so bad input is reported at once. Then:
+:func:`deliver` checks the submissions first, so bad input is reported at once; rejected ones
+go to the owner's intake like the others, which records every rejection the same way (the
+integration error log and the store's ``rejected`` counter). Then:
 
 * the state dir is free: take its lock, open the store, submit through the one intake (with
   the PSG consumers attached), close, release — the events are committed on return;
@@ -12,11 +14,15 @@ Whoever holds the lock drains the inbox before letting go and looks again after 
 and a process that spooled looks once its file is written, so a file is never left behind
 by a race between the two. A faster path to a running daemon (its loopback HTTP API) would go in
 :func:`spool` before the spool file.
+
+:func:`requeue_dead_letters` takes the same two ways for putting dead letters back into the
+forwarding outbox.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sqlite3
 import time
@@ -26,6 +32,7 @@ from pathlib import Path
 from typing import Literal
 
 from mplp_lsp.forward.drain import Drain, DrainReport
+from mplp_lsp.forward.outbox import dead_letters, requeue_chosen
 from mplp_lsp.intake import Submission
 from mplp_lsp.owner import StoreOwner
 from mplp_lsp.protocol.result import ValidationResult
@@ -33,7 +40,7 @@ from mplp_lsp.protocol.validator import default_validator
 from mplp_lsp.settings import Settings
 from mplp_lsp.sources import inbox
 from mplp_lsp.statedir import StateDirLock, StatePaths, resolve_state_dir
-from mplp_lsp.store.errorlog import IntegrationErrorLog
+from mplp_lsp.store.database import connect
 from mplp_lsp.store.salvage import ensure_usable
 from mplp_lsp.store.writer import StoreWriter
 
@@ -76,11 +83,12 @@ def _deliver(
 ) -> list[Delivery]:
     paths = StatePaths(resolve_state_dir(workspace_root, state_dir_override))
     checked = [_check(submission) for submission in submissions]
-    _log_rejections(paths, submissions, checked)
-    valid = [s for s, result in zip(submissions, checked, strict=True) if result.ok]
-    work = valid or also is not None
-    stored = iter(_store(workspace_root, paths, valid, also, forward) if work else [])
-    return [next(stored) if result.ok else Delivery("rejected", result) for result in checked]
+    work = submissions or also is not None
+    stored = _store(workspace_root, paths, list(submissions), also, forward) if work else []
+    return [
+        owned if result.ok else Delivery("rejected", result)
+        for owned, result in zip(stored, checked, strict=True)
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,29 +149,15 @@ def _drain_left_behind(root: Path, paths: StatePaths, lock: StateDirLock) -> Non
         asyncio.run(_own(root, paths, lock, []))
 
 
-def _log_rejections(
-    paths: StatePaths, submissions: Sequence[Submission], checked: list[ValidationResult]
-) -> None:
-    rejected = [(s, r) for s, r in zip(submissions, checked, strict=True) if not r.ok]
-    if not rejected:
-        return
-    with IntegrationErrorLog(paths.error_log) as errors:
-        for submission, result in rejected:
-            errors.write(
-                {
-                    "source_module": submission.source_module,
-                    "kind": submission.kind.value,
-                    "errors": [issue.to_dict() for issue in result.errors],
-                }
-            )
-
-
 def _check(submission: Submission) -> ValidationResult:
     return default_validator().validate(submission.kind, submission.data)
 
 
-def spool(paths: StatePaths, submissions: Sequence[Submission]) -> None:
-    """Spool for the lock holder, durably (its inbox drains it); used by a following daemon too.
+def spool(
+    paths: StatePaths, submissions: Sequence[Submission], requeue: inbox.Requeue | None = None
+) -> Path:
+    """Spool for the lock holder, durably (its inbox drains it); used by a following daemon
+    too. The spool file's path (gone once the owner has taken it).
 
     (The daemon's HTTP fast path would be tried first here.)"""
     paths.inbox.mkdir(mode=0o700, exist_ok=True)
@@ -173,7 +167,7 @@ def spool(paths: StatePaths, submissions: Sequence[Submission]) -> None:
     final = paths.inbox / f"{stamp}{inbox.SPOOL_SUFFIX}"
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        os.write(fd, inbox.encode(list(submissions)))
+        os.write(fd, inbox.encode(list(submissions), requeue))
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -183,6 +177,7 @@ def spool(paths: StatePaths, submissions: Sequence[Submission]) -> None:
         os.fsync(directory)
     finally:
         os.close(directory)
+    return final
 
 
 def _monotonic_name() -> str:
@@ -224,3 +219,53 @@ async def _own(
     finally:
         await writer.close()
         lock.release()
+
+
+@dataclass(frozen=True, slots=True)
+class Requeued:
+    moved: int  # dead letters put back (or, handed over, found to be dead letters)
+    unknown: list[int]  # seqs asked for that are not dead letters
+    handed_to: int | None = None  # the pid of the owner it was handed to
+    taken: bool = True  # the owner has taken it (always, when done here)
+
+
+def requeue_dead_letters(
+    workspace_root: Path,
+    state_dir_override: str | Path | None,
+    seqs: Sequence[int] | None,
+    *,
+    wait: float = 10.0,
+) -> Requeued | None:
+    """Put dead letters (``seqs``, or all for None) back into the forwarding outbox through
+    the store's owner; None when the workspace has no store (none is created).
+
+    With the state dir free this process is the owner for the moment. Otherwise which of
+    ``seqs`` are dead letters is read here, and the requeue goes to the owner through its
+    inbox; this waits up to ``wait`` seconds for the owner to take it.
+    """
+    paths = StatePaths(resolve_state_dir(workspace_root, state_dir_override))
+    if not paths.database.exists():
+        return None
+    lock = StateDirLock(paths.lock, workspace=workspace_root)
+    if lock.acquire():
+        done: list[tuple[int, list[int]]] = []
+
+        def requeue(conn: sqlite3.Connection) -> None:
+            done.append(requeue_chosen(conn, seqs))
+
+        asyncio.run(_own(workspace_root, paths, lock, [], requeue))
+        _drain_left_behind(workspace_root, paths, lock)
+        return Requeued(*done[0])
+    with contextlib.closing(connect(paths.database, read_only=True)) as conn:
+        known = sorted(letter.seq for letter in dead_letters(conn, seqs=seqs))
+    unknown = [] if seqs is None else sorted(set(seqs) - set(known))
+    owner = lock.owner() or {}
+    pid = owner.get("pid") if isinstance(owner.get("pid"), int) else None
+    if seqs is not None and not known:
+        return Requeued(0, unknown, pid)
+    spooled = spool(paths, [], inbox.Requeue(None if seqs is None else tuple(known)))
+    _drain_left_behind(workspace_root, paths, lock)
+    deadline = time.monotonic() + wait
+    while spooled.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return Requeued(len(known), unknown, pid, taken=not spooled.exists())

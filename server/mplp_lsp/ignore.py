@@ -38,16 +38,21 @@ Speed: the rules in force for a directory are compiled into one regular expressi
 pattern one alternative, in precedence order, so the first alternative that matches is the
 deciding line) and cached with that directory's verdict. A query is a few string operations,
 two dictionary look-ups and two regex matches.
+
+:meth:`IgnoreRules.is_ignored` reads the ignore files it needs; on the event loop,
+:class:`mplp_lsp.ignore_judge.InOrderJudge` reads them in a thread first
+(:meth:`IgnoreRules.unread`, :meth:`IgnoreRules.read`, :meth:`IgnoreRules.learn`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import re
 import stat
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mplp_lsp.vcs.gitfile import find_git_dir
@@ -330,35 +335,62 @@ class _Layer:
         self._initial = initial
         self._load = load
         self._dirs: dict[str, _Stack | None] = {"": initial()}
+        self.generation = 0  # changes whenever cached rules are forgotten
 
-    def stack(self, directory: str) -> _Stack | None:
-        """Rules in force below ``directory`` (workspace-relative); None if it is excluded."""
+    def stack(self, directory: str, read: _Read | None = None) -> _Stack | None:
+        """Rules in force below ``directory`` (workspace-relative); None if it is excluded.
+        Ignore files not cached are taken from ``read``, else read now."""
         try:
             return self._dirs[directory]
         except KeyError:
             pass
         if len(self._dirs) >= _MAX_CACHED_DIRS:
             self.forget("")
-        pending = [directory]
-        parent = directory.rpartition("/")[0]
-        while parent not in self._dirs:
-            pending.append(parent)
-            parent = parent.rpartition("/")[0]
-        state = self._dirs[parent]
+        if "" not in self._dirs:
+            initial = read.initial if read is not None else None
+            self._dirs[""] = initial if initial is not None else self._initial()
+        pending = self.unread(directory)
+        state = self._dirs[pending[-1].rpartition("/")[0]] if pending else self._dirs[directory]
         for child in reversed(pending):
             if state is not None:
                 path = self.prefix + child.encode("utf-8", "surrogateescape")
-                state = None if state.verdict(path, True) else state.push(self._load(child))
+                if state.verdict(path, True):
+                    state = None
+                else:
+                    level = read.levels.get(child) if read is not None else None
+                    state = state.push(self._load(child) if level is None else level)
             self._dirs[child] = state
         return state
 
+    def unread(self, directory: str) -> list[str]:
+        """``directory`` and its ancestors whose rules are not cached, deepest first ("" is
+        the root, cached unless forgotten)."""
+        pending = []
+        while directory not in self._dirs:
+            pending.append(directory)
+            if not directory:
+                break
+            directory = directory.rpartition("/")[0]
+        return pending
+
     def forget(self, directory: str) -> None:
+        self.generation += 1
         if not directory:
-            self._dirs = {"": self._initial()}
+            self._dirs = {}  # the root's files are read again when next needed
             return
         below = directory + "/"
         for key in [k for k in self._dirs if k == directory or k.startswith(below)]:
             del self._dirs[key]
+
+
+@dataclass
+class _Read:
+    """Ignore files read (in a thread) for :meth:`IgnoreRules.learn`."""
+
+    generation: int
+    initial: _Stack | None = None
+    levels: dict[str, list[_Rule]] = field(default_factory=dict)
+    kinds: dict[str, bool] = field(default_factory=dict)
 
 
 def _common_dir(git_dir: Path) -> Path:
@@ -414,11 +446,9 @@ class IgnoreRules:
         """
         is_dir: bool | None = True if relpath.endswith("/") else None
         rel = relpath.strip("/")
-        if not rel or rel == ".":
-            return False
-        framed = f"/{rel}/"
-        if "/.git/" in framed or framed.startswith(self._internal):
-            return True
+        fixed = self._fixed_verdict(rel)
+        if fixed is not None:
+            return fixed
         parent = rel.rpartition("/")[0]
         encoded = rel.encode("utf-8", "surrogateescape")
         for layer in (self._excludes, self._git):
@@ -463,6 +493,51 @@ class IgnoreRules:
             return False
 
         return ignored
+
+    def unread(self, relpath: str) -> list[str]:
+        """The directories whose ignore files judging ``relpath`` would read (none: judging
+        it touches no file but, for a directory-only pattern, one ``lstat``)."""
+        rel = relpath.strip("/")
+        if self._fixed_verdict(rel) is not None:
+            return []
+        return self._git.unread(rel.rpartition("/")[0])
+
+    def _fixed_verdict(self, rel: str) -> bool | None:
+        """The verdict that needs no rules: the root, ``.git`` and internal directories."""
+        if not rel or rel == ".":
+            return False
+        framed = f"/{rel}/"
+        if "/.git/" in framed or framed.startswith(self._internal):
+            return True
+        return None
+
+    def read(self, relpaths: Iterable[str]) -> _Read:
+        """Read what judging ``relpaths`` needs, touching no cache (safe in a thread)."""
+        read = _Read(self._git.generation)
+        for relpath in relpaths:
+            rel = relpath.strip("/")
+            for directory in self._git.unread(rel.rpartition("/")[0]):
+                if not directory:
+                    read.initial = self._git_initial()
+                elif directory not in read.levels:
+                    read.levels[directory] = self._git_load(directory)
+            if rel and not relpath.endswith("/"):
+                with contextlib.suppress(OSError):  # a path that is gone is not cached
+                    read.kinds[rel] = stat.S_ISDIR(os.lstat(self._root / rel).st_mode)
+        return read
+
+    def learn(self, read: _Read) -> bool:
+        """Cache what :meth:`read` found; False (nothing cached) if rules were forgotten since."""
+        if read.generation != self._git.generation:
+            return False
+        for directory in sorted(read.levels, key=len, reverse=True):
+            self._git.stack(directory, read)
+        if read.initial is not None:
+            self._git.stack("", read)
+        if len(self._kinds) + len(read.kinds) >= _MAX_CACHED_KINDS:
+            self._kinds.clear()
+        self._kinds.update(read.kinds)
+        return True
 
     def invalidate(self, relpath: str) -> None:
         """Forget what an ignore file said: pass the changed ``.gitignore``, ``.git/info/exclude``

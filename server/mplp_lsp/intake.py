@@ -288,6 +288,11 @@ class Intake:
             raise _FieldRejected(rejected.to_result(name)) from None
         return relative
 
+    @property
+    def writer(self) -> StoreWriter:
+        """The store this intake writes to (the owner's writer)."""
+        return self._writer
+
     async def _record_rejections(self, rejected: list[tuple[Submission, ValidationResult]]) -> None:
         self.counters.rejected += len(rejected)
         for submission, result in rejected:

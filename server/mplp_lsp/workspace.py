@@ -17,6 +17,7 @@ from typing import Any
 
 from mplp_lsp.forward.service import Forwarding
 from mplp_lsp.ignore import IgnoreRules
+from mplp_lsp.ignore_judge import InOrderJudge
 from mplp_lsp.intake import Submission
 from mplp_lsp.owner import StoreOwner
 from mplp_lsp.protocol.envelope import utc_timestamp
@@ -116,6 +117,7 @@ class Workspace:
         self.documents = EditorDocuments()
         self.debouncer = self._new_debouncer(settings)
         self.ignored = 0
+        self.judge = InOrderJudge(lambda: self.ignore, on_ignored=self._count_ignored)
         self.opened_ns = time.time_ns()
         self.forwarding = Forwarding()
 
@@ -187,8 +189,9 @@ class Workspace:
         previous_path: str | None = None,
         origin: str = "editor",
         language: str | None = None,
-    ) -> bool:
-        """Report one raw change to a workspace-relative path; False if it is ignored."""
+    ) -> bool | None:
+        """Report one raw change to a workspace-relative path; False if it is ignored, None
+        when that is decided once its ignore files are read (off the event loop)."""
         admitted = admit(change, path, previous_path)
         if admitted is None:
             return False
@@ -198,11 +201,11 @@ class Workspace:
         if path.rsplit("/", 1)[-1] == ".gitignore":
             self.ignore.invalidate(path)
             self.ignore_epoch += 1
-        if self.ignore.is_ignored(path):
-            self.ignored += 1
-            return False
-        self.debouncer.observe(observation(change, path, previous_path, origin, language))
-        return True
+        seen = observation(change, path, previous_path, origin, language)
+        return self.judge.submit(path, lambda: self.debouncer.observe(seen))
+
+    def _count_ignored(self) -> None:
+        self.ignored += 1
 
     async def _emit(self, batch: list[Settled]) -> None:
         if DiskState.watched(batch):
@@ -321,6 +324,7 @@ class Workspace:
 
     async def settle(self) -> None:
         """Emit pending activity now and wait until it and its PSG updates are stored."""
+        await self.judge.settled()
         await self.debouncer.flush()
         await self.owner.drain()
 
@@ -328,7 +332,10 @@ class Workspace:
         runtime = self.forwarding.runtime()
         return await self._writer.read(
             lambda conn: read_status(
-                conn, self.paths, pending=self.debouncer.pending_count, forwarding=runtime
+                conn,
+                self.paths,
+                pending=self.debouncer.pending_count + self.judge.waiting,
+                forwarding=runtime,
             )
         )
 
@@ -341,6 +348,7 @@ class Workspace:
             await self.inbox.close()
             if self._rechecks:
                 await asyncio.gather(*self._rechecks, return_exceptions=True)
+            await self.judge.settled()
             await self.debouncer.flush()
             await self.debouncer.aclose()
             if self._drift_task is not None:

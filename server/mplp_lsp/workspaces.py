@@ -213,8 +213,9 @@ class Workspaces:
         origin: str = "editor",
         language: str | None = None,
         directories: DirectoryCache | None = None,
-    ) -> bool:
+    ) -> bool | None:
         """Route one raw change; a refused path is counted and logged as an integration error.
+        The answer is the workspace's (False: ignored, None: judged later).
 
         ``directories`` is shared by the changes of one synchronous batch (see
         :func:`relative_path`).

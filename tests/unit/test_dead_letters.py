@@ -6,7 +6,6 @@ Real SQLite files; the CLI runs in-process through ``cli.main`` (one case as a p
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -18,9 +17,7 @@ from hypothesis import strategies as st
 
 from mplp_lsp.cli import main
 from mplp_lsp.forward import outbox
-from mplp_lsp.statedir import StateDirLock, StatePaths
 from mplp_lsp.store import EventLog, connect
-from tests.unit.test_cli_store import cli
 from tests.unit.test_forward_core import new_event
 
 REFUSALS = {
@@ -216,29 +213,6 @@ def test_requeue_names_unknown_seqs_exits_1_and_still_requeues_the_known(
     assert captured.out == "requeued 1 dead letter\n"
     assert captured.err == "mplp-lsp outbox requeue: not dead letters: 3, 99\n"
     assert tables(state / "events.db")[:2] == ([1, 3, 4, 6], [2, 5])
-    assert_counters_match_tables(state / "events.db")
-
-
-def test_requeue_all_beside_a_daemon_that_holds_the_store(state: Path, tmp_path: Path) -> None:
-    paths = StatePaths(state)
-    daemon = sqlite3.connect(paths.database)  # an open reader, as the daemon's writer has
-    daemon.execute("BEGIN")
-    daemon.execute("SELECT count(*) FROM outbox").fetchone()
-    try:
-        with StateDirLock(paths.lock, workspace=tmp_path):
-            done = cli(
-                "outbox",
-                "requeue",
-                "--all",
-                "--state-dir",
-                str(state),
-                "--workspace",
-                str(tmp_path),
-            )
-    finally:
-        daemon.close()
-    assert (done.returncode, done.stdout, done.stderr) == (0, "requeued 3 dead letters\n", "")
-    assert tables(state / "events.db")[:2] == ([1, 2, 3, 4, 5, 6], [])
     assert_counters_match_tables(state / "events.db")
 
 

@@ -20,7 +20,7 @@ from mplp_lsp.api.services import ApiServices
 from mplp_lsp.intake import Outcome, Submission
 from mplp_lsp.protocol import json_input
 from mplp_lsp.protocol.kinds import STORED_KINDS, Kind
-from mplp_lsp.protocol.result import ErrorCode
+from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 from mplp_lsp.runtime.psg import Outcome as GraphOutcome
 from mplp_lsp.runtime.psg import Rejected
 from mplp_lsp.store.disk_full import MESSAGE as DISK_FULL
@@ -42,6 +42,7 @@ DISK = web.AppKey("disk", FullDiskEpisodes)
 class _BadRequest(Exception):
     def __init__(self, status: int, path: str, code: ErrorCode, message: str) -> None:
         super().__init__(message)
+        self.result = ValidationResult.single(path, code, message)
         self.response = error_response(status, path, code, message)
 
 
@@ -109,7 +110,11 @@ async def integration(request: web.Request) -> web.Response:
     kind = _INTEGRATION_KINDS.get(name)
     if kind is None:
         return error_response(404, "kind", ErrorCode.NOT_FOUND, f"no integration kind {name!r}")
-    data = await _json(request)
+    try:
+        data = await _json(request)
+    except _BadRequest as bad:  # an event that could not be read is a rejected event too
+        await _services(request).intake.reject(Submission(kind, None, "http"), bad.result)
+        raise
     result = await _services(request).intake.submit(Submission(kind, data, "http"))
     if result.outcome is Outcome.REJECTED:
         return result_response(result.result, 422)

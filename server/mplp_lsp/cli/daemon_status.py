@@ -7,12 +7,12 @@ daemon's loopback API answers with both.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from mplp_lsp.api.client import ApiUnanswered, get_json
 from mplp_lsp.forward.config import is_loopback_host
 from mplp_lsp.workspace_status import WorkspaceStatus
 
@@ -29,8 +29,6 @@ def daemon_status(api: dict[str, Any]) -> WorkspaceStatus | None:
 
     The token goes only to a loopback address, whatever the endpoint file says.
     """
-    import aiohttp
-
     url = str(api["url"])
     try:
         parts = urlsplit(url)
@@ -41,8 +39,8 @@ def daemon_status(api: dict[str, Any]) -> WorkspaceStatus | None:
         ):
             return None
         token = Path(api["token_file"]).read_text(encoding="utf-8").strip()
-        report = asyncio.run(_ask(url, token))
-    except (OSError, ValueError, aiohttp.ClientError, TimeoutError):
+        report = get_json(url, "/status", token, _ASK_TIMEOUT)
+    except (OSError, ValueError, ApiUnanswered):
         return None
     if not isinstance(report, dict):
         return None
@@ -61,16 +59,3 @@ def without_live_state(status: WorkspaceStatus) -> WorkspaceStatus:
     if status.forward is None or not status.forward["enabled"]:
         return status
     return dataclasses.replace(status, forward={**status.forward, "state": "unknown"})
-
-
-async def _ask(url: str, token: str) -> Any:
-    import aiohttp
-
-    timeout = aiohttp.ClientTimeout(total=_ASK_TIMEOUT)
-    headers = {"Authorization": f"Bearer {token}"}
-    async with (
-        aiohttp.ClientSession(timeout=timeout, headers=headers) as session,
-        session.get(f"{url}/status") as response,
-    ):
-        response.raise_for_status()
-        return await response.json()

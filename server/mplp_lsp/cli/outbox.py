@@ -13,6 +13,7 @@ from mplp_lsp.cli.common import add_state_options, add_workspace_option, workspa
 if TYPE_CHECKING:
     import sqlite3
     from collections.abc import Callable, Iterator
+    from pathlib import Path
 
     from mplp_lsp.forward.outbox import DeadLetter
     from mplp_lsp.statedir import StatePaths
@@ -49,7 +50,8 @@ def register(commands: Any) -> None:
         "requeue",
         help="put dead letters back into the outbox to be sent again",
         description=(
-            "Move the chosen dead letters back into the outbox. A running daemon with a "
+            "Move the chosen dead letters back into the outbox (through the daemon that owns "
+            "the store, when one runs). A running daemon with a "
             "remote sends them within seconds, without a restart; otherwise they go at the "
             "next start with a remote. Prints how many were requeued; a SEQ that is not a "
             "dead letter is named on stderr and the exit status is 1 (the others are still "
@@ -118,27 +120,22 @@ def _dead_lines(letters: list[DeadLetter], *, as_json: bool) -> Iterator[str]:
 
 
 def run_requeue(args: argparse.Namespace) -> int:
-    from mplp_lsp.cli.store_access import open_for_writing
-    from mplp_lsp.forward.outbox import dead_letters, requeue_dead
-    from mplp_lsp.store.database import transaction
+    from mplp_lsp.cli.store_access import state_paths
+    from mplp_lsp.handoff import requeue_dead_letters
 
-    conn = _open(args, open_for_writing)
-    if conn is None:
-        return EXIT_NO_STORE
-    unknown: list[int] = []
-    try:
-        with transaction(conn):  # which seqs are dead letters, and requeueing them: one view
-            if args.all:
-                moved = requeue_dead(conn)
-            else:
-                known = {letter.seq for letter in dead_letters(conn, seqs=args.seqs)}
-                unknown = sorted(set(args.seqs) - known)
-                moved = requeue_dead(conn, known)
-    finally:
-        conn.close()
-    print(f"requeued {moved} dead letter{'' if moved == 1 else 's'}")
-    if unknown:
-        names = ", ".join(map(str, unknown))
+    workspace = workspace_path(args.workspace)
+    done = requeue_dead_letters(workspace, args.state_dir, None if args.all else args.seqs)
+    if done is None:
+        return _no_store(workspace, state_paths(workspace, args.state_dir))
+    print(f"requeued {done.moved} dead letter{'' if done.moved == 1 else 's'}")
+    if not done.taken:
+        print(
+            f"mplp-lsp outbox requeue: handed to the daemon recording this workspace "
+            f"(pid {done.handed_to}); it requeues them when it next reads its inbox",
+            file=sys.stderr,
+        )
+    if done.unknown:
+        names = ", ".join(map(str, done.unknown))
         print(f"mplp-lsp outbox requeue: not dead letters: {names}", file=sys.stderr)
         return 1
     return 0
@@ -154,11 +151,16 @@ def _open(
     paths = state_paths(workspace, args.state_dir)
     conn = opener(paths)
     if conn is None:
-        print(
-            f"mplp-lsp outbox: no store for {workspace} (looked for {paths.database})",
-            file=sys.stderr,
-        )
+        _no_store(workspace, paths)
     return conn
+
+
+def _no_store(workspace: Path, paths: StatePaths) -> int:
+    print(
+        f"mplp-lsp outbox: no store for {workspace} (looked for {paths.database})",
+        file=sys.stderr,
+    )
+    return EXIT_NO_STORE
 
 
 def _printable(text: str) -> str:

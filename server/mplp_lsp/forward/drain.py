@@ -30,10 +30,6 @@ class DrainReport:
     problem: str | None = None  # a misconfigured remote (nothing was sent)
     last_error: str | None = None
 
-    @property
-    def complete(self) -> bool:
-        return self.problem is None and self.pending == 0
-
 
 class Drain:
     """Start before the events are stored (queuing is on from then), finish after."""

@@ -284,6 +284,16 @@ def dead_letters(
     ]
 
 
+def requeue_chosen(conn: sqlite3.Connection, seqs: Collection[int] | None) -> tuple[int, list[int]]:
+    """:func:`requeue_dead` of the chosen dead letters (every one for None), in one
+    transaction with finding which of ``seqs`` are not dead letters: (moved, those others)."""
+    with transaction(conn):
+        if seqs is None:
+            return requeue_dead(conn), []
+        known = {letter.seq for letter in dead_letters(conn, seqs=seqs)}
+        return requeue_dead(conn, known), sorted(set(seqs) - known)
+
+
 def _seq_array(seqs: Collection[int] | None) -> str | None:
     """The ``?1`` of the dead-letter queries: NULL chooses all, else a JSON array of seqs
     (one bound parameter holds any number of them)."""

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
+from mplp_lsp.lsp.feature import Feature, command, handles
+
 if TYPE_CHECKING:
     from mplp_lsp.lsp.server import MplpLanguageServer
     from mplp_lsp.runtime.drift import Drift
@@ -47,16 +49,16 @@ _START = types.Position(line=0, character=0)
 _tokens = itertools.count(1)
 
 
-class DriftFeature:
+class DriftFeature(Feature):
     def __init__(self, server: MplpLanguageServer) -> None:
-        self._server = server
+        super().__init__(server)
         self._progress: dict[int, str] = {}  # id(workspace) -> its scan's progress token
 
     # --- mode ------------------------------------------------------------------------------
 
     @property
     def pull(self) -> bool:
-        caps = self._server.client_capabilities
+        caps = self.server.client_capabilities
         pull = caps.text_document is not None and caps.text_document.diagnostic is not None
         refresh = (
             caps.workspace is not None
@@ -67,19 +69,19 @@ class DriftFeature:
 
     # --- engine side ---------------------------------------------------------------------
 
-    def attach(self, workspace: Workspace) -> None:
+    async def recording(self, workspace: Workspace) -> None:
         workspace.drift.on_change(lambda changes: self._changed(workspace, changes))
         workspace.drift.on_progress(lambda done, total: self._scan_progress(workspace, done, total))
         if workspace.drift.drifts:  # found before the editor side was listening
             self._changed(workspace, dict(workspace.drift.drifts))
 
     def _changed(self, workspace: Workspace, changes: dict[str, Drift | None]) -> None:
-        self._server.status_changed()
+        self.server.status_changed()
         if self.pull:
-            self._server.workspace_diagnostic_refresh(None)
+            self.server.workspace_diagnostic_refresh(None)
             return
         for path, drift in changes.items():
-            self._server.text_document_publish_diagnostics(
+            self.server.text_document_publish_diagnostics(
                 types.PublishDiagnosticsParams(
                     uri=(workspace.root / path).as_uri(),
                     diagnostics=self._diagnostics(workspace, drift),
@@ -102,11 +104,11 @@ class DriftFeature:
 
     def _scan_progress(self, workspace: Workspace, done: int, total: int) -> None:
         """Work-done progress for scans big enough to take a moment."""
-        caps = self._server.client_capabilities
+        caps = self.server.client_capabilities
         if total < _PROGRESS_FROM or not (caps.window and caps.window.work_done_progress):
             return
         key = id(workspace)
-        progress = self._server.work_done_progress
+        progress = self.server.work_done_progress
         token = self._progress.get(key)
         if done >= total:
             if token is not None:
@@ -142,7 +144,7 @@ class DriftFeature:
     # --- requests --------------------------------------------------------------------------
 
     def _locate(self, uri: str) -> tuple[Workspace, str] | None:
-        workspaces = self._server.workspaces
+        workspaces = self.server.workspaces
         if workspaces is None:
             return None
         from mplp_lsp.sanitize.paths import PathRejected
@@ -157,18 +159,29 @@ class DriftFeature:
                     return workspace, Path(path).relative_to(workspace.root).as_posix()
             return None
 
-    def document_diagnostics(self, uri: str) -> types.RelatedFullDocumentDiagnosticReport:
+    @handles(
+        types.TEXT_DOCUMENT_DIAGNOSTIC,
+        types.DiagnosticOptions(
+            identifier=SOURCE, inter_file_dependencies=False, workspace_diagnostics=True
+        ),
+    )
+    def document_diagnostics(
+        self, params: types.DocumentDiagnosticParams
+    ) -> types.RelatedFullDocumentDiagnosticReport:
         items: list[types.Diagnostic] = []
-        found = self._locate(uri)
+        found = self._locate(params.text_document.uri)
         if found is not None and self.pull:
             workspace, path = found
             items = self._diagnostics(workspace, workspace.drift.drifts.get(path))
         return types.RelatedFullDocumentDiagnosticReport(items=items)
 
-    def workspace_diagnostics(self) -> types.WorkspaceDiagnosticReport:
+    @handles(types.WORKSPACE_DIAGNOSTIC)
+    def workspace_diagnostics(
+        self, _params: types.WorkspaceDiagnosticParams
+    ) -> types.WorkspaceDiagnosticReport:
         reports: list[types.WorkspaceDocumentDiagnosticReport] = []
-        if self.pull and self._server.workspaces is not None:
-            for workspace in self._server.workspaces:
+        if self.pull and self.server.workspaces is not None:
+            for workspace in self.server.workspaces:
                 for path, drift in sorted(workspace.drift.open_drifts.items()):
                     reports.append(
                         types.WorkspaceFullDocumentDiagnosticReport(
@@ -179,6 +192,10 @@ class DriftFeature:
                     )
         return types.WorkspaceDiagnosticReport(items=reports)
 
+    @handles(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]),
+    )
     def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
         found = self._locate(params.text_document.uri)
         if found is None:
@@ -202,70 +219,32 @@ class DriftFeature:
             for strategy, title in _TITLES
         ]
 
-    async def resolve(self, uri: Any, strategy: Any) -> dict[str, Any]:
+    @command(RESOLVE_COMMAND)
+    async def resolve(self, *args: Any) -> dict[str, Any]:
         from mplp_lsp.runtime.drift import Strategy
 
+        uri, strategy = [*args, None, None][:2]
         if not isinstance(uri, str) or strategy not in {s.value for s in Strategy}:
             raise ValueError(
                 f"{RESOLVE_COMMAND} takes a file URI and one of fs, psg, merge, ignore"
             )
-        await self._server.ready.wait()
+        await self.server.ready.wait()
         found = self._locate(uri)
         if found is None:
             raise ValueError(f"{uri} is not in a workspace")
         workspace, path = found
         result = await workspace.drift.resolve(path, Strategy(strategy))
         if not result.ok:
-            self._server.window_show_message(
+            self.server.window_show_message(
                 types.ShowMessageParams(type=types.MessageType.Warning, message=result.message)
             )
         return result.to_json()
 
-    async def scan(self) -> list[dict[str, Any]]:
-        await self._server.ready.wait()
+    @command(SCAN_COMMAND)
+    async def scan(self, *_args: Any) -> list[dict[str, Any]]:
+        await self.server.ready.wait()
         out = []
-        for workspace in self._server.workspaces or ():
+        for workspace in self.server.workspaces or ():
             summary = await workspace.drift.scan()
             out.append({"root": str(workspace.root), **summary.to_json()})
         return out
-
-
-def register(server: MplpLanguageServer) -> None:
-    @server.feature(
-        types.TEXT_DOCUMENT_DIAGNOSTIC,
-        types.DiagnosticOptions(
-            identifier=SOURCE, inter_file_dependencies=False, workspace_diagnostics=True
-        ),
-    )
-    def document_diagnostic(
-        ls: MplpLanguageServer, params: types.DocumentDiagnosticParams
-    ) -> types.RelatedFullDocumentDiagnosticReport:
-        return ls.drift.document_diagnostics(params.text_document.uri)
-
-    @server.feature(types.WORKSPACE_DIAGNOSTIC)
-    def workspace_diagnostic(
-        ls: MplpLanguageServer, _params: types.WorkspaceDiagnosticParams
-    ) -> types.WorkspaceDiagnosticReport:
-        return ls.drift.workspace_diagnostics()
-
-    @server.feature(
-        types.TEXT_DOCUMENT_CODE_ACTION,
-        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]),
-    )
-    def code_action(
-        ls: MplpLanguageServer, params: types.CodeActionParams
-    ) -> list[types.CodeAction]:
-        return ls.drift.code_actions(params)
-
-    # pygls resolves a command handler's annotations at call time, so these name no type
-    # that is imported only for type checking.
-    @server.command(RESOLVE_COMMAND)
-    async def resolve_drift(ls: Any, *args: Any) -> dict[str, Any]:
-        uri, strategy = [*args, None, None][:2]
-        feature: DriftFeature = ls.drift
-        return await feature.resolve(uri, strategy)
-
-    @server.command(SCAN_COMMAND)
-    async def scan_drift(ls: Any, *_args: Any) -> list[dict[str, Any]]:
-        feature: DriftFeature = ls.drift
-        return await feature.scan()

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from mplp_lsp.lsp.server import MplpLanguageServer
+from mplp_lsp.lsp.feature import Feature, command
 
 INSTALL_COMMAND = "mplp.installHooks"
 
@@ -44,12 +43,12 @@ def install_in(root: Path, state_dir: Path) -> dict[str, Any]:
     }
 
 
-def register(server: MplpLanguageServer) -> None:
-    @server.command(INSTALL_COMMAND)
-    async def install_hooks(ls: Any, *_args: Any) -> list[dict[str, Any]]:
-        await ls.ready.wait()
+class HooksFeature(Feature):
+    @command(INSTALL_COMMAND)
+    async def install_hooks(self, *_args: Any) -> list[dict[str, Any]]:
+        await self.server.ready.wait()
         # Git runs as a subprocess: off the event loop.
         return [
             await asyncio.to_thread(install_in, workspace.root, workspace.paths.root)
-            for workspace in ls.workspaces or ()
+            for workspace in self.server.workspaces or ()
         ]

@@ -43,10 +43,11 @@ async def serve_stdio(
         lambda: asyncio.StreamReaderProtocol(reader), stdin or sys.stdin.buffer
     )
     server.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
-    server._stop_event = stop = threading.Event()
     messages = loop.create_task(
         run_async(
-            stop_event=stop,
+            # The loop ends at end of input or when this task is cancelled (the server's
+            # stop_reading); nothing sets the event.
+            stop_event=threading.Event(),
             reader=_EofTolerantReader(reader),
             protocol=server.protocol,
             error_handler=server.report_server_error,

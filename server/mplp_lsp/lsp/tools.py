@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
+from mplp_lsp.lsp.feature import Feature, command
+
 if TYPE_CHECKING:
     from mplp_lsp.lsp.server import MplpLanguageServer
 
@@ -51,8 +53,7 @@ def _refused(ls: MplpLanguageServer, message: str) -> dict[str, Any]:
     return {"status": "refused", "message": message}
 
 
-def register(server: MplpLanguageServer) -> None:
-    # pygls resolves a command handler's annotations at call time: they name no imported type.
-    @server.command(RUN_TOOL_COMMAND)
-    async def run_tool(ls: Any, *args: Any) -> dict[str, Any]:
-        return await run_tool_command(ls, list(args))
+class ToolsFeature(Feature):
+    @command(RUN_TOOL_COMMAND)
+    async def run_tool(self, *args: Any) -> dict[str, Any]:
+        return await run_tool_command(self.server, list(args))

@@ -1,4 +1,4 @@
-"""MPLP wire protocol: schemas, validation, invariants, typed models and envelopes.
+"""MPLP wire protocol: schemas, validation, invariants and envelopes.
 
 Nothing in here knows about LSP, HTTP or storage.
 """

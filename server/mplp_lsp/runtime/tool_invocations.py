@@ -111,7 +111,3 @@ class ToolInvocations:
 
     async def get(self, invocation_id: str) -> Invocation | None:
         return await self._writer.read(lambda conn: read_invocation(conn, invocation_id))
-
-
-def as_dict(invocation: Invocation) -> dict[str, Any]:
-    return {name: getattr(invocation, name) for name in Invocation.__slots__}

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 Env = Mapping[str, str]
 Reader = Callable[[Env], str | None]
 
-CI_FIELDS = ("pipeline_id", "run_id", "branch_name", "commit_id", "run_url", "trigger_kind")
-
 
 def _var(*names: str) -> Reader:
     """The first of ``names`` that is set and not empty."""

@@ -168,7 +168,6 @@ class _Inotify:
         self._dirs: dict[int, str] = {}  # watch descriptor -> directory
         self._wds: dict[str, int] = {}
         self._limit_logged = False
-        self.unwatched = 0  # directories that could not be watched (limit, permissions)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._add_tree(self._root, report=False)
@@ -185,7 +184,6 @@ class _Inotify:
         try:
             wd = self._inotify.add_watch(os.fsencode(directory), self._mask)
         except OSError as error:
-            self.unwatched += 1
             if error.errno == errno.ENOSPC and not self._limit_logged:
                 self._limit_logged = True
                 log.warning(

@@ -1,7 +1,8 @@
-"""The inbox: events CLI processes handed over while a daemon owned the store.
+"""The inbox: what CLI processes handed over while a daemon owned the store.
 
 A CLI process that finds the state dir locked writes its submissions to one file in
-``<state dir>/inbox`` (temporary name, fsync, atomic rename, see :mod:`mplp_lsp.handoff`).
+``<state dir>/inbox`` (temporary name, fsync, atomic rename, see :mod:`mplp_lsp.handoff`);
+``mplp-lsp outbox requeue`` writes its requeue of dead letters the same way.
 Whoever owns the store drains it: the daemon on a short stat poll, or a CLI process that
 gets the lock. A file is deleted only after its events committed, so a crash in between
 means they are submitted again and the intake drops them as duplicates.
@@ -16,9 +17,12 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from mplp_lsp.forward.outbox import requeue_chosen
 from mplp_lsp.intake import Intake, Submission
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
@@ -31,22 +35,45 @@ Screen = Callable[[list[Submission]], Awaitable[list[Submission]]]
 DEFAULT_INTERVAL = 0.5
 
 
-def encode(submissions: list[Submission]) -> bytes:
+@dataclass(frozen=True, slots=True)
+class Requeue:
+    """Dead letters to put back into the forwarding outbox: those ``seqs``, or all (None)."""
+
+    seqs: tuple[int, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Spooled:
+    submissions: list[Submission]
+    requeue: Requeue | None = None
+
+
+def encode(submissions: list[Submission], requeue: Requeue | None = None) -> bytes:
     items = [
         {"kind": s.kind.value, "data": s.data, "source_module": s.source_module, "source": s.source}
         for s in submissions
     ]
-    return json.dumps({"submissions": items}, ensure_ascii=False).encode("utf-8")
+    body: dict[str, Any] = {"submissions": items}
+    if requeue is not None:
+        body["requeue_dead"] = {"seqs": None if requeue.seqs is None else list(requeue.seqs)}
+    return json.dumps(body, ensure_ascii=False).encode("utf-8")
 
 
-def decode(raw: bytes) -> list[Submission]:
-    """The submissions of one spool file; ValueError if it is not one we wrote."""
-    items = json.loads(raw)["submissions"]
-    return [
+def decode(raw: bytes) -> Spooled:
+    """What one spool file holds; ValueError if it is not one we wrote."""
+    body = json.loads(raw)
+    submissions = [
         # Paths from a spool file are never trusted: the intake checks them again.
         Submission(Kind(item["kind"]), item["data"], str(item["source_module"]), item["source"])
-        for item in items
+        for item in body["submissions"]
     ]
+    requeue = None
+    if "requeue_dead" in body:
+        seqs = body["requeue_dead"]["seqs"]
+        if seqs is not None and not all(type(seq) is int for seq in seqs):
+            raise ValueError("requeue_dead.seqs holds something other than integers")
+        requeue = Requeue(None if seqs is None else tuple(seqs))
+    return Spooled(submissions, requeue)
 
 
 def pending(inbox: Path) -> list[Path]:
@@ -58,7 +85,8 @@ def pending(inbox: Path) -> list[Path]:
 
 
 async def drain(inbox: Path, intake: Intake, screen: Screen | None = None) -> int:
-    """Submit every spool file in arrival order; the number of files taken."""
+    """Submit every spool file in arrival order (and requeue what it asks to); the number of
+    files taken."""
     files = pending(inbox)
     for path in files:
         try:
@@ -66,15 +94,20 @@ async def drain(inbox: Path, intake: Intake, screen: Screen | None = None) -> in
         except FileNotFoundError:
             continue  # another drainer took it
         try:
-            submissions = decode(raw)
+            spooled = decode(raw)
         except (ValueError, KeyError, TypeError) as error:
             result = ValidationResult.single("", ErrorCode.INVALID_JSON, f"bad spool file: {error}")
             excerpt = raw[:2048].decode(errors="replace")
             await intake.reject(Submission(Kind.ENVELOPE, excerpt, "inbox"), result)
         else:
+            submissions = spooled.submissions
             if screen is not None:
                 submissions = await screen(submissions)
             await intake.submit_many(submissions)
+            if spooled.requeue is not None:
+                requeue = partial(requeue_chosen, seqs=spooled.requeue.seqs)
+                moved, _ = await intake.writer.run(requeue)
+                log.info("inbox: requeued %d dead letter(s) as asked", moved)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
     return len(files)

@@ -118,8 +118,6 @@ class DriftMonitor:
         self._reconciler = Reconciler(root, writer, snapshot_cap, own_write)
         self._graph_id: str | None = None
         self.drifts: dict[str, Drift] = {}
-        self.repository_drift: RepositoryDrift | None = None
-        self.last_scan: ScanSummary | None = None
 
     # --- life cycle -------------------------------------------------------------------------
 
@@ -225,14 +223,11 @@ class DriftMonitor:
             lambda conn: records.store(conn, outcome, scope=None, keep=dirty)
         )
         self._publish(changes)
-        self.repository_drift = repository
         if dirty:
             await self.recheck(dirty)
-        summary = ScanSummary(
+        return ScanSummary(
             outcome.checked, len(self.open_drifts), False, loop.time() - started, repository
         )
-        self.last_scan = summary
-        return summary
 
     def _forget(self, outcome: ScanResult, keep: Collection[str]) -> None:
         """Bring the in-memory index in line with what a check learnt."""
@@ -261,7 +256,6 @@ class DriftMonitor:
         state = read_state(self._git_dir)
         if state is not None:
             await self._writer.run(lambda conn: self._repository.record(conn, state))
-            self.repository_drift = None
         return state
 
     async def ensure_repository_record(self) -> None:

@@ -1,0 +1,171 @@
+"""The server's features as pygls sees them, and the pygls behaviours the server relies on.
+
+Messages go through pygls' own message loop (``pygls.io_.run_async``) in this process, so a
+pygls release that changes one of these fails here, by name, before any editor test:
+
+- ``structure_message`` is the loop's JSON object hook, and raises ``JsonRpcException`` for
+  params that do not fit; ``MplpProtocol`` overrides it to answer such a request
+  (``_send_response``, a private method) and to give a request without params a null one;
+- a handler registered as a plain ``*args`` function gets the params (or every command
+  argument), not the server;
+- the options given with a feature reach the ``initialize`` result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import threading
+from typing import Any
+
+import pytest
+from pygls.io_ import run_async
+
+from mplp_lsp.lsp.drift import RESOLVE_COMMAND, SCAN_COMMAND
+from mplp_lsp.lsp.feature import Feature, command, handles, register
+from mplp_lsp.lsp.hooks import INSTALL_COMMAND
+from mplp_lsp.lsp.server import FEATURES, MplpLanguageServer, create_server
+from mplp_lsp.lsp.tools import RUN_TOOL_COMMAND
+
+
+class _Reader:
+    def __init__(self, messages: list[dict[str, Any]]) -> None:
+        data = b""
+        for message in messages:
+            body = json.dumps(message).encode()
+            data += b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        self._stream = io.BytesIO(data)
+
+    async def readline(self) -> bytes:
+        return self._stream.readline()
+
+    async def readexactly(self, n: int) -> bytes:
+        return self._stream.read(n)
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+
+    def write(self, data: bytes) -> None:
+        self.sent.append(json.loads(data.split(b"\r\n\r\n", 1)[1]))
+
+    def close(self) -> None:
+        pass
+
+
+async def exchange(
+    server: MplpLanguageServer, messages: list[dict[str, Any]], answers: int
+) -> list[dict[str, Any]]:
+    """Run ``messages`` through pygls' loop; the first ``answers`` messages sent back."""
+    writer = _Writer()
+    server.protocol.set_writer(writer)
+    await run_async(
+        stop_event=threading.Event(),
+        reader=_Reader(messages),
+        protocol=server.protocol,
+        error_handler=server.report_server_error,
+    )
+    for _ in range(500):  # async handlers finish after the input ends
+        if len(writer.sent) >= answers:
+            break
+        await asyncio.sleep(0.01)
+    return writer.sent
+
+
+def request(ident: int, method: str, params: Any = None, *, with_params: bool = True) -> Any:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "method": method}
+    if with_params:
+        message["params"] = params
+    return message
+
+
+INITIALIZE = request(1, "initialize", {"processId": None, "rootUri": None, "capabilities": {}})
+
+
+async def test_a_request_with_params_that_do_not_fit_is_answered_with_an_error() -> None:
+    bad = request(2, "textDocument/codeAction", {"textDocument": 5})
+    sent = await exchange(create_server(), [INITIALIZE, bad], answers=2)
+    [answer] = [m for m in sent if m.get("id") == 2]
+    assert answer["error"]["code"] in (-32602, -32603)
+
+
+async def test_a_request_without_params_is_answered() -> None:
+    server = create_server()
+    sent = await exchange(server, [INITIALIZE, request(2, "mplp/status", with_params=False)], 2)
+    [answer] = [m for m in sent if m.get("id") == 2]
+    assert answer["result"]["ready"] is False
+
+
+async def test_every_feature_reaches_the_initialize_result() -> None:
+    operations = {"didCreate": True, "didDelete": True, "didRename": True}
+    capable = request(
+        1,
+        "initialize",
+        {
+            "processId": None,
+            "rootUri": None,
+            "capabilities": {"workspace": {"fileOperations": operations}},
+        },
+    )
+    [answer] = await exchange(create_server(), [capable], answers=1)
+    capabilities = answer["result"]["capabilities"]
+    assert set(capabilities["executeCommandProvider"]["commands"]) >= {
+        RESOLVE_COMMAND,
+        SCAN_COMMAND,
+        RUN_TOOL_COMMAND,
+        INSTALL_COMMAND,
+    }
+    assert capabilities["diagnosticProvider"]["workspaceDiagnostics"] is True
+    assert capabilities["codeActionProvider"]["codeActionKinds"] == ["quickfix"]
+    assert capabilities["textDocumentSync"]["save"] == {"includeText": False}
+    assert set(capabilities["workspace"]["fileOperations"]) == {
+        "didCreate",
+        "didDelete",
+        "didRename",
+    }
+
+
+async def test_a_command_gets_every_argument_and_no_server() -> None:
+    server = create_server()
+    server.ready.set()  # no workspace: the command answers at once, naming what it lacks
+    run = request(2, "workspace/executeCommand", {"command": RUN_TOOL_COMMAND, "arguments": []})
+    sent = await exchange(server, [INITIALIZE, run], answers=3)
+    [answer] = [m for m in sent if m.get("id") == 2]
+    assert answer["result"]["status"] == "refused"
+
+
+class _Echo(Feature):
+    @handles("test/echo")
+    async def echo(self, params: Any) -> Any:
+        return {"got": params.value, "server": self.server is not None}
+
+    @command("test.args")
+    def args(self, *args: Any) -> list[Any]:
+        return list(args)
+
+
+async def test_marked_methods_are_registered_once_each() -> None:
+    server = create_server()
+    register(server, [_Echo(server)])
+    sent = await exchange(
+        server,
+        [
+            INITIALIZE,
+            request(2, "test/echo", {"value": 7}),
+            request(3, "workspace/executeCommand", {"command": "test.args", "arguments": [1, "b"]}),
+        ],
+        answers=3,
+    )
+    answers = {m["id"]: m.get("result") for m in sent if "id" in m}
+    assert answers[2] == {"got": 7, "server": True}
+    assert answers[3] == [1, "b"]
+    with pytest.raises(Exception, match=r"test\.args|test/echo"):
+        register(server, [_Echo(server)])
+
+
+def test_each_feature_is_registered_by_the_server() -> None:
+    server = create_server()
+    assert [type(f) for f in server.features] == list(FEATURES)
+    assert all(len(list(f.handlers())) > 0 for f in server.features)
