@@ -15,9 +15,9 @@ from mplp_lsp.bus import EventBus
 from mplp_lsp.intake import Intake
 from mplp_lsp.protocol.envelope import FamilyForm
 from mplp_lsp.protocol.kinds import Kind
-from mplp_lsp.runtime.psg_files import FileNodes
-from mplp_lsp.runtime.psg_git import CommitGraph
-from mplp_lsp.runtime.psg_service import PsgService
+from mplp_lsp.runtime.psg.commits import CommitGraph
+from mplp_lsp.runtime.psg.files import FileNodes
+from mplp_lsp.runtime.psg.service import PsgService
 from mplp_lsp.runtime.tool_invocations import ToolInvocations
 from mplp_lsp.settings import Settings
 from mplp_lsp.statedir import StatePaths

@@ -21,7 +21,7 @@ from mplp_lsp.api.services import ApiServices
 from mplp_lsp.protocol.envelope import new_id
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import validate
-from mplp_lsp.runtime import psg
+from mplp_lsp.runtime.psg.inspection import dump
 from mplp_lsp.settings import Settings
 from mplp_lsp.workspace import Workspace
 from tests.conftest import sample
@@ -83,7 +83,7 @@ class Api:
         return [item["envelope"] for item in page["events"]]
 
     async def dump(self) -> str:
-        return await self.workspace.writer.read(psg.dump)
+        return await self.workspace.writer.read(dump)
 
 
 @pytest.fixture

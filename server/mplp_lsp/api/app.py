@@ -21,8 +21,8 @@ from mplp_lsp.intake import Outcome, Submission
 from mplp_lsp.protocol import json_input
 from mplp_lsp.protocol.kinds import STORED_KINDS, Kind
 from mplp_lsp.protocol.result import ErrorCode
-from mplp_lsp.runtime.psg import Outcome as GraphOutcome
-from mplp_lsp.runtime.psg import Rejected
+from mplp_lsp.runtime.psg.changes import WriteResult
+from mplp_lsp.runtime.psg.integrity import Rejected
 from mplp_lsp.store.disk_full import MESSAGE as DISK_FULL
 from mplp_lsp.store.disk_full import FullDiskEpisodes, is_disk_full
 from mplp_lsp.store.events import EventLog
@@ -74,7 +74,7 @@ def _services(request: web.Request) -> ApiServices:
     return request.app[SERVICES]
 
 
-async def _graph(write: Awaitable[GraphOutcome], status: int = 200) -> web.Response:
+async def _graph(write: Awaitable[WriteResult], status: int = 200) -> web.Response:
     try:
         outcome = await write
     except Rejected as rejected:

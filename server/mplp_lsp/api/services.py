@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from mplp_lsp.intake import Intake
-from mplp_lsp.runtime.psg_service import PsgService
+from mplp_lsp.runtime.psg.service import PsgService
 from mplp_lsp.store.writer import StoreWriter
 from mplp_lsp.workspace_status import WorkspaceStatus
 

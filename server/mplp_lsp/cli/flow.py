@@ -80,7 +80,7 @@ async def _run(
         RuntimeContext,
         run_single_agent_flow,
     )
-    from mplp_lsp.runtime.psg import Rejected
+    from mplp_lsp.runtime.psg.integrity import Rejected
     from mplp_lsp.runtime.vsl import VslError, default_url, open_vsl
     from mplp_lsp.settings import Settings
     from mplp_lsp.store.events import EventLog

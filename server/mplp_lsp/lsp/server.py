@@ -26,7 +26,7 @@ from mplp_lsp import __version__
 from mplp_lsp.lsp import drift, hooks, tools
 from mplp_lsp.lsp.protocol import MplpProtocol
 from mplp_lsp.lsp.stdio import exit_within, serve_stdio, watch_parent
-from mplp_lsp.runtime.psg_requests import METHODS as PSG_METHODS
+from mplp_lsp.runtime.psg.requests import METHODS as PSG_METHODS
 
 if TYPE_CHECKING:
     from mplp_lsp.api.server import ApiServers
@@ -492,7 +492,7 @@ def create_server(
 
 def _psg_request(method: str) -> Callable[[MplpLanguageServer, Any], Any]:
     async def handler(ls: MplpLanguageServer, params: Any) -> dict[str, Any]:
-        from mplp_lsp.runtime.psg_requests import handle
+        from mplp_lsp.runtime.psg.requests import handle
 
         await ls.ready.wait()
         plain = _plain(params)

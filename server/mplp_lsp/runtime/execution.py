@@ -2,7 +2,7 @@
 
 * The plan (and its context, if the graph lacks it) is created in the PSG, proposed and
   approved; it must reach ``approved`` to start. Every status change goes through
-  :class:`~mplp_lsp.runtime.psg_service.PsgService`, so the lifecycle checks and the
+  :class:`~mplp_lsp.runtime.psg.service.PsgService`, so the lifecycle checks and the
   ``pipeline_stage``/``graph_update`` events are the same as for any other client.
 * Steps run one at a time in topological order; among steps that are ready together the
   lower ``order_index`` (then the plan's order) goes first. Each step is a tick: its action's
@@ -30,7 +30,7 @@ from mplp_lsp.protocol.envelope import new_id, utc_timestamp
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 from mplp_lsp.runtime import rollback
 from mplp_lsp.runtime.ael.executor import ActionError, ActionExecutionLayer
-from mplp_lsp.runtime.psg_service import PsgService
+from mplp_lsp.runtime.psg.service import PsgService
 from mplp_lsp.runtime.vsl import ValueStateLayer
 from mplp_lsp.sanitize.redact import redact
 from mplp_lsp.store.errorlog import IntegrationErrorLog
