@@ -90,7 +90,7 @@ def test_aiohttp_loads_when_the_api_gets_its_first_connection(tmp_path: Path) ->
         from mplp_lsp.statedir import StatePaths
 
         async def main() -> None:
-            server = ApiServer(ApiServices(None, None, None, None), StatePaths(Path(sys.argv[1])))
+            server = ApiServer(ApiServices(None, None, None, None, None), StatePaths(Path(sys.argv[1])))
             await server.start()
             print("aiohttp" in sys.modules, server.token_file.exists())
             reader, writer = await asyncio.open_connection("127.0.0.1", server.port)

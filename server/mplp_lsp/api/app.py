@@ -20,12 +20,13 @@ from mplp_lsp.api.services import ApiServices
 from mplp_lsp.intake import Outcome, Submission
 from mplp_lsp.protocol import json_input
 from mplp_lsp.protocol.kinds import STORED_KINDS, Kind
-from mplp_lsp.protocol.result import ErrorCode
+from mplp_lsp.protocol.result import ErrorCode, ValidationResult
+from mplp_lsp.runtime.plan_runs import PlanRunResult, parse_request
 from mplp_lsp.runtime.psg.changes import WriteResult
 from mplp_lsp.runtime.psg.integrity import Rejected
 from mplp_lsp.store.disk_full import MESSAGE as DISK_FULL
 from mplp_lsp.store.disk_full import FullDiskEpisodes, is_disk_full
-from mplp_lsp.store.events import EventLog
+from mplp_lsp.store.events import EventLog, StoredEvent
 
 log = logging.getLogger(__name__)
 
@@ -193,6 +194,47 @@ async def edit_segment(request: web.Request) -> web.Response:
     return await _graph(_services(request).psg.edit_segment(trace_id, segment_id))
 
 
+async def run_plan(request: web.Request) -> web.StreamResponse:
+    """Run a plan in the daemon; a refusal before anything is written is a 4xx ValidationResult.
+
+    Once the run has stored its first event the answer is a 200 NDJSON stream: one
+    ``{"event": {seq, kind, envelope}}`` line per event the run stored, as it commits, and a
+    last line ``{"result": {success, execution, error}}`` or ``{"refused": ValidationResult}``.
+    """
+    plan_id = _id(request, "plan_id")
+    run = parse_request(await _json(request), plan_id)
+    if isinstance(run, ValidationResult):
+        return result_response(run)
+    progress = _services(request).plans.stream(run, plan_id)
+    item = await anext(progress)
+    if isinstance(item, PlanRunResult) and item.refused is not None:
+        return result_response(item.refused)
+    response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+    await response.prepare(request)
+    listening = True
+    while True:
+        lines = (
+            [json.dumps(item.to_json())]
+            if isinstance(item, PlanRunResult)
+            else [json.dumps({"event": _event_json(event)}) for event in item]
+        )
+        if listening and lines:
+            try:
+                await response.write("".join(line + "\n" for line in lines).encode())
+            except (ConnectionError, RuntimeError):  # the client left; the run goes on
+                listening = False
+        if isinstance(item, PlanRunResult):
+            break
+        item = await anext(progress)
+    if listening:
+        await response.write_eof()
+    return response
+
+
+def _event_json(event: StoredEvent) -> dict[str, Any]:
+    return {"seq": event.seq, "kind": event.kind, "envelope": event.envelope}
+
+
 def _int_param(request: web.Request, name: str, low: int, high: int | None = None) -> int | None:
     raw = request.query.get(name)
     if raw is None:
@@ -228,7 +270,7 @@ async def events(request: web.Request) -> web.Response:
         ) from None
     return web.json_response(
         {
-            "events": [{"seq": e.seq, "kind": e.kind, "envelope": e.envelope} for e in found],
+            "events": [_event_json(e) for e in found],
             "next_after": found[-1].seq if found else after,
         }
     )
@@ -236,7 +278,7 @@ async def events(request: web.Request) -> web.Response:
 
 # --- the application -----------------------------------------------------------------------
 
-ROUTES: tuple[tuple[str, str, Callable[[web.Request], Awaitable[web.Response]]], ...] = (
+ROUTES: tuple[tuple[str, str, Callable[[web.Request], Awaitable[web.StreamResponse]]], ...] = (
     ("GET", "/health", health),
     ("GET", "/status", live_status),
     ("GET", "/openapi.json", openapi),
@@ -247,6 +289,7 @@ ROUTES: tuple[tuple[str, str, Callable[[web.Request], Awaitable[web.Response]]],
     ("GET", "/psg/plans/{plan_id}", get_plan),
     ("PATCH", "/psg/plans/{plan_id}/status", plan_status),
     ("PATCH", "/psg/plans/{plan_id}/steps/{step_id}/status", step_status),
+    ("POST", "/psg/plans/{plan_id}/run", run_plan),
     ("POST", "/psg/confirms", create_confirm),
     ("GET", "/psg/confirms/{confirm_id}", get_confirm),
     ("POST", "/psg/traces", create_trace),

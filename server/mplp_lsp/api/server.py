@@ -139,7 +139,9 @@ def api_port(settings: Settings, port: int | None, disabled: bool) -> int | None
 
 async def start_api(workspace: Workspace, port: int) -> ApiServer | None:
     """Start the API, or log why not (a taken port must not stop the daemon recording)."""
-    services = ApiServices(workspace.intake, workspace.psg, workspace.writer, workspace.status)
+    services = ApiServices(
+        workspace.intake, workspace.psg, workspace.writer, workspace.status, workspace.owner.plans
+    )
     server = ApiServer(services, workspace.paths, port=port)
     try:
         await server.start()
