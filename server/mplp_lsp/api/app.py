@@ -173,6 +173,12 @@ async def get_confirm(request: web.Request) -> web.Response:
     return _found(await _services(request).psg.get_confirm(confirm_id), "confirm_id", confirm_id)
 
 
+async def decide_confirm(request: web.Request) -> web.Response:
+    confirm_id = _id(request, "confirm_id")
+    decision = await _json(request)
+    return await _graph(_services(request).psg.decide_confirm(confirm_id, decision), 201)
+
+
 async def create_trace(request: web.Request) -> web.Response:
     return await _graph(_services(request).psg.create_trace(await _json(request)), 201)
 
@@ -292,6 +298,7 @@ ROUTES: tuple[tuple[str, str, Callable[[web.Request], Awaitable[web.StreamRespon
     ("POST", "/psg/plans/{plan_id}/run", run_plan),
     ("POST", "/psg/confirms", create_confirm),
     ("GET", "/psg/confirms/{confirm_id}", get_confirm),
+    ("POST", "/psg/confirms/{confirm_id}/decisions", decide_confirm),
     ("POST", "/psg/traces", create_trace),
     ("GET", "/psg/traces/{trace_id}", get_trace),
     ("POST", "/psg/traces/{trace_id}/segments", append_segments),

@@ -4,9 +4,11 @@
   run that breaks one is refused (:class:`~mplp_lsp.runtime.psg.integrity.Rejected`, one
   issue per invariant, logged to the integration error log) before anything is written.
 * The plan (and its context, if the graph lacks it) is created in the PSG, proposed and
-  approved; it must reach ``approved`` to start. Every status change goes through
-  :class:`~mplp_lsp.runtime.psg.service.PsgService`, so the lifecycle checks and the
-  ``pipeline_stage``/``graph_update`` events are the same as for any other client.
+  approved; it must reach ``approved`` to start. A plan a Confirm asks approval for is not
+  approved here: it runs once the Confirm's decision approved it, and is refused before.
+  Every status change goes through :class:`~mplp_lsp.runtime.psg.service.PsgService`, so
+  the lifecycle checks and the ``pipeline_stage``/``graph_update`` events are the same as for
+  any other client.
 * Steps run one at a time in topological order; among steps that are ready together the
   lower ``order_index`` (then the plan's order) goes first. Each step is a tick: its action's
   events are flushed through the intake before the next step starts.
@@ -145,6 +147,16 @@ async def execute_plan(
         await psg.create_plan(plan)
     stored = await psg.get_plan(plan_id)
     assert stored is not None
+    awaiting = await psg.awaiting_confirms(plan_id) if stored["status"] != "approved" else []
+    if awaiting:  # approval is the Confirm's decision: not taken for granted, nothing written
+        named = ", ".join(f"{confirm_id} ({status})" for confirm_id, status in awaiting)
+        raise Rejected(
+            ValidationResult.single(
+                "status",
+                ErrorCode.TRANSITION_PRECONDITION,
+                f"plan {plan_id} is {stored['status']}: it waits for its Confirm {named}",
+            )
+        )
     if execution.approve and stored["status"] == "draft":
         await psg.set_plan_status(plan_id, "proposed")
     if execution.approve and stored["status"] in ("draft", "proposed"):

@@ -147,9 +147,29 @@ def get_plan(conn: sqlite3.Connection, plan_id: str) -> dict[str, Any] | None:
     return plan
 
 
+def awaiting_confirms(conn: sqlite3.Connection, plan_id: str) -> list[tuple[str, str]]:
+    """``(confirm_id, status)`` of the Confirms that hold the plan's approval back."""
+    rows = conn.execute(
+        "SELECT confirm_id, status FROM psg_confirms WHERE target_type = 'plan'"
+        " AND target_id = ? ORDER BY rowid",
+        (plan_id,),
+    )
+    return [(c, status) for c, status in rows if status in lifecycle.CONFIRM_AWAITING]
+
+
 def set_plan_status(
-    conn: sqlite3.Connection, plan_id: str, status: Any, at: str | None = None
+    conn: sqlite3.Connection,
+    plan_id: str,
+    status: Any,
+    at: str | None = None,
+    *,
+    confirm_id: str | None = None,
 ) -> WriteResult:
+    """Move a plan; ``confirm_id`` when the move is that Confirm's decision.
+
+    A plan a Confirm asks approval for is approved by that Confirm's decision only
+    (:func:`mplp_lsp.runtime.psg.confirms.decide_confirm`), not by setting its status.
+    """
     row = conn.execute(
         "SELECT status, status_at, context_id, body FROM psg_plans WHERE plan_id = ?", (plan_id,)
     ).fetchone()
@@ -166,6 +186,14 @@ def set_plan_status(
     result = lifecycle.check_plan(old, status, [s[1] for s in steps])
     if not result.ok:
         raise Rejected(result)
+    awaiting = awaiting_confirms(conn, plan_id) if status == "approved" else []
+    if awaiting and confirm_id is None:
+        named = ", ".join(f"{c} ({s})" for c, s in awaiting)
+        raise Rejected.single(
+            "status",
+            ErrorCode.TRANSITION_PRECONDITION,
+            f"plan {old} → approved: the plan is approved through its Confirm {named}",
+        )
     when = change_time("timestamp", at, recorded, f"plan {plan_id}")
     conn.execute(
         "UPDATE psg_plans SET status = ?, status_at = ? WHERE plan_id = ?", (status, when, plan_id)
@@ -186,6 +214,7 @@ def set_plan_status(
                 "context_id": context_id,
                 "from": old,
                 "to": status,
+                **({"confirm_id": confirm_id} if confirm_id else {}),
             },
             source_module="plan",
         )

@@ -35,6 +35,10 @@ _REQUESTS: dict[str, tuple[tuple[str, ...], _Call]] = {
     ),
     "createConfirm": (("confirm",), lambda s, p: s.create_confirm(p["confirm"])),
     "getConfirm": (("confirm_id",), lambda s, p: s.get_confirm(p["confirm_id"])),
+    "decideConfirm": (
+        ("confirm_id", "decision"),
+        lambda s, p: s.decide_confirm(p["confirm_id"], p["decision"]),
+    ),
     "createTrace": (("trace",), lambda s, p: s.create_trace(p["trace"])),
     "getTrace": (("trace_id",), lambda s, p: s.get_trace(p["trace_id"])),
     "appendTraceSegments": (

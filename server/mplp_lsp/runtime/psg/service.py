@@ -140,6 +140,9 @@ class PsgService:
     async def create_confirm(self, data: Any) -> WriteResult:
         return await self.write(lambda conn: confirms.create_confirm(conn, data))
 
+    async def decide_confirm(self, confirm_id: str, decision: Any) -> WriteResult:
+        return await self.write(lambda conn: confirms.decide_confirm(conn, confirm_id, decision))
+
     async def create_trace(self, data: Any) -> WriteResult:
         return await self.write(lambda conn: traces.create_trace(conn, data))
 
@@ -160,6 +163,9 @@ class PsgService:
 
     async def get_confirm(self, confirm_id: str) -> dict[str, Any] | None:
         return await self.read(lambda conn: confirms.get_confirm(conn, confirm_id))
+
+    async def awaiting_confirms(self, plan_id: str) -> list[tuple[str, str]]:
+        return await self.read(lambda conn: plans.awaiting_confirms(conn, plan_id))
 
     async def get_trace(self, trace_id: str) -> dict[str, Any] | None:
         return await self.read(lambda conn: traces.get_trace(conn, trace_id))
