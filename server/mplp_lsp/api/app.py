@@ -217,24 +217,20 @@ async def run_plan(request: web.Request) -> web.StreamResponse:
         return result_response(item.refused)
     response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
     await response.prepare(request)
-    listening = True
     while True:
         lines = (
-            [json.dumps(item.to_json())]
+            [item.to_json()]
             if isinstance(item, PlanRunResult)
-            else [json.dumps({"event": _event_json(event)}) for event in item]
+            else [{"event": _event_json(event)} for event in item]
         )
-        if listening and lines:
-            try:
-                await response.write("".join(line + "\n" for line in lines).encode())
-            except (ConnectionError, RuntimeError):  # the client left; the run goes on
-                listening = False
+        try:
+            await response.write("".join(json.dumps(line) + "\n" for line in lines).encode())
+        except (ConnectionError, RuntimeError):  # the client left; the run goes on without it
+            return response
         if isinstance(item, PlanRunResult):
-            break
+            await response.write_eof()
+            return response
         item = await anext(progress)
-    if listening:
-        await response.write_eof()
-    return response
 
 
 def _event_json(event: StoredEvent) -> dict[str, Any]:

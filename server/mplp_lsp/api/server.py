@@ -124,6 +124,8 @@ class ApiServer:
                 await self._serving
         if self._runner is not None:
             runner, self._runner = self._runner, None
+            # A streaming plan run would hold the cleanup for its whole run: stop it first.
+            await self._services.plans.close()
             await runner.cleanup()  # closes the socket with the server
         if self._socket is not None:
             self._socket.close()
