@@ -148,7 +148,9 @@ def test_flow_run_hands_the_plan_to_the_daemon_with_the_same_output(
     assert plan["plan_id"] in events.stdout
 
 
-def test_the_api_route_runs_a_plan_and_streams_its_events(daemon: Daemon) -> None:
+def test_the_api_route_runs_the_same_plan_with_the_same_events(
+    daemon: Daemon, tmp_path: Path
+) -> None:
     context = context_doc()
     plan = plan_doc(context["context_id"])
     status, content_type, body = daemon.post(
@@ -161,12 +163,15 @@ def test_the_api_route_runs_a_plan_and_streams_its_events(daemon: Daemon) -> Non
     assert last["result"]["execution"]["order"] == [s["step_id"] for s in plan["steps"]]
     seqs = [line["event"]["seq"] for line in events]
     assert seqs == sorted(seqs) and len(seqs) == len(set(seqs))
-    stages = [
-        e["event"]["envelope"]["event_type"]
-        for e in events
-        if e["event"]["kind"] == "pipeline_stage"
-    ]
-    assert stages[-1] == "plan_status_changed" and "step_completed" in stages
+    # The same plan run by flow run alone stores the same events, in the same order.
+    alone_ws = tmp_path / "alone"
+    alone_ws.mkdir()
+    alone = flow_run(alone_ws, tmp_path / "alone-state", plan, context)
+    assert alone.returncode == 0, alone.stderr
+    printed = [line.split()[1:] for line in alone.stdout.splitlines()[:-1]]
+    streamed = [[e["event"]["kind"], e["event"]["envelope"]["event_type"]] for e in events]
+    assert streamed == printed
+    assert normalised(json.dumps(last["result"])) == normalised(alone.stdout.splitlines()[-1])
 
 
 def _violations() -> list[tuple[str, dict[str, Any] | None, dict[str, Any]]]:

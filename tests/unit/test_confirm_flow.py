@@ -138,3 +138,20 @@ async def test_a_confirm_starts_pending_and_decides_only_on_a_proposed_plan(api:
         assert (await api.call("PATCH", path, {"status": move}))[0] == 200
     status, body = await api.call("POST", f"/psg/confirms/{new_id()}/decisions", {})
     assert (status, body["errors"][0]["code"]) == (404, "not_found")
+
+
+async def test_a_run_waits_for_the_confirm_without_proposing_the_plan(api: Api) -> None:
+    context = context_doc()
+    plan = plan_doc(context["context_id"])
+    status, lines = await run(api, plan["plan_id"], {"plan": plan, "context": context})
+    assert status == 200  # no Confirm: approved the ordinary way, and run
+    assert lines[-1]["result"]["success"] is True
+    second = plan_doc(context["context_id"])
+    assert (await api.call("POST", "/psg/plans", second))[0] == 201
+    confirm = confirm_doc(second["plan_id"])
+    assert (await api.call("POST", "/psg/confirms", confirm))[0] == 201
+    before = await api.dump()
+    status, lines = await run(api, second["plan_id"], {})
+    assert (status, lines[0]["errors"][0]["code"]) == (409, "transition_precondition")
+    assert confirm["confirm_id"] in lines[0]["errors"][0]["message"]
+    assert await api.dump() == before  # still draft: a run proposes nothing it cannot start
