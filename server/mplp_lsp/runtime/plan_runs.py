@@ -22,7 +22,9 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from mplp_lsp.intake import observe_submissions
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
+from mplp_lsp.runtime.psg.integrity import Rejected
 
 if TYPE_CHECKING:
     from mplp_lsp.owner import StoreOwner
@@ -146,12 +148,11 @@ class PlanRuns:
         on_events: Callable[[Sequence[StoredEvent]], None],
     ) -> PlanRunResult:
         """Run the plan; ``on_events`` sees the run's stored events as they commit."""
-        from mplp_lsp.intake import observe_submissions
+        # Loaded when a plan runs: the AEL brings aiohttp, which an idle daemon does without.
         from mplp_lsp.runtime.ael import reference_executor, workspace_executor
         from mplp_lsp.runtime.execution import PlanExecution
         from mplp_lsp.runtime.flow import RunSingleAgentFlowOptions, RuntimeContext
         from mplp_lsp.runtime.flow import run_single_agent_flow as run_flow
-        from mplp_lsp.runtime.psg.integrity import Rejected
         from mplp_lsp.runtime.vsl import VslError, default_url, open_vsl
 
         plan = request.plan or await self._owner.psg.get_plan(plan_id)
