@@ -18,6 +18,7 @@ event log like anything else.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from mplp_lsp.owner import StoreOwner
     from mplp_lsp.runtime.flow import ModuleInput, ModuleResult, RuntimeModule
     from mplp_lsp.store.events import StoredEvent
+
+log = logging.getLogger(__name__)
 
 Executor = Literal["reference", "workspace"]
 EXECUTORS: Final = ("reference", "workspace")
@@ -88,13 +91,6 @@ class PlanRunResult:
     summary: dict[str, Any] | None = None
     refused: ValidationResult | None = None
 
-    @property
-    def exit_code(self) -> int:
-        """``flow run``'s exit status: 0 completed, 1 failed, 2 refused."""
-        if self.summary is None:
-            return 2
-        return 0 if self.summary["success"] else 1
-
     def to_json(self) -> dict[str, Any]:
         if self.summary is not None:
             return {"result": self.summary}
@@ -117,14 +113,20 @@ class PlanRuns:
 
     async def stream(self, request: PlanRunRequest, plan_id: str) -> AsyncIterator[RunProgress]:
         """The run's stored events as they commit, then its :class:`PlanRunResult`."""
-        queue: asyncio.Queue[RunProgress | BaseException] = asyncio.Queue()
+        queue: asyncio.Queue[RunProgress | asyncio.CancelledError] = asyncio.Queue()
 
         async def run() -> None:
             try:
                 queue.put_nowait(await self.run(request, plan_id, stored))
-            except BaseException as error:  # handed to the reader, which re-raises it
-                queue.put_nowait(error)
+            except asyncio.CancelledError as stopped:  # the daemon stops: the stream ends
+                queue.put_nowait(stopped)
                 raise
+            except Exception:  # a bug: logged here (the reader may be gone), told in one line
+                log.exception("plan run %s stopped on an internal error", plan_id)
+                broken = ValidationResult.single(
+                    "", ErrorCode.ACTION_FAILED, "the run stopped on an internal error (logged)"
+                )
+                queue.put_nowait(PlanRunResult(refused=broken))
 
         def stored(events: Sequence[StoredEvent]) -> None:
             if events:  # a submission that stored nothing new (a duplicate) is no progress
@@ -135,7 +137,7 @@ class PlanRuns:
         task.add_done_callback(self._running.discard)
         while True:
             item = await queue.get()
-            if isinstance(item, BaseException):
+            if isinstance(item, asyncio.CancelledError):
                 raise item
             yield item
             if isinstance(item, PlanRunResult):
