@@ -26,7 +26,7 @@ from mplp_lsp.runtime.psg.changes import WriteResult
 from mplp_lsp.runtime.psg.integrity import Rejected
 from mplp_lsp.store.disk_full import MESSAGE as DISK_FULL
 from mplp_lsp.store.disk_full import FullDiskEpisodes, is_disk_full
-from mplp_lsp.store.events import EventLog, StoredEvent
+from mplp_lsp.store.events import EventLog
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +221,7 @@ async def run_plan(request: web.Request) -> web.StreamResponse:
         lines = (
             [item.to_json()]
             if isinstance(item, PlanRunResult)
-            else [{"event": _event_json(event)} for event in item]
+            else [{"event": event.to_json()} for event in item]
         )
         try:
             await response.write("".join(json.dumps(line) + "\n" for line in lines).encode())
@@ -231,10 +231,6 @@ async def run_plan(request: web.Request) -> web.StreamResponse:
             await response.write_eof()
             return response
         item = await anext(progress)
-
-
-def _event_json(event: StoredEvent) -> dict[str, Any]:
-    return {"seq": event.seq, "kind": event.kind, "envelope": event.envelope}
 
 
 def _int_param(request: web.Request, name: str, low: int, high: int | None = None) -> int | None:
@@ -272,7 +268,7 @@ async def events(request: web.Request) -> web.Response:
         ) from None
     return web.json_response(
         {
-            "events": [_event_json(e) for e in found],
+            "events": [e.to_json() for e in found],
             "next_after": found[-1].seq if found else after,
         }
     )

@@ -26,7 +26,6 @@ from mplp_lsp.cli.common import add_state_options, add_workspace_option, workspa
 if TYPE_CHECKING:
     from mplp_lsp.api.endpoint import Endpoint
     from mplp_lsp.runtime.plan_runs import PlanRunRequest
-    from mplp_lsp.store.events import StoredEvent
 
 EXIT_COMPLETED = 0
 EXIT_FAILED = 1
@@ -132,16 +131,12 @@ async def _run_here(
         return EXIT_REFUSED
     try:
         result = await PlanRuns(workspace.owner, args.vsl).run(
-            request, plan_id, lambda events: printer.events(_event_json(e) for e in events)
+            request, plan_id, lambda events: printer.events(e.to_json() for e in events)
         )
         await workspace.settle()  # what consumers derive from the run, before the store closes
     finally:
         await workspace.close()
     return printer.result(result.to_json())
-
-
-def _event_json(event: StoredEvent) -> dict[str, Any]:
-    return {"seq": event.seq, "kind": event.kind, "envelope": event.envelope}
 
 
 class RunPrinter:
