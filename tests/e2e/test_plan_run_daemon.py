@@ -25,6 +25,7 @@ from mplp_lsp.protocol.envelope import new_id
 from tests.unit.test_http_api import context_doc, plan_doc
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)")
 
 
 def mplp(*args: str) -> subprocess.CompletedProcess[str]:
@@ -110,11 +111,7 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
 
 def normalised(output: str) -> list[str]:
     """The output with what differs between any two runs (times, ids) blanked out."""
-    lines = []
-    for line in output.splitlines():
-        line = UUID.sub("<id>", line)
-        lines.append(re.sub(r"^\S+Z  ", "<time>  ", line))
-    return lines
+    return [TIME.sub("<time>", UUID.sub("<id>", line)) for line in output.splitlines()]
 
 
 def test_flow_run_hands_the_plan_to_the_daemon_with_the_same_output(
@@ -210,3 +207,48 @@ def test_a_plan_breaking_an_sa_invariant_is_refused_with_its_code(
     assert invariant in [e["code"] for e in json.loads(body)["errors"]]
     status, _, _ = daemon.post(f"/psg/plans/{other['plan_id']}/run", {})
     assert status == 404  # nothing was stored: not even the plan
+
+
+def test_flow_run_json_output_is_the_same_through_the_daemon(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    context = context_doc()
+    plan = plan_doc(context["context_id"])
+    alone_ws = tmp_path / "alone"
+    alone_ws.mkdir()
+    alone = flow_run(alone_ws, tmp_path / "alone-state", plan, context, "--json")
+    through = daemon.flow_run(plan, context, "--json")
+    assert (alone.returncode, through.returncode) == (0, 0), through.stderr
+    assert normalised(through.stdout) == normalised(alone.stdout)
+    assert normalised(through.stderr) == normalised(alone.stderr)  # the summary
+    assert all(json.loads(line)["event_id"] for line in through.stdout.splitlines())
+
+
+def test_a_daemon_without_its_api_still_refuses_a_second_writer(tmp_path: Path) -> None:
+    workspace, state_dir = tmp_path / "ws", tmp_path / "state"
+    workspace.mkdir()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mplp_lsp",
+            "watch",
+            str(workspace),
+            "--no-api",
+            "--state-dir",
+            str(state_dir),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        assert "watching" in process.stderr.readline()  # the store is open and owned
+        context = context_doc()
+        done = flow_run(workspace, state_dir, plan_doc(context["context_id"]), context)
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=60)
+    assert done.returncode == 2
+    assert "in use by process" in done.stderr and "Traceback" not in done.stderr
