@@ -120,7 +120,13 @@ async def main(args: argparse.Namespace) -> None:
         root.mkdir()
         workspace = await Workspace.open(root, Settings(), state_dir=Path(tmp) / "state")
         api = ApiServer(
-            ApiServices(workspace.intake, workspace.psg, workspace.writer, workspace.status),
+            ApiServices(
+                workspace.intake,
+                workspace.psg,
+                workspace.writer,
+                workspace.status,
+                workspace.owner.plans,
+            ),
             workspace.paths,
         )
         await api.start()

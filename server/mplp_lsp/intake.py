@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
@@ -47,6 +48,24 @@ _PATH_FIELDS: dict[Kind, tuple[str, ...]] = {
     Kind.FILE_UPDATE: ("file_path", "previous_path"),
     Kind.TOOL: ("working_directory",),
 }
+
+
+SubmissionObserver = Callable[[Sequence[StoredEvent]], None]
+# Who wants to see what the current task submits (a plan run reporting its own events): a
+# context variable, so submissions from other tasks (an editor's saves) are not reported.
+_observer: contextvars.ContextVar[SubmissionObserver | None] = contextvars.ContextVar(
+    "mplp_intake_observer", default=None
+)
+
+
+@contextlib.contextmanager
+def observe_submissions(observer: SubmissionObserver) -> Iterator[None]:
+    """Call ``observer`` with the events stored for what this task submits, as they commit."""
+    token = _observer.set(observer)
+    try:
+        yield
+    finally:
+        _observer.reset(token)
 
 
 class Outcome(StrEnum):
@@ -153,12 +172,16 @@ class Intake:
                 checked = self._check_slice(submissions[start : start + _SLICE])
                 stores.append(asyncio.ensure_future(self._store_slice(*checked)))
                 await asyncio.sleep(0)
-            return [result for store in stores for result in await store]
+            results = [result for store in stores for result in await store]
         finally:
             self._submitting -= 1
             if not self._submitting:
                 self._quiet_since = asyncio.get_running_loop().time()
                 self._quiet.set()
+        observer = _observer.get()
+        if observer is not None:
+            observer([result.event for result in results if result.event is not None])
+        return results
 
     def _check_slice(self, submissions: Sequence[Submission]) -> _Checked:
         results: list[IntakeResult | None] = []

@@ -15,9 +15,10 @@ from mplp_lsp.bus import EventBus
 from mplp_lsp.intake import Intake
 from mplp_lsp.protocol.envelope import FamilyForm
 from mplp_lsp.protocol.kinds import Kind
-from mplp_lsp.runtime.psg_files import FileNodes
-from mplp_lsp.runtime.psg_git import CommitGraph
-from mplp_lsp.runtime.psg_service import PsgService
+from mplp_lsp.runtime.plan_runs import PlanRuns
+from mplp_lsp.runtime.psg.commits import CommitGraph
+from mplp_lsp.runtime.psg.files import FileNodes
+from mplp_lsp.runtime.psg.service import PsgService
 from mplp_lsp.runtime.tool_invocations import ToolInvocations
 from mplp_lsp.settings import Settings
 from mplp_lsp.statedir import StatePaths
@@ -38,6 +39,7 @@ class StoreOwner:
     ) -> None:
         self.root = root
         self.paths = paths
+        self.settings = settings
         self.writer = writer
         self.bus = EventBus()
         self.error_log = IntegrationErrorLog(paths.error_log)
@@ -87,12 +89,14 @@ class StoreOwner:
             kinds={Kind.CI.value},
             position=ConsumerPosition(writer, "psg-ci"),
         )
+        self.plans = PlanRuns(self)
 
     async def start(self) -> None:
         """Finish what a crash interrupted (PSG events not yet handed to the intake)."""
         await self.psg.start()
 
     def apply_settings(self, settings: Settings) -> None:
+        self.settings = settings
         self.intake.family = family(settings)
         self.file_nodes.snapshot_cap = settings.snapshot_max_bytes
 
@@ -104,6 +108,7 @@ class StoreOwner:
     async def close(self) -> None:
         """Stop the consumers; the caller closes the writer afterwards."""
         try:
+            await self.plans.close()
             await self.bus.close()
             await self.psg.close()
         finally:

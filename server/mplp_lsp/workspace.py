@@ -26,7 +26,7 @@ from mplp_lsp.protocol.result import ValidationResult
 from mplp_lsp.runtime.drift import DriftMonitor
 from mplp_lsp.runtime.drift.git_record import GitRepositoryRecord
 from mplp_lsp.runtime.drift.scan import logged_not_applied, recorded_rows, recorded_under
-from mplp_lsp.runtime.psg_files import FileChange
+from mplp_lsp.runtime.psg.files import FileChange
 from mplp_lsp.settings import Settings
 from mplp_lsp.sources.debounce import WATCHER, Change, Debouncer, Observation, Settled
 from mplp_lsp.sources.disk_state import WATCHED, DiskState

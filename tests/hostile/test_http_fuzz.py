@@ -48,7 +48,13 @@ class Running:
     async def _start(self, root: Path, state: Path) -> tuple[Workspace, ApiServer]:
         workspace = await Workspace.open(root, Settings(), state_dir=state)
         server = ApiServer(
-            ApiServices(workspace.intake, workspace.psg, workspace.writer, workspace.status),
+            ApiServices(
+                workspace.intake,
+                workspace.psg,
+                workspace.writer,
+                workspace.status,
+                workspace.owner.plans,
+            ),
             workspace.paths,
         )
         await server.start()

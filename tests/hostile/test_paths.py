@@ -18,7 +18,7 @@ import pytest
 
 from mplp_lsp.protocol.result import ErrorCode
 from mplp_lsp.runtime.drift import scan
-from mplp_lsp.runtime.psg_files import file_facts
+from mplp_lsp.runtime.psg.files import file_facts
 from mplp_lsp.sanitize.paths import PathRejected, relative_path, resolve_roots
 
 

@@ -235,7 +235,7 @@ async def test_no_canary_leaves_the_machine_or_reaches_a_log(
 # Where events live (the forwarder's queues hold event ids and bodies). The PSG's own tables
 # mirror the workspace and the repository (a branch's real name, a file's real path) and are
 # never forwarded; the snapshot table holds file bytes by design.
-EVENT_TABLES = ("events", "outbox", "outbox_dead", "psg_outbox")
+EVENT_TABLES = ("events", "outbox", "outbox_dead", "psg_pending_events")
 
 
 def read_all(state: Path, pattern: str) -> bytes:

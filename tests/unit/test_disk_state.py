@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mplp_lsp.runtime.psg_files import FileChange
+from mplp_lsp.runtime.psg.files import FileChange
 from mplp_lsp.sources.debounce import Change, Settled
 from mplp_lsp.sources.disk_state import WATCHED, DiskState, Facts
 from mplp_lsp.sources.temp_names import is_temp_name

@@ -317,7 +317,7 @@ async def test_an_invalid_action_fails_its_step_with_the_schema_code(workspace: 
 
 
 async def test_an_unapproved_plan_does_not_start(workspace: Workspace) -> None:
-    from mplp_lsp.runtime.psg import Rejected
+    from mplp_lsp.runtime.psg.integrity import Rejected
 
     context = context_doc()
     plan = plan_of(context["context_id"], [step("x")])

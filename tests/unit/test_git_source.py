@@ -18,7 +18,7 @@ from mplp_lsp.bus import EventBus
 from mplp_lsp.intake import Intake
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import validate
-from mplp_lsp.runtime.psg_git import CommitGraph
+from mplp_lsp.runtime.psg.commits import CommitGraph
 from mplp_lsp.settings import Settings
 from mplp_lsp.sources import git as git_source
 from mplp_lsp.sources.git import GitSource

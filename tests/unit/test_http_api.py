@@ -21,7 +21,7 @@ from mplp_lsp.api.services import ApiServices
 from mplp_lsp.protocol.envelope import new_id
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import validate
-from mplp_lsp.runtime import psg
+from mplp_lsp.runtime.psg.inspection import dump
 from mplp_lsp.settings import Settings
 from mplp_lsp.workspace import Workspace
 from tests.conftest import sample
@@ -83,7 +83,7 @@ class Api:
         return [item["envelope"] for item in page["events"]]
 
     async def dump(self) -> str:
-        return await self.workspace.writer.read(psg.dump)
+        return await self.workspace.writer.read(dump)
 
 
 @pytest.fixture
@@ -92,7 +92,13 @@ async def api(tmp_path: Path) -> AsyncIterator[Api]:
     root.mkdir()
     workspace = await Workspace.open(root, Settings(), state_dir=tmp_path / "state")
     server = ApiServer(
-        ApiServices(workspace.intake, workspace.psg, workspace.writer, workspace.status),
+        ApiServices(
+            workspace.intake,
+            workspace.psg,
+            workspace.writer,
+            workspace.status,
+            workspace.owner.plans,
+        ),
         workspace.paths,
     )
     await server.start()
@@ -431,7 +437,11 @@ async def test_a_non_loopback_peer_is_refused(api: Api) -> None:
     port = api.server.port
     app = build_app(
         ApiServices(
-            api.workspace.intake, api.workspace.psg, api.workspace.writer, api.workspace.status
+            api.workspace.intake,
+            api.workspace.psg,
+            api.workspace.writer,
+            api.workspace.status,
+            api.workspace.owner.plans,
         ),
         api.server.token,
         lambda: {f"127.0.0.1:{port}", f"{address}"},
@@ -466,7 +476,13 @@ async def test_stopping_removes_the_endpoint_and_token_files(tmp_path: Path) -> 
     root.mkdir()
     workspace = await Workspace.open(root, Settings(), state_dir=tmp_path / "state")
     server = ApiServer(
-        ApiServices(workspace.intake, workspace.psg, workspace.writer, workspace.status),
+        ApiServices(
+            workspace.intake,
+            workspace.psg,
+            workspace.writer,
+            workspace.status,
+            workspace.owner.plans,
+        ),
         workspace.paths,
     )
     await server.start()

@@ -89,8 +89,13 @@ def test_aiohttp_loads_when_the_api_gets_its_first_connection(tmp_path: Path) ->
         from mplp_lsp.api.server import ApiServer
         from mplp_lsp.statedir import StatePaths
 
+        class NoRuns:  # the plan runs a stopping API cancels: none here
+            async def close(self) -> None:
+                pass
+
         async def main() -> None:
-            server = ApiServer(ApiServices(None, None, None, None), StatePaths(Path(sys.argv[1])))
+            services = ApiServices(None, None, None, None, NoRuns())
+            server = ApiServer(services, StatePaths(Path(sys.argv[1])))
             await server.start()
             print("aiohttp" in sys.modules, server.token_file.exists())
             reader, writer = await asyncio.open_connection("127.0.0.1", server.port)

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from mplp_lsp.protocol.envelope import new_id
-from mplp_lsp.runtime import lifecycle, psg
+from mplp_lsp.runtime import lifecycle
+from mplp_lsp.runtime.psg import contexts, pending, plans
+from mplp_lsp.runtime.psg.integrity import Rejected
 from mplp_lsp.settings import Settings
 from mplp_lsp.store.events import EventLog
 from mplp_lsp.workspace import Workspace
@@ -57,13 +59,13 @@ def test_unknown_states_are_enum_errors() -> None:
 
 
 def test_a_cycle_is_named_in_order() -> None:
-    assert psg.find_cycle({"a": ["b"], "b": ["c"], "c": ["a"]}) in (
+    assert plans.find_cycle({"a": ["b"], "b": ["c"], "c": ["a"]}) in (
         ["a", "b", "c", "a"],
         ["b", "c", "a", "b"],
         ["c", "a", "b", "c"],
     )
-    assert psg.find_cycle({"a": ["a"]}) == ["a", "a"]
-    assert psg.find_cycle({"a": ["b", "c"], "b": ["c"], "c": []}) == []
+    assert plans.find_cycle({"a": ["a"]}) == ["a", "a"]
+    assert plans.find_cycle({"a": ["b", "c"], "b": ["c"], "c": []}) == []
 
 
 async def _open(tmp_path: Path) -> Workspace:
@@ -76,7 +78,7 @@ async def test_events_left_in_the_outbox_are_stored_at_the_next_start(tmp_path: 
     workspace = await _open(tmp_path)
     context = context_doc()
     # The write commits, then the process dies before the intake saw its events.
-    outcome = await workspace.writer.run(lambda conn: psg.create_context(conn, context))
+    outcome = await workspace.writer.run(lambda conn: contexts.create_context(conn, context))
     await workspace.close()
 
     workspace = await _open(tmp_path)
@@ -85,7 +87,7 @@ async def test_events_left_in_the_outbox_are_stored_at_the_next_start(tmp_path: 
         assert [e.event_id for e in stored] == [outcome.events[0]["event_id"]]
         # The next write clears what was handed over, in its own transaction.
         second = await workspace.psg.create_context(context_doc())
-        left = await workspace.writer.read(psg.outbox)
+        left = await workspace.writer.read(pending.pending_events)
     finally:
         await workspace.close()
     assert [e["event_id"] for e in left] == [second.events[0]["event_id"]]
@@ -129,7 +131,7 @@ async def test_a_confirm_must_target_a_node(tmp_path: Path) -> None:
         }
         created = await workspace.psg.create_confirm(confirm)
         assert created.events[0]["update_kind"] == "bulk"  # node + edge
-        with pytest.raises(psg.Rejected) as refused:
+        with pytest.raises(Rejected) as refused:
             await workspace.psg.create_confirm(
                 confirm | {"confirm_id": new_id(), "target_id": new_id()}
             )

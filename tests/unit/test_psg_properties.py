@@ -23,7 +23,11 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from mplp_lsp.protocol.envelope import new_id
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import validate
-from mplp_lsp.runtime import lifecycle, psg
+from mplp_lsp.runtime import lifecycle
+from mplp_lsp.runtime.psg import contexts, pending, plans, steps, traces
+from mplp_lsp.runtime.psg.changes import WriteResult
+from mplp_lsp.runtime.psg.inspection import dump
+from mplp_lsp.runtime.psg.integrity import ID_TABLES, Rejected
 from mplp_lsp.store.database import connect, transaction
 
 UUID4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
@@ -31,6 +35,18 @@ META = {"protocol_version": "1.0.0", "schema_version": "1.0.0"}
 PLAN_MOVES = [*lifecycle.PLAN_STATES, "running", ""]
 STEP_MOVES = [*lifecycle.STEP_STATES, "done"]
 STRUCTURAL = {"create_context", "create_plan", "create_trace", "append_segments"}
+WRITES = {
+    write.__name__: write
+    for write in (
+        contexts.create_context,
+        plans.create_plan,
+        plans.set_plan_status,
+        steps.set_step_status,
+        traces.create_trace,
+        traces.append_segments,
+        traces.refuse_segment_edit,
+    )
+}
 # The adopted lifecycle tables, written out again here so the test does not trust the code's.
 ALLOWED = {
     ("draft", "proposed"),
@@ -73,14 +89,14 @@ class PsgMachine(RuleBasedStateMachine):
         )
         return dict(rows.fetchall())
 
-    def write(self, name: str, *args: Any) -> psg.Outcome | None:
-        before, statuses = psg.dump(self.conn), self.statuses()
+    def write(self, name: str, *args: Any) -> WriteResult | None:
+        before, statuses = dump(self.conn), self.statuses()
         try:
             with transaction(self.conn):
-                outcome: psg.Outcome = getattr(psg, name)(self.conn, *args)
-        except psg.Rejected as rejected:
+                outcome: WriteResult = WRITES[name](self.conn, *args)
+        except Rejected as rejected:
             assert not rejected.result.ok and rejected.result.errors
-            assert psg.dump(self.conn) == before, f"{name} was refused but changed the graph"
+            assert dump(self.conn) == before, f"{name} was refused but changed the graph"
             self.refused += 1
             return None
         after = self.statuses()
@@ -97,8 +113,8 @@ class PsgMachine(RuleBasedStateMachine):
         assert families.count("graph_update") == (1 if name in STRUCTURAL else 0)
         for event in outcome.events:
             assert validate(Kind(event["event_family"]), event).ok, event
-        # The events are recorded in the write's own transaction (the outbox).
-        stored = {event["event_id"] for event in psg.outbox(self.conn)}
+        # The events are recorded in the write's own transaction (pending graph events).
+        stored = {event["event_id"] for event in pending.pending_events(self.conn)}
         assert {event["event_id"] for event in outcome.events} <= stored
         return outcome
 
@@ -255,7 +271,7 @@ class PsgMachine(RuleBasedStateMachine):
 
     @invariant()
     def ids_are_lowercase_uuid4(self) -> None:
-        for table, column in psg._ID_TABLES:
+        for table, column in ID_TABLES:
             for (value,) in self.conn.execute(f"SELECT {column} FROM {table}"):
                 assert UUID4.fullmatch(value), (table, value)
 

@@ -29,6 +29,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mplp_lsp.runtime.psg import pending
 from mplp_lsp.store import (
     SCHEMA_VERSION,
     EventLog,
@@ -364,6 +365,22 @@ def test_entries_queued_by_the_old_triggers_stay_counted_after_the_upgrade(db: P
         "SELECT count(*), sum(length(CAST(e.body AS BLOB))) FROM outbox JOIN events AS e USING (seq)"
     ).fetchone()
     assert pending == 5
+    conn.close()
+
+
+def test_graph_events_pending_in_an_old_store_are_kept_by_the_rename(db: Path) -> None:
+    """psg_outbox became psg_pending_events; what was waiting for the intake still waits."""
+    old = store_at_version(db, database.MIGRATIONS.index(database._PENDING_GRAPH_EVENTS))
+    waiting = [{"event_id": f"e-{n}", "event_family": "graph_update", "n": n} for n in range(3)]
+    old.executemany(
+        "INSERT INTO psg_outbox (event_id, kind, body) VALUES (?, ?, ?)",
+        [(e["event_id"], e["event_family"], json.dumps(e)) for e in waiting],
+    )
+    old.close()
+    conn = connect(db)
+    assert pending.pending_events(conn) == waiting
+    pending.clear(conn, ["e-0"])
+    assert [e["event_id"] for e in pending.pending_events(conn)] == ["e-1", "e-2"]
     conn.close()
 
 

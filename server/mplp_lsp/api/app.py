@@ -21,8 +21,9 @@ from mplp_lsp.intake import Outcome, Submission
 from mplp_lsp.protocol import json_input
 from mplp_lsp.protocol.kinds import STORED_KINDS, Kind
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
-from mplp_lsp.runtime.psg import Outcome as GraphOutcome
-from mplp_lsp.runtime.psg import Rejected
+from mplp_lsp.runtime.plan_runs import PlanRunResult, parse_request
+from mplp_lsp.runtime.psg.changes import WriteResult
+from mplp_lsp.runtime.psg.integrity import Rejected
 from mplp_lsp.store.disk_full import MESSAGE as DISK_FULL
 from mplp_lsp.store.disk_full import FullDiskEpisodes, is_disk_full
 from mplp_lsp.store.events import EventLog
@@ -75,7 +76,7 @@ def _services(request: web.Request) -> ApiServices:
     return request.app[SERVICES]
 
 
-async def _graph(write: Awaitable[GraphOutcome], status: int = 200) -> web.Response:
+async def _graph(write: Awaitable[WriteResult], status: int = 200) -> web.Response:
     try:
         outcome = await write
     except Rejected as rejected:
@@ -177,6 +178,12 @@ async def get_confirm(request: web.Request) -> web.Response:
     return _found(await _services(request).psg.get_confirm(confirm_id), "confirm_id", confirm_id)
 
 
+async def decide_confirm(request: web.Request) -> web.Response:
+    confirm_id = _id(request, "confirm_id")
+    decision = await _json(request)
+    return await _graph(_services(request).psg.decide_confirm(confirm_id, decision), 201)
+
+
 async def create_trace(request: web.Request) -> web.Response:
     return await _graph(_services(request).psg.create_trace(await _json(request)), 201)
 
@@ -196,6 +203,39 @@ async def append_segments(request: web.Request) -> web.Response:
 async def edit_segment(request: web.Request) -> web.Response:
     trace_id, segment_id = _id(request, "trace_id"), _id(request, "segment_id")
     return await _graph(_services(request).psg.edit_segment(trace_id, segment_id))
+
+
+async def run_plan(request: web.Request) -> web.StreamResponse:
+    """Run a plan in the daemon; a refusal before anything is written is a 4xx ValidationResult.
+
+    Once the run has stored its first event the answer is a 200 NDJSON stream: one
+    ``{"event": {seq, kind, envelope}}`` line per event the run stored, as it commits, and a
+    last line ``{"result": {success, execution, error}}`` or ``{"refused": ValidationResult}``.
+    """
+    plan_id = _id(request, "plan_id")
+    run = parse_request(await _json(request), plan_id)
+    if isinstance(run, ValidationResult):
+        return result_response(run)
+    progress = _services(request).plans.stream(run, plan_id)
+    item = await anext(progress)
+    if isinstance(item, PlanRunResult) and item.refused is not None:
+        return result_response(item.refused)
+    response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+    await response.prepare(request)
+    while True:
+        lines = (
+            [item.to_json()]
+            if isinstance(item, PlanRunResult)
+            else [{"event": event.to_json()} for event in item]
+        )
+        try:
+            await response.write("".join(json.dumps(line) + "\n" for line in lines).encode())
+        except (ConnectionError, RuntimeError):  # the client left; the run goes on without it
+            return response
+        if isinstance(item, PlanRunResult):
+            await response.write_eof()
+            return response
+        item = await anext(progress)
 
 
 def _int_param(request: web.Request, name: str, low: int, high: int | None = None) -> int | None:
@@ -233,7 +273,7 @@ async def events(request: web.Request) -> web.Response:
         ) from None
     return web.json_response(
         {
-            "events": [{"seq": e.seq, "kind": e.kind, "envelope": e.envelope} for e in found],
+            "events": [e.to_json() for e in found],
             "next_after": found[-1].seq if found else after,
         }
     )
@@ -241,7 +281,7 @@ async def events(request: web.Request) -> web.Response:
 
 # --- the application -----------------------------------------------------------------------
 
-ROUTES: tuple[tuple[str, str, Callable[[web.Request], Awaitable[web.Response]]], ...] = (
+ROUTES: tuple[tuple[str, str, Callable[[web.Request], Awaitable[web.StreamResponse]]], ...] = (
     ("GET", "/health", health),
     ("GET", "/status", live_status),
     ("GET", "/openapi.json", openapi),
@@ -252,8 +292,10 @@ ROUTES: tuple[tuple[str, str, Callable[[web.Request], Awaitable[web.Response]]],
     ("GET", "/psg/plans/{plan_id}", get_plan),
     ("PATCH", "/psg/plans/{plan_id}/status", plan_status),
     ("PATCH", "/psg/plans/{plan_id}/steps/{step_id}/status", step_status),
+    ("POST", "/psg/plans/{plan_id}/run", run_plan),
     ("POST", "/psg/confirms", create_confirm),
     ("GET", "/psg/confirms/{confirm_id}", get_confirm),
+    ("POST", "/psg/confirms/{confirm_id}/decisions", decide_confirm),
     ("POST", "/psg/traces", create_trace),
     ("GET", "/psg/traces/{trace_id}", get_trace),
     ("POST", "/psg/traces/{trace_id}/segments", append_segments),

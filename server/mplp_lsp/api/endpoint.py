@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from mplp_lsp.statedir import StatePaths
 
@@ -19,6 +20,21 @@ class Endpoint:
 
     def to_json(self) -> dict[str, str]:
         return {"url": self.url, "token_file": self.token_file}
+
+    def is_loopback(self) -> bool:
+        """Whether the token may go there: plain HTTP to a loopback address, no userinfo.
+
+        The endpoint file is only as trustworthy as the state dir; the token never follows
+        it anywhere else.
+        """
+        from mplp_lsp.forward.config import is_loopback_host
+
+        try:
+            parts = urlsplit(self.url)
+            host = parts.hostname or ""
+        except ValueError:
+            return False
+        return parts.scheme == "http" and "@" not in parts.netloc and is_loopback_host(host)
 
 
 def read_endpoint(paths: StatePaths) -> Endpoint | None:

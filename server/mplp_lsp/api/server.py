@@ -124,6 +124,8 @@ class ApiServer:
                 await self._serving
         if self._runner is not None:
             runner, self._runner = self._runner, None
+            # A streaming plan run would hold the cleanup for its whole run: stop it first.
+            await self._services.plans.close()
             await runner.cleanup()  # closes the socket with the server
         if self._socket is not None:
             self._socket.close()
@@ -139,7 +141,9 @@ def api_port(settings: Settings, port: int | None, disabled: bool) -> int | None
 
 async def start_api(workspace: Workspace, port: int) -> ApiServer | None:
     """Start the API, or log why not (a taken port must not stop the daemon recording)."""
-    services = ApiServices(workspace.intake, workspace.psg, workspace.writer, workspace.status)
+    services = ApiServices(
+        workspace.intake, workspace.psg, workspace.writer, workspace.status, workspace.owner.plans
+    )
     server = ApiServer(services, workspace.paths, port=port)
     try:
         await server.start()

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from mplp_lsp.intake import Intake
-from mplp_lsp.runtime.psg_service import PsgService
+from mplp_lsp.runtime.plan_runs import PlanRuns
+from mplp_lsp.runtime.psg.service import PsgService
 from mplp_lsp.store.writer import StoreWriter
 from mplp_lsp.workspace_status import WorkspaceStatus
 
 
 class ApiServices:
-    """What the API works on: one workspace's intake, PSG, store and live status."""
+    """What the API works on: one workspace's intake, PSG, plan runs, store and live status."""
 
     def __init__(
         self,
@@ -19,5 +20,7 @@ class ApiServices:
         psg: PsgService,
         writer: StoreWriter,
         status: Callable[[], Awaitable[WorkspaceStatus]],
+        plans: PlanRuns,
     ) -> None:
         self.intake, self.psg, self.writer, self.status = intake, psg, writer, status
+        self.plans = plans

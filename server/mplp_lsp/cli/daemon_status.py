@@ -10,10 +10,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import urlsplit
 
 from mplp_lsp.api.client import ApiUnanswered, get_json
-from mplp_lsp.forward.config import is_loopback_host
+from mplp_lsp.api.endpoint import Endpoint
 from mplp_lsp.workspace_status import WorkspaceStatus
 
 __all__ = ["daemon_status", "without_live_state"]
@@ -31,12 +30,7 @@ def daemon_status(api: dict[str, Any]) -> WorkspaceStatus | None:
     """
     url = str(api["url"])
     try:
-        parts = urlsplit(url)
-        if (
-            parts.scheme != "http"
-            or "@" in parts.netloc
-            or not is_loopback_host(parts.hostname or "")
-        ):
+        if not Endpoint(url, str(api["token_file"])).is_loopback():
             return None
         token = Path(api["token_file"]).read_text(encoding="utf-8").strip()
         report = get_json(url, "/status", token, _ASK_TIMEOUT)

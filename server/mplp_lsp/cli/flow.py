@@ -3,9 +3,12 @@
 The plan (and its context, with ``--context``) is created in the workspace's PSG, proposed,
 approved and executed by the single-agent flow with the chosen executor: ``reference`` (the
 default: runs nothing, every step succeeds) or ``workspace`` (runs each step's action from
-``--actions``, a JSON object of step_id → action). The events the run stored are printed:
-one JSON envelope per line with ``--json``. Exit status 0: the plan completed; 1: it failed;
-2: refused (bad input, or a daemon owns the store).
+``--actions``, a JSON object of step_id → action). The run must keep the SA profile's
+invariants. When a daemon (``watch`` or ``serve``) owns the workspace's store, the plan is
+handed to it over its loopback API and runs there; otherwise this process runs it. Either way
+the events the run stores are printed as they are stored (one JSON envelope per line with
+``--json``), then the result. Exit status 0: the plan completed; 1: it failed; 2: refused
+(bad input, an SA invariant, a daemon whose API cannot be reached).
 """
 
 from __future__ import annotations
@@ -14,10 +17,15 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mplp_lsp.cli.common import add_state_options, add_workspace_option, workspace_path
+
+if TYPE_CHECKING:
+    from mplp_lsp.api.endpoint import Endpoint
+    from mplp_lsp.runtime.plan_runs import PlanRunRequest
 
 EXIT_COMPLETED = 0
 EXIT_FAILED = 1
@@ -55,35 +63,65 @@ def _load(path: str | None, what: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mplp_lsp.protocol.objects import ObjectKind, validate_object
+    from mplp_lsp.runtime.plan_runs import PlanRunRequest
+
     plan = _load(args.plan, "plan")
     context = _load(args.context, "context")
     actions = _load(args.actions, "actions") or {}
     if not isinstance(plan, dict) or not isinstance(actions, dict):
         print("mplp-lsp flow run: the plan and the actions must be JSON objects", file=sys.stderr)
         return EXIT_REFUSED
-    return asyncio.run(_run(workspace_path(args.workspace), plan, context, actions, args))
+    if context is not None and not isinstance(context, dict):
+        print("mplp-lsp flow run: the context must be a JSON object", file=sys.stderr)
+        return EXIT_REFUSED
+    checked = validate_object(ObjectKind.PLAN, plan)  # a plan_id to address, wherever it runs
+    if not checked.ok:
+        print(json.dumps(checked.to_dict()), file=sys.stderr)
+        return EXIT_REFUSED
+    request = PlanRunRequest(plan, context, actions, args.executor)
+    printer = RunPrinter(args.json)
+    root = workspace_path(args.workspace)
+    daemon = _running_daemon(root, args.state_dir)
+    if daemon is not None:
+        if args.vsl:
+            print(
+                "mplp-lsp flow run: --vsl cannot be handed to the daemon that owns this "
+                "workspace's store (it runs plans with its own VSL); run without --vsl",
+                file=sys.stderr,
+            )
+            return EXIT_REFUSED
+        from mplp_lsp.cli.daemon_plan_run import run_in_daemon
+
+        return run_in_daemon(daemon, request, plan["plan_id"], printer)
+    return asyncio.run(_run_here(root, request, plan["plan_id"], printer, args))
 
 
-async def _run(
+def _running_daemon(root: Path, state_dir: str | None) -> tuple[Endpoint, dict[str, Any]] | None:
+    """The API of the daemon that owns the store, or None when no daemon runs.
+
+    A daemon without an API (``--no-api``) is left to :func:`_run_here`, which is refused
+    by the state-dir lock with the usual message.
+    """
+    from mplp_lsp.api.endpoint import read_endpoint
+    from mplp_lsp.cli.store_access import state_paths
+    from mplp_lsp.statedir import StateDirLock
+
+    paths = state_paths(root, state_dir)
+    owner = StateDirLock(paths.lock, workspace=root).owner()
+    endpoint = read_endpoint(paths) if owner else None  # a dead daemon's file is stale
+    return (endpoint, owner) if endpoint is not None and owner is not None else None
+
+
+async def _run_here(
     root: Path,
-    plan: dict[str, Any],
-    context: Any,
-    actions: dict[str, Any],
+    request: PlanRunRequest,
+    plan_id: str,
+    printer: RunPrinter,
     args: argparse.Namespace,
 ) -> int:
-    from mplp_lsp.runtime.ael import reference_executor, workspace_executor
-    from mplp_lsp.runtime.execution import PlanExecution
-    from mplp_lsp.runtime.flow import (
-        ModuleInput,
-        ModuleResult,
-        RunSingleAgentFlowOptions,
-        RuntimeContext,
-        run_single_agent_flow,
-    )
-    from mplp_lsp.runtime.psg import Rejected
-    from mplp_lsp.runtime.vsl import VslError, default_url, open_vsl
+    from mplp_lsp.runtime.plan_runs import PlanRuns
     from mplp_lsp.settings import Settings
-    from mplp_lsp.store.events import EventLog
     from mplp_lsp.workspace import StateDirBusy, Workspace
 
     try:
@@ -92,50 +130,37 @@ async def _run(
         print(f"mplp-lsp flow run: {busy}", file=sys.stderr)
         return EXIT_REFUSED
     try:
-        vsl = open_vsl(args.vsl or default_url(workspace.paths.root))
-    except VslError as exc:
-        await workspace.close()
-        print(f"mplp-lsp flow run: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
-
-    def loaded(value: Any) -> Any:
-        async def module(_given: ModuleInput) -> ModuleResult:
-            return ModuleResult(value)
-
-        return module
-
-    modules = {"plan": loaded(plan)}
-    if context is not None:
-        modules["context"] = loaded(context)
-    ael = reference_executor() if args.executor == "reference" else workspace_executor(root)
-    try:
-        first = await workspace.writer.read(lambda conn: EventLog(conn).last_event())
-        after = first.seq if first is not None else 0
-        try:
-            result = await run_single_agent_flow(
-                RunSingleAgentFlowOptions(
-                    {"title": plan.get("title")},
-                    RuntimeContext.new(),
-                    modules,
-                    vsl,
-                    PlanExecution.from_owner(workspace.owner, ael, actions),
-                )
-            )
-        except Rejected as refused:
-            print(json.dumps(refused.result.to_dict()), file=sys.stderr)
-            return EXIT_REFUSED
-        await workspace.settle()
-        events = await workspace.writer.read(lambda conn: EventLog(conn).query(after_seq=after))
+        result = await PlanRuns(workspace.owner, args.vsl).run(
+            request, plan_id, lambda events: printer.events(e.to_json() for e in events)
+        )
+        await workspace.settle()  # what consumers derive from the run, before the store closes
     finally:
-        await vsl.close()
         await workspace.close()
-    for event in events:
-        envelope = event.envelope
-        if args.json:
-            print(json.dumps(envelope, ensure_ascii=False, separators=(",", ":")))
-        else:
-            print(f"{envelope['timestamp']}  {event.kind:<18} {envelope['event_type']}")
-    report = (result.output or {}).get("execution", {})
-    summary = {"success": result.success, "execution": report, "error": result.error}
-    print(json.dumps(summary, ensure_ascii=False), file=sys.stderr if args.json else sys.stdout)
-    return EXIT_COMPLETED if result.success else EXIT_FAILED
+    return printer.result(result.to_json())
+
+
+class RunPrinter:
+    """The terminal output of a run, the same whichever process ran it."""
+
+    def __init__(self, as_json: bool) -> None:
+        self._json = as_json
+
+    def events(self, events: Iterable[dict[str, Any]]) -> None:
+        for event in events:
+            envelope = event["envelope"]
+            if self._json:
+                print(json.dumps(envelope, ensure_ascii=False, separators=(",", ":")), flush=True)
+            else:
+                line = f"{envelope['timestamp']}  {event['kind']:<18} {envelope['event_type']}"
+                print(line, flush=True)
+
+    def result(self, ending: dict[str, Any]) -> int:
+        """Print ``{"result": ...}`` or ``{"refused": ...}``; the exit status it means."""
+        if "refused" in ending:
+            print(json.dumps(ending["refused"]), file=sys.stderr)
+            return EXIT_REFUSED
+        summary = ending["result"]
+        print(
+            json.dumps(summary, ensure_ascii=False), file=sys.stderr if self._json else sys.stdout
+        )
+        return EXIT_COMPLETED if summary["success"] else EXIT_FAILED

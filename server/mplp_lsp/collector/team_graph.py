@@ -33,8 +33,8 @@ from psycopg import AsyncConnection, AsyncCursor
 
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
-from mplp_lsp.runtime.graph_events import BULK_SAMPLE, UpdateKind, graph_update
-from mplp_lsp.runtime.psg import pipeline_stage
+from mplp_lsp.runtime.psg.changes import pipeline_stage
+from mplp_lsp.runtime.psg.graph_events import BULK_SAMPLE, UpdateKind, graph_update
 
 __all__ = ["GraphBatch", "apply", "author_hash", "emitted_rows", "fold", "instant", "run_node_id"]
 

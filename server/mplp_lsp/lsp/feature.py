@@ -96,3 +96,12 @@ def _plain(call: Callable[..., Any]) -> Callable[..., Any]:
         return call(*args)
 
     return handler
+
+
+def json_params(params: Any) -> Any:
+    """pygls hands unknown requests' params over as namedtuples; the core takes JSON."""
+    if hasattr(params, "_asdict"):
+        return {key: json_params(value) for key, value in params._asdict().items()}
+    if isinstance(params, list | tuple):
+        return [json_params(item) for item in params]
+    return params

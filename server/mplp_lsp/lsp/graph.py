@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from mplp_lsp.lsp.feature import Feature, Handler
-from mplp_lsp.runtime.psg_requests import METHODS as PSG_METHODS
+from mplp_lsp.lsp.feature import Feature, Handler, json_params
+from mplp_lsp.runtime.psg.requests import METHODS as PSG_METHODS
 
 _NO_WORKSPACE = {
     "ok": False,
@@ -21,10 +21,10 @@ class GraphRequestsFeature(Feature):
 
     def _answer(self, method: str) -> Callable[[Any], Any]:
         async def answer(params: Any) -> dict[str, Any]:
-            from mplp_lsp.runtime.psg_requests import handle
+            from mplp_lsp.runtime.psg.requests import handle
 
             await self.server.ready.wait()
-            plain = _plain(params)
+            plain = json_params(params)
             folder = plain.pop("workspace", None) if isinstance(plain, dict) else None
             workspace = self.server.workspace_for(folder)
             if workspace is None:
@@ -33,11 +33,3 @@ class GraphRequestsFeature(Feature):
 
         return answer
 
-
-def _plain(params: Any) -> Any:
-    """pygls hands unknown requests' params over as namedtuples; the core takes JSON."""
-    if hasattr(params, "_asdict"):
-        return {key: _plain(value) for key, value in params._asdict().items()}
-    if isinstance(params, list | tuple):
-        return [_plain(item) for item in params]
-    return params

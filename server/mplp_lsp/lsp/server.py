@@ -31,6 +31,7 @@ from mplp_lsp.lsp.folders import FoldersFeature
 from mplp_lsp.lsp.graph import GraphRequestsFeature
 from mplp_lsp.lsp.hooks import HooksFeature
 from mplp_lsp.lsp.lifecycle import LifecycleFeature
+from mplp_lsp.lsp.plan_run import PlanRunFeature
 from mplp_lsp.lsp.protocol import MplpProtocol
 from mplp_lsp.lsp.status import StatusFeature
 from mplp_lsp.lsp.stdio import exit_within, serve_stdio
@@ -59,6 +60,7 @@ FEATURES: tuple[type[feature.Feature], ...] = (
     ToolsFeature,
     HooksFeature,
     GraphRequestsFeature,
+    PlanRunFeature,
 )
 
 

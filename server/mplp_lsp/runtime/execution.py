@@ -1,9 +1,14 @@
 """Executing an approved plan: steps in order through the AEL, statuses through the PSG.
 
+* The run must keep the SA profile's invariants (:mod:`mplp_lsp.runtime.sa_profile`): a
+  run that breaks one is refused (:class:`~mplp_lsp.runtime.psg.integrity.Rejected`, one
+  issue per invariant, logged to the integration error log) before anything is written.
 * The plan (and its context, if the graph lacks it) is created in the PSG, proposed and
-  approved; it must reach ``approved`` to start. Every status change goes through
-  :class:`~mplp_lsp.runtime.psg_service.PsgService`, so the lifecycle checks and the
-  ``pipeline_stage``/``graph_update`` events are the same as for any other client.
+  approved; it must reach ``approved`` to start. A plan a Confirm asks approval for is not
+  approved here: it runs once the Confirm's decision approved it, and is refused before.
+  Every status change goes through :class:`~mplp_lsp.runtime.psg.service.PsgService`, so
+  the lifecycle checks and the ``pipeline_stage``/``graph_update`` events are the same as for
+  any other client.
 * Steps run one at a time in topological order; among steps that are ready together the
   lower ``order_index`` (then the plan's order) goes first. Each step is a tick: its action's
   events are flushed through the intake before the next step starts.
@@ -27,10 +32,13 @@ from typing import TYPE_CHECKING, Any
 
 from mplp_lsp.intake import Intake
 from mplp_lsp.protocol.envelope import new_id, utc_timestamp
+from mplp_lsp.protocol.objects import ObjectKind
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 from mplp_lsp.runtime import rollback
 from mplp_lsp.runtime.ael.executor import ActionError, ActionExecutionLayer
-from mplp_lsp.runtime.psg_service import PsgService
+from mplp_lsp.runtime.psg.integrity import Rejected, require_valid
+from mplp_lsp.runtime.psg.service import PsgService
+from mplp_lsp.runtime.sa_profile import check_sa_run
 from mplp_lsp.runtime.vsl import ValueStateLayer
 from mplp_lsp.sanitize.redact import redact
 from mplp_lsp.store.errorlog import IntegrationErrorLog
@@ -114,33 +122,68 @@ async def execute_plan(
     flush: Callable[[], Awaitable[None]],
 ) -> ExecutionReport:
     psg = execution.psg
+    require_valid(ObjectKind.PLAN, plan)  # the same refusal as any client's, before the profile
     plan_id, context_id = plan["plan_id"], plan["context_id"]
-    if context is not None and await psg.get_context(context["context_id"]) is None:
+    trace_id = new_id()
+    trace = {
+        "meta": META,
+        "trace_id": trace_id,
+        "context_id": context_id,
+        "plan_id": plan_id,
+        "root_span": {"trace_id": trace_id, "span_id": new_id(), "context_id": context_id},
+        "status": "pending",
+        "events": [_common("flow.started", {"run_id": rc.ids.run_id, "plan_id": plan_id})],
+    }
+    if context is None:
+        context = await psg.get_context(context_id)
+    profile = check_sa_run({"context": context, "plan": plan, "trace": trace})
+    if not profile.ok:  # before anything is written: a refused run leaves no trace
+        _refused(execution, rc, plan_id, profile)
+        raise Rejected(profile)
+    assert context is not None  # sa_requires_context
+    if await psg.get_context(context["context_id"]) is None:
         await psg.create_context(context)
     if await psg.get_plan(plan_id) is None:
         await psg.create_plan(plan)
     stored = await psg.get_plan(plan_id)
     assert stored is not None
+    awaiting = await psg.awaiting_confirms(plan_id) if stored["status"] != "approved" else []
+    if awaiting:  # approval is the Confirm's decision: not taken for granted, nothing written
+        named = ", ".join(f"{confirm_id} ({status})" for confirm_id, status in awaiting)
+        raise Rejected(
+            ValidationResult.single(
+                "status",
+                ErrorCode.TRANSITION_PRECONDITION,
+                f"plan {plan_id} is {stored['status']}: it waits for its Confirm {named}",
+            )
+        )
     if execution.approve and stored["status"] == "draft":
         await psg.set_plan_status(plan_id, "proposed")
     if execution.approve and stored["status"] in ("draft", "proposed"):
         await psg.set_plan_status(plan_id, "approved")
-    trace_id = new_id()
-    await psg.create_trace(
-        {
-            "meta": META,
-            "trace_id": trace_id,
-            "context_id": context_id,
-            "plan_id": plan_id,
-            "root_span": {"trace_id": trace_id, "span_id": new_id(), "context_id": context_id},
-            "status": "pending",
-            "events": [_common("flow.started", {"run_id": rc.ids.run_id, "plan_id": plan_id})],
-        }
-    )
+    # Refused unless approved; before the trace, so a plan that cannot start records no run.
+    await psg.set_plan_status(plan_id, "in_progress")
+    await psg.create_trace(trace)
     run = _Run(execution, rc, vsl, plan_id, trace_id, flush)
-    await psg.set_plan_status(plan_id, "in_progress")  # refused unless approved
     await psg.set_trace_status(trace_id, "running")
     return await run.steps(stored["steps"])
+
+
+def _refused(
+    execution: PlanExecution, rc: RuntimeContext, plan_id: str, result: ValidationResult
+) -> None:
+    log.error("plan %s refused by the SA profile: %s", plan_id, result.to_dict())
+    if execution.error_log is not None:
+        execution.error_log.write(
+            {
+                "timestamp": utc_timestamp(),
+                "source_module": "runtime",
+                "kind": "sa_profile",
+                "plan_id": plan_id,
+                "run_id": rc.ids.run_id,
+                "result": result.to_dict(),
+            }
+        )
 
 
 def _common(event_type: str, data: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The L2 lifecycles of Plan and Step, as data, and the one check every status change passes.
+"""The L2 lifecycles (Plan, Step, Trace, Confirm) as data, and the check every status change passes.
 
 The tables are the project's adopted policy (MPLP v1.0 ships no binding transition file; see
 ``docs/runtime.md``). A move that is not in a table is refused with ``transition_forbidden``;
@@ -14,7 +14,7 @@ from typing import Final, Literal
 
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 
-ObjectType = Literal["plan", "step", "trace"]
+ObjectType = Literal["plan", "step", "trace", "confirm"]
 StageStatus = Literal["pending", "running", "completed", "failed", "skipped"]
 
 PLAN_STATES: Final = (
@@ -53,7 +53,21 @@ TRACE_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
     "failed": frozenset(),
     "cancelled": frozenset(),
 }
-INITIAL: Final[Mapping[ObjectType, str]] = {"plan": "draft", "step": "pending"}
+# Confirm (upstream golden FLOW-05): a decision at a time, appended to decisions[]. A rejection
+# is not final: the plan goes back to draft, is revised and proposed again, and the same
+# Confirm is decided again. Approval and cancellation end it.
+CONFIRM_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
+    "pending": frozenset({"approved", "rejected", "cancelled"}),
+    "rejected": frozenset({"approved", "rejected", "cancelled"}),
+    "approved": frozenset(),
+    "cancelled": frozenset(),
+}
+CONFIRM_AWAITING: Final = frozenset({"pending", "rejected"})  # states that hold the target back
+INITIAL: Final[Mapping[ObjectType, str]] = {
+    "plan": "draft",
+    "step": "pending",
+    "confirm": "pending",
+}
 STEP_DONE: Final = frozenset({"completed", "skipped"})  # what lets a plan complete
 
 # pipeline_stage has five stage words; a plan's or step's status maps onto one of them.
@@ -80,6 +94,7 @@ _TABLES: Final[Mapping[ObjectType, Mapping[str, frozenset[str]]]] = {
     "plan": PLAN_TRANSITIONS,
     "step": STEP_TRANSITIONS,
     "trace": TRACE_TRANSITIONS,
+    "confirm": CONFIRM_TRANSITIONS,
 }
 
 

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from mplp_lsp.protocol.envelope import utc_timestamp
-from mplp_lsp.runtime import psg, psg_snapshots
-from mplp_lsp.runtime.graph_events import UpdateKind, graph_id, graph_update
+from mplp_lsp.runtime.psg import snapshots
+from mplp_lsp.runtime.psg.changes import WriteResult, finish
+from mplp_lsp.runtime.psg.graph_events import UpdateKind, graph_id, graph_update
 
 _COLUMNS: Final = "path, last_modified, size, mtime_ns, content_hash, inode, updated_seq"
 _SAMPLE: Final = 100
@@ -36,13 +37,13 @@ def take_snapshot(conn: sqlite3.Connection) -> PsgSnapshot:
     return PsgSnapshot(utc_timestamp(), {row[0]: tuple(row) for row in rows})
 
 
-def restore_snapshot(conn: sqlite3.Connection, snapshot: PsgSnapshot) -> psg.Outcome:
+def restore_snapshot(conn: sqlite3.Connection, snapshot: PsgSnapshot) -> WriteResult:
     """Make the file nodes what they were; on the writer thread, in one transaction."""
     now = take_snapshot(conn).files
     changes: list[dict[str, str]] = []
     for path in sorted(now.keys() - snapshot.files.keys()):
         conn.execute("DELETE FROM psg_files WHERE path = ?", (path,))
-        psg_snapshots.release(conn, now[path][4])
+        snapshots.release(conn, now[path][4])
         changes.append({"op": "node_delete", "node_type": "file", "node_id": path})
     for path, row in sorted(snapshot.files.items()):
         if now.get(path) == row:
@@ -52,11 +53,11 @@ def restore_snapshot(conn: sqlite3.Connection, snapshot: PsgSnapshot) -> psg.Out
             row,
         )
         if path in now:
-            psg_snapshots.release(conn, now[path][4])
+            snapshots.release(conn, now[path][4])
         op = "node_update" if path in now else "node_add"
         changes.append({"op": op, "node_type": "file", "node_id": path})
     if not changes:
-        return psg.finish(conn, {"changes": 0}, [])
+        return finish(conn, {"changes": 0}, [])
     delta = sum(
         1 if c["op"] == "node_add" else -1 if c["op"] == "node_delete" else 0 for c in changes
     )
@@ -73,4 +74,4 @@ def restore_snapshot(conn: sqlite3.Connection, snapshot: PsgSnapshot) -> psg.Out
         node_delta=delta,
     )
     event["source_module"] = "core"
-    return psg.finish(conn, {"changes": len(changes)}, [event])
+    return finish(conn, {"changes": len(changes)}, [event])

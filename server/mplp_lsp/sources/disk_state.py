@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from mplp_lsp.runtime.psg_files import FileChange
+from mplp_lsp.runtime.psg.files import FileChange
 from mplp_lsp.sources.debounce import Change, Settled
 
 WATCHED = "watched"  # Observation.extra key: a watcher (or a scan) reported this path

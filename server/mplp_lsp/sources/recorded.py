@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from mplp_lsp.runtime.psg_files import HASH_SIZE_CAP, bytes_hash, file_facts
+from mplp_lsp.runtime.psg.files import HASH_SIZE_CAP, bytes_hash, file_facts
 
 SCRATCH_PREFIX: Final = ".mplp-restore-"
 _SENT_LIMIT: Final = 16_384  # paths remembered; older ones fall back on the graph

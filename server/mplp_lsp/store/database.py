@@ -435,6 +435,12 @@ INSERT OR IGNORE INTO meta (key, value)
     SELECT 'consumers.floor', CAST(coalesce(max(seq), 0) AS TEXT) FROM events;
 """
 
+_PENDING_GRAPH_EVENTS: Final = """
+-- psg_outbox was one of three things called "outbox"; these rows are graph events waiting for
+-- the intake (mplp_lsp.runtime.psg.pending). Renamed in place: pending rows are kept.
+ALTER TABLE psg_outbox RENAME TO psg_pending_events;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     _V1,
     _TOOL_INVOCATIONS,
@@ -447,6 +453,7 @@ MIGRATIONS: tuple[str, ...] = (
     _QUEUE_PER_APPEND,
     _IDENTITY_KEYS,
     _CONSUMER_FLOOR,
+    _PENDING_GRAPH_EVENTS,
 )
 """Schema scripts; index ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append only."""
 

@@ -60,6 +60,10 @@ class StoredEvent:
     received_at: str
     envelope: dict[str, Any]
 
+    def to_json(self) -> dict[str, Any]:
+        """``{seq, kind, envelope}``: how the API and ``flow run`` hand a stored event on."""
+        return {"seq": self.seq, "kind": self.kind, "envelope": self.envelope}
+
 
 _Row = tuple[str, str, str | bytes, str, str, str, bool]
 

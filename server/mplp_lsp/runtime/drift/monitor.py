@@ -48,8 +48,8 @@ from mplp_lsp.runtime.drift.scan import (
     per_directory,
     recorded_rows,
 )
-from mplp_lsp.runtime.graph_events import graph_id
-from mplp_lsp.runtime.psg_files import FileChange
+from mplp_lsp.runtime.psg.files import FileChange
+from mplp_lsp.runtime.psg.graph_events import graph_id
 from mplp_lsp.store.reader import ReaderConnection
 from mplp_lsp.store.writer import StoreWriter
 

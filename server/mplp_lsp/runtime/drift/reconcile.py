@@ -9,7 +9,7 @@
   conflicting one is written with markers and the drift stays, with a note.
 
 Each resolution that changes the graph returns the ``graph_update`` it causes (built with
-:func:`~mplp_lsp.runtime.graph_events.graph_update`); the monitor submits it to the intake.
+:func:`~mplp_lsp.runtime.psg.graph_events.graph_update`); the monitor submits it to the intake.
 """
 
 from __future__ import annotations
@@ -23,17 +23,18 @@ from pathlib import Path
 from typing import Any
 
 from mplp_lsp.protocol.envelope import utc_timestamp
-from mplp_lsp.runtime import confined, psg_snapshots
+from mplp_lsp.runtime import confined
 from mplp_lsp.runtime.drift import merge, records
 from mplp_lsp.runtime.drift.model import DiskFacts, Drift, Reason, Strategy
-from mplp_lsp.runtime.graph_events import graph_update
-from mplp_lsp.runtime.psg_files import (
+from mplp_lsp.runtime.psg import snapshots
+from mplp_lsp.runtime.psg.files import (
     FileFacts,
     bytes_hash,
     delete_node,
     file_facts,
     record_node,
 )
+from mplp_lsp.runtime.psg.graph_events import graph_update
 from mplp_lsp.sources.recorded import SCRATCH_PREFIX
 from mplp_lsp.store.writer import StoreWriter
 
@@ -189,7 +190,7 @@ def _recorded(conn: sqlite3.Connection, path: str) -> tuple[str | None, bytes | 
     if row is None:
         return None
     digest = row[0]
-    return digest, psg_snapshots.content(conn, digest) if digest else None
+    return digest, snapshots.content(conn, digest) if digest else None
 
 
 def _record(conn: sqlite3.Connection, path: str, now: str, facts: FileFacts | None) -> None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mplp_lsp.runtime.drift.model import DiskFacts, Drift, Reason
-from mplp_lsp.runtime.psg_files import HASH_SIZE_CAP
+from mplp_lsp.runtime.psg.files import HASH_SIZE_CAP
 
 Recorded = tuple[int | None, int | None, int | None]  # size, mtime_ns, inode
 Index = dict[str, Recorded]

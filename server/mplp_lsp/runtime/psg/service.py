@@ -1,9 +1,10 @@
 """The PSG's front door: the operations the HTTP API, the LSP requests and consumers call.
 
 Each write is one transaction on the store's writer thread (:mod:`mplp_lsp.runtime.psg`);
-the events it caused were recorded in ``psg_outbox`` by that same transaction, and are then
-handed to the intake like any other event (validated, stored, published on the bus, so
-forwarded too). Outbox rows are cleared in the next write's transaction, so a crash between
+the events it caused were recorded as pending graph events by that same transaction
+(:mod:`mplp_lsp.runtime.psg.pending`), and are then handed to the intake like any other event
+(validated, stored, published on the bus, so forwarded too). Pending rows are cleared in the
+next write's transaction, so a crash between
 the two steps only means the events are submitted again at start-up (the intake drops the
 ones it already has, by event id).
 
@@ -26,7 +27,17 @@ from typing import Any, TypeVar
 
 from mplp_lsp.intake import Intake, Outcome, Submission
 from mplp_lsp.protocol.kinds import Kind
-from mplp_lsp.runtime import psg
+from mplp_lsp.runtime.psg import (
+    ci,
+    confirms,
+    contexts,
+    pending,
+    plans,
+    steps,
+    traces,
+)
+from mplp_lsp.runtime.psg.changes import WriteResult
+from mplp_lsp.runtime.psg.integrity import Rejected
 from mplp_lsp.store.events import StoredEvent
 from mplp_lsp.store.reader import ReaderConnection
 from mplp_lsp.store.writer import StoreWriter
@@ -34,41 +45,41 @@ from mplp_lsp.store.writer import StoreWriter
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-Rejected = psg.Rejected
+__all__ = ["PsgService", "Rejected"]
 
 
 class PsgService:
     def __init__(self, writer: StoreWriter, intake: Intake) -> None:
         self._writer = writer
         self._intake = intake
-        self._published: list[str] = []  # outbox rows to clear in the next transaction
+        self._published: list[str] = []  # pending events to clear in the next transaction
         self._reads = ThreadPoolExecutor(1, thread_name_prefix="mplp-psg-read")
         self._reader = ReaderConnection(writer)  # used on that thread only
 
     async def start(self) -> None:
         """Submit events a previous run recorded but may not have handed to the intake."""
-        leftover = await self._writer.read(psg.outbox)
+        leftover = await self._writer.read(pending.pending_events)
         if leftover:
-            log.info("resubmitting %d PSG events left in the outbox", len(leftover))
+            log.info("resubmitting %d pending graph events", len(leftover))
             await self._publish(leftover)
 
     async def close(self) -> None:
         if self._published:
             done, self._published = self._published, []
-            await self._writer.run(lambda conn: psg.clear_outbox(conn, done))
+            await self._writer.run(lambda conn: pending.clear(conn, done))
         if self._reader.is_open:
             await asyncio.get_running_loop().run_in_executor(self._reads, self._reader.close)
         self._reads.shutdown(wait=True)
 
-    async def write(self, change: Callable[[sqlite3.Connection], psg.Outcome]) -> psg.Outcome:
+    async def write(self, change: Callable[[sqlite3.Connection], WriteResult]) -> WriteResult:
         """Run one graph write in its own transaction, then publish its events.
 
         Raises :class:`Rejected` (nothing changed) if the graph refuses the write.
         """
         done, self._published = self._published, []
 
-        def transaction(conn: sqlite3.Connection) -> psg.Outcome:
-            psg.clear_outbox(conn, done)
+        def transaction(conn: sqlite3.Connection) -> WriteResult:
+            pending.clear(conn, done)
             return change(conn)
 
         try:
@@ -108,57 +119,63 @@ class PsgService:
 
     # --- operations (each a thin wrapper, so every front end calls the same code) ----------
 
-    async def create_context(self, data: Any) -> psg.Outcome:
-        return await self.write(lambda conn: psg.create_context(conn, data))
+    async def create_context(self, data: Any) -> WriteResult:
+        return await self.write(lambda conn: contexts.create_context(conn, data))
 
-    async def create_plan(self, data: Any) -> psg.Outcome:
-        return await self.write(lambda conn: psg.create_plan(conn, data))
+    async def create_plan(self, data: Any) -> WriteResult:
+        return await self.write(lambda conn: plans.create_plan(conn, data))
 
     async def set_plan_status(
         self, plan_id: str, status: Any, at: str | None = None
-    ) -> psg.Outcome:
-        return await self.write(lambda conn: psg.set_plan_status(conn, plan_id, status, at))
+    ) -> WriteResult:
+        return await self.write(lambda conn: plans.set_plan_status(conn, plan_id, status, at))
 
     async def set_step_status(
         self, plan_id: str, step_id: str, status: Any, at: str | None = None
-    ) -> psg.Outcome:
+    ) -> WriteResult:
         return await self.write(
-            lambda conn: psg.set_step_status(conn, plan_id, step_id, status, at)
+            lambda conn: steps.set_step_status(conn, plan_id, step_id, status, at)
         )
 
-    async def create_confirm(self, data: Any) -> psg.Outcome:
-        return await self.write(lambda conn: psg.create_confirm(conn, data))
+    async def create_confirm(self, data: Any) -> WriteResult:
+        return await self.write(lambda conn: confirms.create_confirm(conn, data))
 
-    async def create_trace(self, data: Any) -> psg.Outcome:
-        return await self.write(lambda conn: psg.create_trace(conn, data))
+    async def decide_confirm(self, confirm_id: str, decision: Any) -> WriteResult:
+        return await self.write(lambda conn: confirms.decide_confirm(conn, confirm_id, decision))
 
-    async def set_trace_status(self, trace_id: str, status: Any) -> psg.Outcome:
-        return await self.write(lambda conn: psg.set_trace_status(conn, trace_id, status))
+    async def create_trace(self, data: Any) -> WriteResult:
+        return await self.write(lambda conn: traces.create_trace(conn, data))
 
-    async def append_segments(self, trace_id: str, segments: Any) -> psg.Outcome:
-        return await self.write(lambda conn: psg.append_segments(conn, trace_id, segments))
+    async def set_trace_status(self, trace_id: str, status: Any) -> WriteResult:
+        return await self.write(lambda conn: traces.set_trace_status(conn, trace_id, status))
 
-    async def edit_segment(self, trace_id: str, segment_id: str) -> psg.Outcome:
-        return await self.write(lambda conn: psg.refuse_segment_edit(conn, trace_id, segment_id))
+    async def append_segments(self, trace_id: str, segments: Any) -> WriteResult:
+        return await self.write(lambda conn: traces.append_segments(conn, trace_id, segments))
+
+    async def edit_segment(self, trace_id: str, segment_id: str) -> WriteResult:
+        return await self.write(lambda conn: traces.refuse_segment_edit(conn, trace_id, segment_id))
 
     async def get_context(self, context_id: str) -> dict[str, Any] | None:
-        return await self.read(lambda conn: psg.get_context(conn, context_id))
+        return await self.read(lambda conn: contexts.get_context(conn, context_id))
 
     async def get_plan(self, plan_id: str) -> dict[str, Any] | None:
-        return await self.read(lambda conn: psg.get_plan(conn, plan_id))
+        return await self.read(lambda conn: plans.get_plan(conn, plan_id))
 
     async def get_confirm(self, confirm_id: str) -> dict[str, Any] | None:
-        return await self.read(lambda conn: psg.get_confirm(conn, confirm_id))
+        return await self.read(lambda conn: confirms.get_confirm(conn, confirm_id))
+
+    async def awaiting_confirms(self, plan_id: str) -> list[tuple[str, str]]:
+        return await self.read(lambda conn: plans.awaiting_confirms(conn, plan_id))
 
     async def get_trace(self, trace_id: str) -> dict[str, Any] | None:
-        return await self.read(lambda conn: psg.get_trace(conn, trace_id))
+        return await self.read(lambda conn: traces.get_trace(conn, trace_id))
 
     async def handle_ci(self, events: Sequence[StoredEvent]) -> None:
         """Bus consumer for committed ci_events: pipeline nodes and their pipeline_stage."""
         runs = [
-            psg.CiRun(event.event_id, event.timestamp, event.envelope["payload"])
+            ci.CiRun(event.event_id, event.timestamp, event.envelope["payload"])
             for event in events
             if event.kind == Kind.CI.value
         ]
         if runs:
-            await self.write(lambda conn: psg.apply_ci(conn, runs))
+            await self.write(lambda conn: ci.apply_ci(conn, runs))

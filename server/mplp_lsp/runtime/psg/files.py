@@ -24,8 +24,8 @@ from typing import Any
 
 from mplp_lsp.intake import Intake, Submission
 from mplp_lsp.protocol.kinds import Kind
-from mplp_lsp.runtime import psg_snapshots
-from mplp_lsp.runtime.graph_events import (
+from mplp_lsp.runtime.psg import snapshots
+from mplp_lsp.runtime.psg.graph_events import (
     BULK_THRESHOLD,
     UpdateKind,
     bulk_update,
@@ -104,7 +104,7 @@ def file_facts(path: Path, *, snapshot_cap: int = 0) -> FileFacts | None:
         if info.st_size <= snapshot_cap:
             data = _read(fd, snapshot_cap + 1)
             if len(data) <= snapshot_cap:
-                kept = data if psg_snapshots.is_text(data) else None
+                kept = data if snapshots.is_text(data) else None
                 return FileFacts(len(data), info.st_mtime_ns, bytes_hash(data), info.st_ino, kept)
             os.lseek(fd, 0, os.SEEK_SET)
         digest = _fd_hash(fd) if info.st_size <= HASH_SIZE_CAP else None
@@ -239,7 +239,7 @@ def delete_node(conn: sqlite3.Connection, path: str) -> bool:
     row = conn.execute("DELETE FROM psg_files WHERE path = ? RETURNING content_hash", (path,))
     found = row.fetchone()
     if found is not None:
-        psg_snapshots.release(conn, found[0])
+        snapshots.release(conn, found[0])
     return found is not None
 
 
@@ -264,9 +264,9 @@ def record_node(
         ),
     )
     if facts is not None and facts.content is not None and facts.content_hash is not None:
-        psg_snapshots.keep(conn, facts.content_hash, facts.content)
+        snapshots.keep(conn, facts.content_hash, facts.content)
     if old is not None and old[0] != (facts.content_hash if facts else None):
-        psg_snapshots.release(conn, old[0])
+        snapshots.release(conn, old[0])
 
 
 def _upsert(conn: sqlite3.Connection, change: FileChange, facts: FileFacts | None) -> None:

@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 
-if TYPE_CHECKING:  # the engine loads after the editor is served; the method names before
-    from mplp_lsp.runtime.psg import Outcome
-    from mplp_lsp.runtime.psg_service import PsgService
+if TYPE_CHECKING:  # the store owner loads after the editor is served; the method names before
+    from mplp_lsp.runtime.psg.changes import WriteResult
+    from mplp_lsp.runtime.psg.service import PsgService
 
 PREFIX = "mplp/psg/"
 
-_Call = Callable[["PsgService", Mapping[str, Any]], Awaitable["Outcome | dict[str, Any] | None"]]
+_Answer = Awaitable["WriteResult | dict[str, Any] | None"]
+_Call = Callable[["PsgService", Mapping[str, Any]], _Answer]
 
 _REQUESTS: dict[str, tuple[tuple[str, ...], _Call]] = {
     "createContext": (("context",), lambda s, p: s.create_context(p["context"])),
@@ -34,6 +35,10 @@ _REQUESTS: dict[str, tuple[tuple[str, ...], _Call]] = {
     ),
     "createConfirm": (("confirm",), lambda s, p: s.create_confirm(p["confirm"])),
     "getConfirm": (("confirm_id",), lambda s, p: s.get_confirm(p["confirm_id"])),
+    "decideConfirm": (
+        ("confirm_id", "decision"),
+        lambda s, p: s.decide_confirm(p["confirm_id"], p["decision"]),
+    ),
     "createTrace": (("trace",), lambda s, p: s.create_trace(p["trace"])),
     "getTrace": (("trace_id",), lambda s, p: s.get_trace(p["trace_id"])),
     "appendTraceSegments": (
@@ -45,7 +50,8 @@ METHODS: tuple[str, ...] = tuple(PREFIX + name for name in _REQUESTS)
 
 
 async def handle(service: PsgService, method: str, params: Any) -> dict[str, Any]:
-    from mplp_lsp.runtime.psg import Outcome, Rejected
+    from mplp_lsp.runtime.psg.changes import WriteResult
+    from mplp_lsp.runtime.psg.integrity import Rejected
 
     required, call = _REQUESTS[method.removeprefix(PREFIX)]
     if not isinstance(params, Mapping):
@@ -68,5 +74,5 @@ async def handle(service: PsgService, method: str, params: Any) -> dict[str, Any
         return ValidationResult.single(
             missing, ErrorCode.NOT_FOUND, f"no {missing.split('_')[0]} {params[missing]}"
         ).to_dict()
-    value = answer.value if isinstance(answer, Outcome) else answer
+    value = answer.value if isinstance(answer, WriteResult) else answer
     return {"ok": True, "result": value}

@@ -18,7 +18,7 @@ from typing import Any
 
 from mplp_lsp.intake import Intake, Submission
 from mplp_lsp.protocol.kinds import Kind
-from mplp_lsp.runtime.graph_events import (
+from mplp_lsp.runtime.psg.graph_events import (
     BULK_THRESHOLD,
     UpdateKind,
     bulk_update,
