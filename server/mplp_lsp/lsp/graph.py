@@ -32,4 +32,3 @@ class GraphRequestsFeature(Feature):
             return await handle(workspace.psg, method, plain)
 
         return answer
-
