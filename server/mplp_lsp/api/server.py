@@ -139,7 +139,14 @@ def api_port(settings: Settings, port: int | None, disabled: bool) -> int | None
 
 async def start_api(workspace: Workspace, port: int) -> ApiServer | None:
     """Start the API, or log why not (a taken port must not stop the daemon recording)."""
-    engine = Engine(workspace.intake, workspace.psg, workspace.writer, workspace.status)
+    engine = Engine(
+        workspace.intake,
+        workspace.psg,
+        workspace.writer,
+        workspace.status,
+        drift=workspace.drift,
+        forwarding=workspace.forwarding,
+    )
     server = ApiServer(engine, workspace.paths, port=port)
     try:
         await server.start()

@@ -435,6 +435,14 @@ INSERT OR IGNORE INTO meta (key, value)
     SELECT 'consumers.floor', CAST(coalesce(max(seq), 0) AS TEXT) FROM events;
 """
 
+_TIMELINE_INDEX: Final = """
+-- The dashboard's timeline counts events per kind in time buckets (mplp_lsp.ui.timeline).
+-- With the kind in the time index, that count reads the index alone, never the rows; the
+-- index still serves every "since" query the old one did.
+DROP INDEX events_timestamp;
+CREATE INDEX events_timestamp_kind ON events (timestamp, kind);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     _V1,
     _TOOL_INVOCATIONS,
@@ -447,6 +455,7 @@ MIGRATIONS: tuple[str, ...] = (
     _QUEUE_PER_APPEND,
     _IDENTITY_KEYS,
     _CONSUMER_FLOOR,
+    _TIMELINE_INDEX,
 )
 """Schema scripts; index ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append only."""
 
