@@ -154,6 +154,9 @@ async def start_api(workspace: Workspace, port: int) -> ApiServer | None:
         log.warning("the HTTP API could not listen on %s:%s: %s", HOST, port, error)
         await server.stop()
         return None
+    from mplp_lsp.ui.rollup import RollupFolder
+
+    workspace.bus.subscribe("timeline", RollupFolder(workspace.writer).handle)
     return server
 
 

@@ -70,6 +70,8 @@ async def timeline_buckets(request: web.Request) -> web.Response:
         return web.json_response({"lanes": timeline.LANES, "buckets": [], "unit": None})
     start, end = span
     unit = timeline.unit_for(start, end)
+    if await engine.writer.read(timeline.behind):
+        await engine.writer.run(timeline.fold)
     rows = await engine.writer.read(lambda conn: timeline.buckets(conn, start, end, unit))
     return web.json_response(
         {

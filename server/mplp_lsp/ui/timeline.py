@@ -1,10 +1,12 @@
 """The timeline's reads: events counted per lane in time buckets, and the events of a span.
 
 Buckets are prefixes of the canonical stored timestamp (``2026-08-01T13:05:09.000Z``): the
-first 13 characters name the hour, 10 the day, and so on. Counting by prefix over the
-``(timestamp, kind)`` index reads only the index, never an event's body, so a million
-stored events are counted without touching a page of the table; the browser receives at most
-a few hundred buckets whatever the store holds.
+first 13 characters name the hour, 10 the day, and so on. Hours and coarser come from
+``timeline_hours`` (counts per hour and kind, brought up to date from the log by
+:func:`fold`), so a view of months reads a few thousand rows whatever the log holds; finer
+units count the events of their range (at most 400 buckets of 10 minutes: under three days)
+over the ``(timestamp, kind)`` index, never reading an event's body. The browser receives
+at most a few hundred buckets.
 """
 
 from __future__ import annotations
@@ -73,14 +75,53 @@ def extent(conn: sqlite3.Connection) -> tuple[str, str] | None:
     return str(first), str(last)
 
 
-def buckets(conn: sqlite3.Connection, start: str, end: str, unit: Unit) -> list[list[Any]]:
-    """``[[bucket prefix, count per lane in LANES order], ...]`` for ``[start, end)``."""
-    rows = conn.execute(
-        "SELECT substr(timestamp, 1, ?) AS bucket, kind, count(*) FROM events"
-        " INDEXED BY events_timestamp_kind"
-        " WHERE timestamp >= ? AND timestamp < ? GROUP BY bucket, kind ORDER BY bucket",
-        (unit.prefix, start, end),
+ROLLED_KEY: Final = "timeline.rolled_seq"
+_HOUR: Final = 13
+
+
+def behind(conn: sqlite3.Connection) -> bool:
+    """Whether events were stored since ``timeline_hours`` was last brought up to date."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (ROLLED_KEY,)).fetchone()
+    return last_seq(conn) > int(row[0] if row else 0)
+
+
+def fold(conn: sqlite3.Connection) -> int:
+    """Count the events stored since the last fold into ``timeline_hours`` (in the caller's
+    transaction); returns how many were counted."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (ROLLED_KEY,)).fetchone()
+    done, last = int(row[0] if row else 0), last_seq(conn)
+    if last <= done:
+        return 0
+    conn.execute(
+        "INSERT INTO timeline_hours (hour, kind, count)"
+        " SELECT substr(timestamp, 1, 13), kind, count(*) FROM events"
+        " WHERE seq > ? AND seq <= ? GROUP BY 1, 2"
+        " ON CONFLICT (hour, kind) DO UPDATE SET count = count + excluded.count",
+        (done, last),
     )
+    conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (ROLLED_KEY, str(last)))
+    return last - done
+
+
+def buckets(conn: sqlite3.Connection, start: str, end: str, unit: Unit) -> list[list[Any]]:
+    """``[[bucket prefix, count per lane in LANES order], ...]`` for ``[start, end)``.
+
+    In units of an hour or more, the hours that ``start`` and ``end`` fall in are counted
+    whole: a bucket is never cut at the range's edge.
+    """
+    if unit.prefix <= _HOUR:
+        rows = conn.execute(
+            "SELECT substr(hour, 1, ?) AS bucket, kind, sum(count) FROM timeline_hours"
+            " WHERE hour >= ? AND hour <= ? GROUP BY bucket, kind ORDER BY bucket",
+            (unit.prefix, start[:_HOUR], end[:_HOUR]),
+        )
+    else:
+        rows = conn.execute(
+            "SELECT substr(timestamp, 1, ?) AS bucket, kind, count(*) FROM events"
+            " INDEXED BY events_timestamp_kind"
+            " WHERE timestamp >= ? AND timestamp < ? GROUP BY bucket, kind ORDER BY bucket",
+            (unit.prefix, start, end),
+        )
     out: list[list[Any]] = []
     for bucket, kind, count in rows:
         lane = _LANE_OF.get(str(kind))
