@@ -175,6 +175,9 @@ class ApiServers:
             self._servers[workspace.root] = server
         return server
 
+    def get(self, root: Path) -> ApiServer | None:
+        return self._servers.get(root)
+
     async def close(self, root: Path) -> None:
         server = self._servers.pop(root, None)
         if server is not None:

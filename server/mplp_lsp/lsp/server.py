@@ -23,7 +23,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from mplp_lsp import __version__
-from mplp_lsp.lsp import drift, hooks, tools
+from mplp_lsp.lsp import dashboard, drift, hooks, tools
 from mplp_lsp.lsp.protocol import MplpProtocol
 from mplp_lsp.lsp.stdio import exit_within, serve_stdio, watch_parent
 from mplp_lsp.runtime.psg_requests import METHODS as PSG_METHODS
@@ -473,6 +473,7 @@ def create_server(
     drift.register(server)
     tools.register(server)
     hooks.register(server)
+    dashboard.register(server)
     for method in PSG_METHODS:
         server.feature(method)(_psg_request(method))
 
