@@ -35,7 +35,13 @@ def register(commands: Any) -> None:
 
 def login_link(url: str, token_file: str) -> str:
     """A fresh one-time link from the API at ``url``, authenticated with the token file."""
-    token = Path(token_file).read_text(encoding="utf-8").strip()
+    return request_link(url, Path(token_file).read_text(encoding="utf-8").strip())
+
+
+def request_link(url: str, token: str) -> str:
+    """A fresh one-time dashboard link from the server at ``url`` (the daemon's API or the
+    team collector), asked with ``token``."""
+    url = url.rstrip("/")
     request = urllib.request.Request(  # noqa: S310 - the daemon's own loopback URL
         f"{url}/ui/login-codes",
         method="POST",
@@ -64,10 +70,15 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, urllib.error.URLError, ValueError, KeyError) as error:
         print(f"mplp-lsp ui: the daemon at {endpoint.url} did not answer: {error}", file=sys.stderr)
         return EXIT_NO_DAEMON
+    show(link, open_it=args.open)
+    return 0
+
+
+def show(link: str, *, open_it: bool) -> None:
+    """Print the link and, when asked, open it in the user's browser."""
     print(link, flush=True)
-    if args.open:
+    if open_it:
         import webbrowser
 
         if not webbrowser.open(link):
-            print("mplp-lsp ui: no web browser to open; use the link above", file=sys.stderr)
-    return 0
+            print("mplp-lsp: no web browser to open; use the link above", file=sys.stderr)
