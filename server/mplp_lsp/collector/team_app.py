@@ -1,7 +1,9 @@
 """The collector's HTTP side on PostgreSQL: ingest, the team's queries, and retention.
 
 Tokens: the ingest token (as the SQLite collector's) may do everything; read-only tokens
-(dashboards) may only ``GET``. Both are compared in constant time. ``/health`` needs none.
+(dashboards) may only ``GET``, and ask for a dashboard login code. Both are compared in
+constant time. ``/health`` and the dashboard's login page need none; a dashboard session
+(:mod:`mplp_lsp.ui.web`) may only ``GET``.
 Any failure of the database answers 503 with ``Retry-After`` (a forwarder retries it) and
 is logged; a request never gets a 500 or a traceback.
 """

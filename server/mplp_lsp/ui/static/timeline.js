@@ -103,7 +103,7 @@ export class Timeline {
         ctx.fillRect(x0, (lane + 1) * g.laneH - 3 - h, x1 - x0, h);
       });
       if (index === this.selected.bucket && document.activeElement === this.canvas) {
-        ctx.strokeStyle = "#f5a623";
+        ctx.strokeStyle = "#1b1f24";
         ctx.lineWidth = 2;
         ctx.strokeRect(x0 - 1, this.selected.lane * g.laneH + 1, x1 - x0 + 2, g.laneH - 2);
       }
