@@ -80,3 +80,5 @@ def daemon(tmp_path_factory: pytest.TempPathFactory, remote: Remote) -> Iterator
     wait_for("the drift finding", lambda: watch.get("/ui/api/drift")["drifts"])
     yield watch
     watch.stop()
+    # Pages that came and went (closed streams included) left no traceback behind.
+    assert not [line for line in watch.lines if "Traceback" in line or "Error" in line]

@@ -95,17 +95,20 @@ class Watch:
         with urllib.request.urlopen(request, timeout=10) as response:
             return json.loads(response.read())
 
-    def post(self, path: str, body: dict[str, Any]) -> Any:
+    def post(self, path: str, body: dict[str, Any], method: str = "POST") -> Any:
         """POST JSON to ``path`` with the bearer token, as a CI script would."""
         token = (self.state_dir / "api-token").read_text()
         request = urllib.request.Request(
             self.url + path,
             data=json.dumps(body).encode(),
-            method="POST",
+            method=method,
             headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
         )
         with urllib.request.urlopen(request, timeout=10) as response:
             return json.loads(response.read())
+
+    def patch(self, path: str, body: dict[str, Any]) -> Any:
+        return self.post(path, body, method="PATCH")
 
     def login_link(self) -> str:
         """What `mplp-lsp ui` prints for this workspace (a real CLI process)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,12 @@ def page(browser: Any, daemon: Watch) -> Any:
     yield tab
     assert errors == [], errors  # no script error on the page, CSP refusals included
     context.close()
+
+
+def shows(page: Any, expression: str) -> None:
+    """Wait until ``expression`` is true in the page. Playwright's wait_for_function polls
+    with eval, which the page's CSP refuses (as it should)."""
+    wait_for(expression, lambda: page.evaluate(expression), timeout=15)
 
 
 def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
@@ -93,16 +100,17 @@ def test_the_page_has_a_strict_csp_and_cannot_be_framed(
 def test_events_of_the_watch_session_appear_live(daemon: Watch, page: Any, pictures: Path) -> None:
     (daemon.workspace / "live.txt").write_text("written while the page is open\n")
     page.wait_for_selector("#live-events li[data-kind=file_update]", timeout=30_000)
-    page.wait_for_function(
-        "document.querySelector('#range').textContent.includes('events in')", timeout=10_000
-    )
+    shows(page, "document.querySelector('#range').textContent.includes('events in')")
     # A bucket of the editor lane lists its events; one of them shows its envelope.
-    canvas = page.locator("#timeline-canvas")
-    canvas.focus()
+    # With the keyboard, from the latest bucket back to one that has editor events.
+    page.locator("#timeline-canvas").focus()
     page.keyboard.press("End")
-    for _ in range(3):
-        page.keyboard.press("ArrowRight")
-    page.keyboard.press("Enter")
+    for _ in range(20):
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#bucket-events li:not(:has-text('loading'))")
+        if page.locator("#bucket-events button").count():
+            break
+        page.keyboard.press("ArrowLeft")
     page.locator("#bucket-events button").first.click()
     envelope = json.loads(page.inner_text("#envelope"))
     assert envelope["event_family"] == "ExternalIntegrationEvent"
@@ -132,6 +140,65 @@ def test_a_dead_letter_is_requeued_from_the_page(daemon: Watch, page: Any, remot
     assert [item["seq"] for item in remote.stored] == [seq]
     letters = daemon.get("/ui/api/forwarding")["dead_letters"]
     assert seq not in [letter["seq"] for letter in letters]
+
+
+def test_a_plans_steps_show_in_dependency_order_with_live_status(daemon: Watch, page: Any) -> None:
+    meta = {"protocol_version": "1.0.0", "schema_version": "1.0.0"}
+    context = str(uuid.uuid4())
+    daemon.post(
+        "/psg/contexts",
+        {
+            "meta": meta,
+            "context_id": context,
+            "title": "demo",
+            "status": "active",
+            "root": {"domain": "software", "environment": "dev"},
+        },
+    )
+    build, test, deploy = (str(uuid.uuid4()) for _ in range(3))
+    plan = str(uuid.uuid4())
+    # Listed out of order: deploy first, though it waits for test, which waits for build.
+    steps = [
+        {
+            "step_id": deploy,
+            "description": "deploy",
+            "status": "pending",
+            "order_index": 0,
+            "dependencies": [test],
+        },
+        {"step_id": build, "description": "build", "status": "pending", "order_index": 1},
+        {
+            "step_id": test,
+            "description": "test",
+            "status": "pending",
+            "order_index": 2,
+            "dependencies": [build],
+        },
+    ]
+    daemon.post(
+        "/psg/plans",
+        {
+            "meta": meta,
+            "plan_id": plan,
+            "context_id": context,
+            "title": "Release 1.2",
+            "objective": "ship",
+            "status": "draft",
+            "steps": steps,
+        },
+    )
+    listed = page.locator(".plan", has_text="Release 1.2").locator("ol.steps li")
+    listed.first.wait_for(timeout=15_000)
+    assert [text.split()[1] for text in listed.all_inner_texts()] == ["build", "test", "deploy"]
+    for status in ("proposed", "approved", "in_progress"):
+        daemon.patch(f"/psg/plans/{plan}/status", {"status": status})
+    daemon.patch(f"/psg/plans/{plan}/steps/{build}/status", {"status": "in_progress"})
+    # No reload: the live stream brings the change.
+    shows(
+        page,
+        "[...document.querySelectorAll('.plan ol.steps li')].some("
+        "li => li.textContent.startsWith('in_progress build'))",
+    )
 
 
 def test_the_dashboard_fits_a_phone(page: Any) -> None:

@@ -116,10 +116,16 @@ async def export(request: web.Request) -> web.StreamResponse:
         }
     )
     await response.prepare(request)
+    with contextlib.suppress(ConnectionResetError):  # the download was cancelled
+        await _export_rows(response, engine, span, form)
+    return response
+
+
+async def _export_rows(
+    response: web.StreamResponse, engine: Engine, span: tuple[str, str] | None, form: str
+) -> None:
     if form == "csv":
-        await response.write(
-            _csv_line(["seq", "event_id", "kind", "timestamp", "received_at", "envelope"])
-        )
+        await response.write(_csv_line(list(_CSV_COLUMNS)))
     if span is not None:
         start, end = span
         cursor: timeline.Cursor | None = None
@@ -130,7 +136,6 @@ async def export(request: web.Request) -> web.StreamResponse:
             last = rows[-1]
             cursor = (last[3], last[2], last[0])
     await response.write_eof()
-    return response
 
 
 def _export_line(row: timeline.Row, form: str) -> bytes:
@@ -162,23 +167,25 @@ async def live(request: web.Request) -> web.StreamResponse:
     await response.prepare(request)
     after = await engine.writer.read(timeline.last_seq)
     quiet = 0.0
-    await response.write(b"retry: 2000\n\n")
-    while not closing.is_set():
-        fresh = await engine.writer.read(
-            partial(timeline.latest, after_seq=after, limit=_LIVE_BATCH)
-        )
-        if fresh:
-            after = fresh[-1]["seq"]
-            payload = json.dumps({"events": fresh}, ensure_ascii=False)
-            await response.write(f"event: events\ndata: {payload}\n\n".encode())
-            quiet = 0.0
-            continue
-        quiet += LIVE_POLL_S
-        if quiet >= _KEEPALIVE_S:  # a comment keeps proxies and the browser from timing out
-            await response.write(b": keepalive\n\n")
-            quiet = 0.0
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(closing.wait(), LIVE_POLL_S)
+    # A page that goes away closes the connection mid-write: that ends the stream, quietly.
+    with contextlib.suppress(ConnectionResetError):
+        await response.write(b"retry: 2000\n\n")
+        while not closing.is_set():
+            fresh = await engine.writer.read(
+                partial(timeline.latest, after_seq=after, limit=_LIVE_BATCH)
+            )
+            if fresh:
+                after = fresh[-1]["seq"]
+                payload = json.dumps({"events": fresh}, ensure_ascii=False)
+                await response.write(f"event: events\ndata: {payload}\n\n".encode())
+                quiet = 0.0
+                continue
+            quiet += LIVE_POLL_S
+            if quiet >= _KEEPALIVE_S:  # a comment keeps proxies and browsers from timing out
+                await response.write(b": keepalive\n\n")
+                quiet = 0.0
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(closing.wait(), LIVE_POLL_S)
     return response
 
 

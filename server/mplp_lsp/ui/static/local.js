@@ -83,7 +83,7 @@ async function loadGraph() {
   const g = await api(`/ui/api/graph?${new URLSearchParams({ q })}`);
   const plans = g.plans.length
     ? g.plans.map((plan) =>
-        el("div", { class: "finding" },
+        el("div", { class: "finding plan" },
           el("strong", {}, plan.title || plan.plan_id), " ", state(plan.status),
           el("ol", { class: "steps", "aria-label": "Steps in dependency order" },
             plan.steps.map((step) => el("li", {}, state(step.status), " ", step.description || step.step_id,

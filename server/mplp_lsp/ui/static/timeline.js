@@ -142,6 +142,8 @@ export class Timeline {
       ArrowRight: () => { s.bucket = Math.min(n - 1, s.bucket + 1); },
       ArrowUp: () => { s.lane = Math.max(0, s.lane - 1); },
       ArrowDown: () => { s.lane = Math.min(this.lanes.length - 1, s.lane + 1); },
+      Home: () => { s.bucket = 0; },
+      End: () => { s.bucket = n - 1; },
       Enter: () => this.pick(),
     };
     if (moves[event.key]) {
