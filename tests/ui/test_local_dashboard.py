@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import urllib.error
 import urllib.request
 import uuid
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -199,6 +201,36 @@ def test_a_plans_steps_show_in_dependency_order_with_live_status(daemon: Watch, 
         "[...document.querySelectorAll('.plan ol.steps li')].some("
         "li => li.textContent.startsWith('in_progress build'))",
     )
+
+
+def test_the_event_log_is_exported_from_the_page(daemon: Watch, page: Any) -> None:
+    stored = daemon.get("/events?limit=1000")["events"]
+    form = page.locator("#export-form")
+    with page.expect_download() as download:
+        form.locator("button[type=submit]").click()
+    lines = Path(download.value.path()).read_text().splitlines()
+    exported = [json.loads(line) for line in lines]
+    assert sorted(e["envelope"]["event_id"] for e in exported) == sorted(
+        e["envelope"]["event_id"] for e in stored
+    )
+    # A range, as CSV: only the events of that range (UTC, the form's own format).
+    first = min(e["envelope"]["timestamp"] for e in stored)
+    within = [e for e in stored if e["envelope"]["timestamp"][:19] == first[:19]]
+    start = first[:19]
+    end = timeline_shift(start, 1)
+    form.locator("input[name=from]").fill(start)
+    form.locator("input[name=to]").fill(end)
+    form.locator("select[name=format]").select_option("csv")
+    with page.expect_download() as download:
+        form.locator("button[type=submit]").click()
+    rows = list(csv.reader(Path(download.value.path()).read_text().splitlines()))
+    assert rows[0] == ["seq", "event_id", "kind", "timestamp", "received_at", "envelope"]
+    assert sorted(row[1] for row in rows[1:]) == sorted(e["envelope"]["event_id"] for e in within)
+
+
+def timeline_shift(start: str, seconds: int) -> str:
+    moment = datetime.fromisoformat(start) + timedelta(seconds=seconds)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def test_the_dashboard_fits_a_phone(page: Any) -> None:
