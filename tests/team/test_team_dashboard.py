@@ -118,6 +118,9 @@ def test_the_team_view_shows_two_workspaces(
             refused = page.request.post(f"{collector.url}/events", data="{}")
             assert refused.status == 401
             page.screenshot(path=str(pictures / "ui-team.png"), full_page=False)
+            page.set_viewport_size({"width": 390, "height": 844})  # a phone: no sideways scroll
+            page.wait_for_timeout(300)
+            assert page.evaluate("document.documentElement.scrollWidth") <= 390
         finally:
             context.close()
     finally:
