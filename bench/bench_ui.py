@@ -9,7 +9,9 @@ serves it, a real ``mplp-lsp ui`` prints the login link, and Debian's Chromium (
 opens it. Measured in the page: from the start of the navigation (the login link, its
 redirect included) to the moment the timeline has drawn its buckets; the first load (a
 cold SQLite cache) and the median of K reloads. Bytes: everything the page transferred
-(HTML, scripts, styles, every API answer), as Chromium's network layer counts them.
+(HTML, scripts, styles, every API answer), as Chromium's network layer counts them. Also
+the answer time of two zoomed views (a day: 10-minute buckets counted from the index; a
+week: hourly counts), fetched from the page.
 
 The hourly counts the timeline reads (``timeline_hours``) are kept up to date by the daemon
 as events arrive (a bus subscriber folds every 5,000 events or minute); a bulk-filled store
@@ -174,8 +176,26 @@ def measure(browser: Any, daemon: Daemon, loads: int) -> dict[str, float]:
     for _ in range(loads):
         page.reload()
         again.append(rendered_ms())
+    # Zoomed views, as the page asks for them: a day (10-minute buckets, counted from the
+    # index) and a week (hourly counts) in the middle of the stored range.
+    zoom = {}
+    for name, days in (("day_ms", 1), ("week_ms", 7)):
+        zoom[name] = statistics.median(
+            page.evaluate(
+                """async (days) => {
+                  const mid = Date.parse("2026-06-15T00:00:00Z");
+                  const q = new URLSearchParams({from: new Date(mid).toISOString(),
+                    to: new Date(mid + days * 86400000).toISOString()});
+                  const t0 = performance.now();
+                  await (await fetch(`/ui/api/timeline?${q}`)).json();
+                  return performance.now() - t0;
+                }""",
+                days,
+            )
+            for _ in range(loads)
+        )
     context.close()
-    return {"first_ms": first, "median_ms": statistics.median(again), "bytes": first_bytes}
+    return {"first_ms": first, "median_ms": statistics.median(again), "bytes": first_bytes, **zoom}
 
 
 def main() -> None:
@@ -209,10 +229,12 @@ def main() -> None:
     print()
     print(
         f"{'stored events':>15}  {'first render':>13}  {'median of ' + str(args.loads):>13}  {'transferred':>12}"
+        f"  {'1-day view':>11}  {'1-week view':>11}"
     )
     for count, r in results.items():
         print(
             f"{count:>15,}  {r['first_ms']:>10.0f} ms  {r['median_ms']:>10.0f} ms  {r['bytes'] / 1024:>9.1f} KB"
+            f"  {r['day_ms']:>8.0f} ms  {r['week_ms']:>8.0f} ms"
         )
     big = results[args.events]
     print()
