@@ -64,7 +64,7 @@ def test_the_login_link_opens_the_dashboard_once(browser: Any, daemon: Watch, pa
         assert first.url == f"{daemon.url}/ui/"
         again = other.new_page()
         response = again.goto(link)
-        assert response.status == 403
+        assert response.status == 401
         assert json.loads(again.inner_text("body"))["errors"][0]["path"] == "code"
     finally:
         other.close()
@@ -88,6 +88,8 @@ def test_the_page_has_a_strict_csp_and_cannot_be_framed(
     assert "frame-ancestors 'none'" in csp and "script-src 'self'" in csp
     assert "unsafe-inline" not in csp
     assert response.headers["x-frame-options"] == "DENY"
+    streamed = page.request.get(f"{daemon.url}/ui/api/export?format=csv")  # a streamed answer
+    assert streamed.ok and streamed.headers["content-security-policy"] == csp
     # A page of another origin that frames the dashboard gets nothing of it.
     framing = page.context.new_page()
     try:

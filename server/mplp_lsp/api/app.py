@@ -310,7 +310,6 @@ def build_app(
     from mplp_lsp.ui.local_app import add_local_ui
 
     # The guard runs first: nothing, not even a 404, is told to an unauthenticated client.
-    # The security headers wrap it, so its refusals cannot be framed either.
     authorized = guard(
         token,
         hosts,
@@ -320,9 +319,10 @@ def build_app(
         token_only_paths=(ui_web.CODES_PATH,),
     )
     app = web.Application(
-        middlewares=[ui_web.security_headers, authorized, _full_disk, _errors],
+        middlewares=[authorized, _full_disk, _errors],
         client_max_size=max_body,
     )
+    ui_web.protect(app)
     app[ENGINE] = engine
     app[DISK] = FullDiskEpisodes(log, "HTTP API")
     for method, path, handler in ROUTES:

@@ -112,9 +112,8 @@ def create_team_app(settings: TeamSettings) -> web.Application:
             log.exception("unexpected error on %s %s", request.method, request.path)
             return _retry_later("internal_error")
 
-    app = web.Application(
-        middlewares=[ui_web.security_headers, guard], client_max_size=MAX_BODY_BYTES
-    )
+    app = web.Application(middlewares=[guard], client_max_size=MAX_BODY_BYTES)
+    ui_web.protect(app)
 
     async def open_database(app: web.Application) -> Any:
         collector = await PgCollector.open(

@@ -65,17 +65,15 @@ def has_session(request: web.Request) -> bool:
     return login.valid_session(request.cookies.get(cookie_name(_port(request))))
 
 
-@web.middleware
-async def security_headers(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Every answer, refusals included: not framable, no inline script, no sniffing."""
-    try:
-        response = await handler(request)
-    except web.HTTPException as exception:
-        exception.headers.update(_HEADERS)
-        raise
-    if not response.prepared:
-        response.headers.update(_HEADERS)
-    return response
+async def _secure(_request: web.Request, response: web.StreamResponse) -> None:
+    response.headers.update(_HEADERS)
+
+
+def protect(app: web.Application) -> None:
+    """Every answer, refusals and streams included: not framable, no inline script, no
+    sniffing. Added as headers are sent, so nothing a handler or middleware returns or
+    raises goes out without them."""
+    app.on_response_prepare.append(_secure)
 
 
 async def issue_code(request: web.Request) -> web.Response:
@@ -95,7 +93,7 @@ async def login(request: web.Request) -> web.StreamResponse:
     session = request.app[LOGIN].redeem(request.query.get("code", ""))
     if session is None:
         return error_response(
-            403, "code", ErrorCode.UNAUTHORIZED, "this login link is used up or has expired"
+            401, "code", ErrorCode.UNAUTHORIZED, "this login link is used up or has expired"
         )
     response = web.HTTPSeeOther("/ui/", headers={"Cache-Control": "no-store"})
     response.set_cookie(
@@ -105,6 +103,7 @@ async def login(request: web.Request) -> web.StreamResponse:
         path="/",
         httponly=True,
         samesite="Strict",
+        secure=request.secure,  # a team collector behind TLS: never sent over plain HTTP
     )
     return response
 
