@@ -185,8 +185,38 @@ vim.api.nvim_create_autocmd('VimEnter', { nested = true, callback = function()
   result.hooks_said = vim.wait(30000, function()
     return vim.iter(result.notifications):any(function(m) return m:match('^mplp: Git hooks installed in ') end)
   end, 100)
+  -- :MplpDashboard: the server has Neovim open a one-time login link (window/showDocument,
+  -- external); the browser here is a stand-in that follows the link once.
+  local opened = {}
+  vim.ui.open = function(uri)
+    table.insert(opened, uri)
+    return { wait = function() return { code = 0 } end }
+  end
+  vim.cmd('MplpDashboard')
+  if vim.wait(30000, function() return #opened > 0 end, 100) then
+    result.dashboard_link = opened[1]
+    local login = vim.system({ PYTHON, '-c', LOGIN_PROBE, opened[1] }, { text = true }):wait()
+    result.dashboard_login = vim.trim(login.stdout or '')
+  end
+  result.dashboard_said = vim.wait(10000, function()
+    return vim.iter(result.notifications):any(function(m) return m:match('^mplp: dashboard of project opened') end)
+  end, 100)
   finish(drift(client, buf))
 end })
+"""
+
+
+# Follows a login link once without following its redirect: prints the status, where it
+# leads, and the cookie's attributes (never its value).
+LOGIN_PROBE = """
+import sys, urllib.error, urllib.request
+class Stay(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args): return None
+try:
+    urllib.request.build_opener(Stay).open(sys.argv[1], timeout=10)
+except urllib.error.HTTPError as answer:
+    cookie = answer.headers.get("Set-Cookie", "").split(";", 1)[-1].strip()
+    print(answer.code, answer.headers.get("Location"), cookie)
 """
 
 
@@ -205,6 +235,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     state = base / "state"
     result_file = base / "result.json"
     values = {
+        "LOGIN_PROBE": LOGIN_PROBE,
         "PYTHON": sys.executable,
         "PLUGIN": str(PLUGIN),
         "STATE": str(state),
@@ -254,6 +285,7 @@ def test_plugin_write_is_stored_and_status_is_shown(session: dict[str, Any]) -> 
     assert result["untyped_attached"] is True
     assert result["progress"] == ["mplp: scanning 0%", "mplp: scanning 40%", result["statusline"]]
     assert result["commands"] == [
+        "MplpDashboard",
         "MplpDrift",
         "MplpHooksInstall",
         "MplpInstall",
@@ -278,6 +310,14 @@ def test_plugin_write_is_stored_and_status_is_shown(session: dict[str, Any]) -> 
     assert result["hooks_said"] is True, result["notifications"]
     hook = session["root"] / ".git" / "hooks" / "reference-transaction"
     assert str(session["state"]) in hook.read_text()
+    # :MplpDashboard: Neovim was asked to open a login link of the daemon's API; it logs a
+    # browser in once (a session cookie only page requests carry), then goes to /ui/.
+    assert result["dashboard_link"].startswith("http://127.0.0.1:"), result
+    assert "/ui/login?code=" in result["dashboard_link"]
+    status, location, cookie = result["dashboard_login"].split(" ", 2)
+    assert (status, location) == ("303", "/ui/")
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert result["dashboard_said"] is True, result["notifications"]
     listed = subprocess.run(
         [
             *(sys.executable, "-m", "mplp_lsp", "events", "--json", "--kind", "file_update"),

@@ -29,10 +29,23 @@ from mplp_lsp.workspace import Workspace
 
 CODES = {code.value for code in ErrorCode}
 DOCUMENT = openapi_document()
+
+
+def _answers_json(spec: dict[str, Any]) -> bool:
+    """A route whose every documented answer is JSON: not the dashboard's page, assets,
+    redirects, downloads or event stream (their refusals are checked in test_listener)."""
+    for status, response in spec["responses"].items():
+        content = response.get("content", {})
+        if status.startswith("3") or set(content) - {"application/json"}:
+            return False
+    return True
+
+
 ROUTES = [
     (method.upper(), path, spec)
     for path, methods in DOCUMENT["paths"].items()
     for method, spec in methods.items()
+    if _answers_json(spec)
 ]
 
 

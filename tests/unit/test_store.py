@@ -114,7 +114,8 @@ def test_schema_v1_tables_and_indexes(conn: sqlite3.Connection) -> None:
     for table in ("events", "counters", "meta", "psg_files"):
         assert names[table] == "table"
     assert names["events_kind_seq"] == "index"
-    assert names["events_timestamp"] == "index"
+    assert names["events_timestamp_kind"] == "index"  # the time index, with the kind since v12
+    assert names["timeline_hours"] == "table"
     columns = [row[1] for row in conn.execute("PRAGMA table_info(psg_files)")]
     assert columns == [
         "path",

@@ -280,3 +280,25 @@ def test_an_untrusted_folder_cannot_start_a_program_through_its_settings(
         except AssertionError:
             keep(other, artefacts / "untrusted-folder")
             raise
+
+
+def test_open_dashboard_asks_vs_code_to_open_the_daemons_dashboard(host: Host) -> None:
+    """The server has VS Code open a one-time login link to its API (window/showDocument,
+    external). code-server, like VS Code for the Web, rewrites a localhost link to its own
+    port-forwarding proxy; the API refuses a request relayed with another Host (the guard
+    against DNS rebinding), so there the dashboard is opened with `mplp-lsp ui` instead
+    (docs/ui.md). What is checked: the tab opens for the daemon's port, the link is never
+    written to the log, and the relayed request is refused rather than served."""
+    endpoint = next(host.state_dir.rglob("api.json"))
+    port = json.loads(endpoint.read_text())["url"].rsplit(":", 1)[1]
+    page = host.bench.page
+    with page.context.expect_page(timeout=60_000) as opened:
+        host.bench.command("MPLP: Open dashboard")
+    tab = opened.value
+    try:
+        tab.wait_for_load_state()
+        assert port in tab.url, tab.url
+        assert "forbidden_host" in tab.content() or tab.url.endswith("/ui/")
+        assert "code=" not in host.server.extension_log()
+    finally:
+        tab.close()

@@ -14,6 +14,7 @@ command('MplpStatus', 'show_status', 'mplp-lsp: what the daemon recorded, per wo
 command('MplpDrift', 'scan_drift', 'mplp-lsp: scan the workspace for drift now')
 command('MplpRestart', 'restart', 'mplp-lsp: restart the language server')
 command('MplpHooksInstall', 'install_hooks', 'mplp-lsp: install the Git hooks in the workspace')
+command('MplpDashboard', 'open_dashboard', 'mplp-lsp: open the workspace dashboard in the browser')
 vim.api.nvim_create_user_command('MplpInstall', function(args)
   require('mplp.install').install(args.args, { python = require('mplp').options.install_python })
 end, {

@@ -173,7 +173,9 @@ class Extension implements vscode.Disposable {
           command: entry.server!,
           arguments: [],
         });
-        this.log.info(`${entry.server}: ${JSON.stringify(result)}`);
+        // A dashboard link logs a browser in (once): it is not written to the log.
+        const logged = JSON.stringify(result, (key, value) => (key === "url" ? "(one-time link)" : value));
+        this.log.info(`${entry.server}: ${logged}`);
         const outcome = describeResult(entry.server!, result);
         const show = outcome.failed ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
         void show(`MPLP: ${outcome.message}`);
@@ -195,6 +197,15 @@ class Extension implements vscode.Disposable {
     if ((await this.serverCommand(COMMANDS.installHooks)) === NOT_ADVERTISED) {
       void vscode.window.showWarningMessage(
         "MPLP: this mplp-lsp cannot install Git hooks from the editor; update it, or run `mplp-lsp hooks install --state-dir <its state dir>` in the folder.",
+      );
+    }
+  }
+
+  /** The server has the editor open a one-time login link to the workspace's dashboard. */
+  async openDashboard(): Promise<void> {
+    if ((await this.serverCommand(COMMANDS.openDashboard)) === NOT_ADVERTISED) {
+      void vscode.window.showWarningMessage(
+        "MPLP: this mplp-lsp has no dashboard; update it, or run `mplp-lsp ui --open` in the folder.",
       );
     }
   }
@@ -283,6 +294,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     scanDrift: () => ext.scanDrift(),
     openEventLog: () => ext.openEventLog(),
     installHooks: () => ext.installHooks(),
+    openDashboard: () => ext.openDashboard(),
   };
   context.subscriptions.push(
     log,

@@ -26,6 +26,18 @@ test("installing hooks names the folders done and the ones refused, with the rea
   assert.equal(describeResult("mplp.installHooks", []).message, "no workspace folder");
 });
 
+test("the dashboard: opened, or the link to open, or why there is none", () => {
+  assert.deepEqual(describeResult("mplp.openDashboard", { root: "/home/me/project", shown: true }), {
+    message: "dashboard of project opened in the browser",
+    failed: false,
+  });
+  assert.match(
+    describeResult("mplp.openDashboard", { root: "/p", shown: false, url: "http://127.0.0.1:1/ui/login?code=x" }).message,
+    /open http:\/\/127\.0\.0\.1:1\/ui\/login\?code=x/,
+  );
+  assert.equal(describeResult("mplp.openDashboard", { error: "no API" }).failed, true);
+});
+
 test("other answers: a string is shown as is; malformed ones do not throw", () => {
   assert.deepEqual(describeResult("mplp.other", "fine"), { message: "fine", failed: false });
   assert.equal(describeResult("mplp.other", { a: 1 }).message, "mplp.other: done");

@@ -11,7 +11,8 @@ Checked in this order, before a handler runs and before any body is read:
    cross-site POST, scripts and hooks send none, so a page that somehow holds the token still
    cannot use it;
 4. ``Authorization: Bearer <token>`` matches the token in the state dir's 0600 file,
-   compared in constant time;
+   compared in constant time; or, for the dashboard, a browser session cookie opened with a
+   one-time login code (:mod:`mplp_lsp.ui.web`; only the login page itself needs neither);
 5. a declared body larger than the limit is refused from its ``Content-Length`` alone; a
    chunked body is cut off by aiohttp's ``client_max_size`` once it passes the limit.
 
@@ -50,8 +51,21 @@ def is_loopback_peer(peername: object) -> bool:
     return address.is_loopback
 
 
-def guard(token: str, hosts: Callable[[], Collection[str]], max_body: int = MAX_BODY) -> Middleware:
+def guard(
+    token: str,
+    hosts: Callable[[], Collection[str]],
+    max_body: int = MAX_BODY,
+    *,
+    session: Callable[[web.Request], bool] | None = None,
+    open_paths: Collection[str] = (),
+    token_only_paths: Collection[str] = (),
+) -> Middleware:
+    """``session`` says whether a request carries a dashboard session (then no token is
+    needed, except on ``token_only_paths``); ``open_paths`` need neither (the login page)."""
     expected = token.encode()
+
+    def browser(request: web.Request) -> bool:
+        return session is not None and request.path not in token_only_paths and session(request)
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -69,9 +83,10 @@ def guard(token: str, hosts: Callable[[], Collection[str]], max_body: int = MAX_
                 403, "Origin", ErrorCode.FORBIDDEN_ORIGIN, "cross-origin requests are refused"
             )
         scheme, _, offered = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
+        bearer = scheme.lower() == "bearer" and hmac.compare_digest(
             offered.strip().encode(), expected
-        ):
+        )
+        if not bearer and request.path not in open_paths and not browser(request):
             response = error_response(
                 401, "Authorization", ErrorCode.UNAUTHORIZED, "a valid bearer token is required"
             )

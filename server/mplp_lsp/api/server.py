@@ -142,7 +142,13 @@ def api_port(settings: Settings, port: int | None, disabled: bool) -> int | None
 async def start_api(workspace: Workspace, port: int) -> ApiServer | None:
     """Start the API, or log why not (a taken port must not stop the daemon recording)."""
     services = ApiServices(
-        workspace.intake, workspace.psg, workspace.writer, workspace.status, workspace.owner.plans
+        workspace.intake,
+        workspace.psg,
+        workspace.writer,
+        workspace.status,
+        workspace.owner.plans,
+        drift=workspace.drift,
+        forwarding=workspace.forwarding,
     )
     server = ApiServer(services, workspace.paths, port=port)
     try:
@@ -151,6 +157,9 @@ async def start_api(workspace: Workspace, port: int) -> ApiServer | None:
         log.warning("the HTTP API could not listen on %s:%s: %s", HOST, port, error)
         await server.stop()
         return None
+    from mplp_lsp.ui.rollup import RollupFolder
+
+    workspace.bus.subscribe("timeline", RollupFolder(workspace.writer).handle)
     return server
 
 
@@ -168,6 +177,9 @@ class ApiServers:
         if server is not None:
             self._servers[workspace.root] = server
         return server
+
+    def get(self, root: Path) -> ApiServer | None:
+        return self._servers.get(root)
 
     async def close(self, root: Path) -> None:
         server = self._servers.pop(root, None)

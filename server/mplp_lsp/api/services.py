@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from mplp_lsp.intake import Intake
 from mplp_lsp.runtime.plan_runs import PlanRuns
 from mplp_lsp.runtime.psg.service import PsgService
 from mplp_lsp.store.writer import StoreWriter
 from mplp_lsp.workspace_status import WorkspaceStatus
+
+if TYPE_CHECKING:
+    from mplp_lsp.forward.service import Forwarding
+    from mplp_lsp.runtime.drift import DriftMonitor
 
 
 class ApiServices:
@@ -21,6 +26,11 @@ class ApiServices:
         writer: StoreWriter,
         status: Callable[[], Awaitable[WorkspaceStatus]],
         plans: PlanRuns,
+        *,
+        drift: DriftMonitor | None = None,
+        forwarding: Forwarding | None = None,
     ) -> None:
         self.intake, self.psg, self.writer, self.status = intake, psg, writer, status
         self.plans = plans
+        # The dashboard's resolutions and forwarding view (mplp_lsp.ui.local_app).
+        self.drift, self.forwarding = drift, forwarding

@@ -19,6 +19,7 @@ from mplp_lsp.cli import (
     run,
     serve,
     status,
+    ui,
     validate,
     watch,
 )
@@ -42,6 +43,7 @@ _COMMANDS = (
     flow,
     collector,
     outbox,
+    ui,
 )
 
 

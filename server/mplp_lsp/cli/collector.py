@@ -67,6 +67,40 @@ def register(commands: Any) -> None:
     )
     add_log_options(serve, default="info")
     parser.set_defaults(handler=run)
+    dashboard = actions.add_parser(
+        "ui",
+        help="print (or open) a one-time login link to a team collector's dashboard",
+        description=(
+            "Ask a PostgreSQL collector for a one-time login code and print the link to its "
+            f"team dashboard (/ui/). The token (the collector's, or a read-only one) comes from "
+            f"{TOKEN_ENV}, else --token-file. The link logs one browser in once, within a "
+            "minute; the session can only read. Sessions live in the instance that issued "
+            "them: behind a balancer, use one instance's own address."
+        ),
+    )
+    dashboard.add_argument("url", help="the collector's base URL, e.g. http://127.0.0.1:8765")
+    dashboard.add_argument("--token-file", metavar="FILE", help="file holding the token")
+    dashboard.add_argument("--open", action="store_true", help="open the link in a web browser")
+    dashboard.set_defaults(handler=run_ui)
+
+
+def run_ui(args: argparse.Namespace) -> int:
+    import urllib.error
+
+    from mplp_lsp.cli.ui import request_link, show
+
+    try:
+        token = given_token(args)
+    except OSError as error:
+        return fail(f"cannot read the token file: {error}")
+    if not token:
+        return fail(f"no token: set {TOKEN_ENV} or give --token-file")
+    try:
+        link = request_link(args.url, token)
+    except (OSError, urllib.error.URLError, ValueError, KeyError) as error:
+        return fail(f"the collector at {args.url} did not give a login code: {error}")
+    show(link, open_it=args.open)
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,7 +1,9 @@
 """The collector's HTTP side on PostgreSQL: ingest, the team's queries, and retention.
 
 Tokens: the ingest token (as the SQLite collector's) may do everything; read-only tokens
-(dashboards) may only ``GET``. Both are compared in constant time. ``/health`` needs none.
+(dashboards) may only ``GET``, and ask for a dashboard login code. Both are compared in
+constant time. ``/health`` and the dashboard's login page need none; a dashboard session
+(:mod:`mplp_lsp.ui.web`) may only ``GET``.
 Any failure of the database answers 503 with ``Retry-After`` (a forwarder retries it) and
 is logged; a request never gets a 500 or a traceback.
 """
@@ -80,14 +82,22 @@ def _matches(given: bytes, tokens: Collection[str]) -> bool:
 
 
 def create_team_app(settings: TeamSettings) -> web.Application:
+    from mplp_lsp.ui import web as ui_web
+    from mplp_lsp.ui.team_app import add_team_ui
+
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path != "/health":
+        # A dashboard session (a one-time login code traded for a cookie) may only read.
+        reading = request.method in ("GET", "HEAD")
+        if request.path not in ("/health", ui_web.LOGIN_PATH) and not (
+            reading and request.path != ui_web.CODES_PATH and ui_web.has_session(request)
+        ):
             given = request.headers.get("Authorization", "").encode()
             if _matches(given, (settings.token,)):
                 pass
             elif _matches(given, settings.read_tokens):
-                if request.method not in ("GET", "HEAD"):
+                # A read-only token may also ask for a (read-only) dashboard login code.
+                if not reading and request.path != ui_web.CODES_PATH:
                     return _json({"error": "forbidden", "message": "a read-only token"}, 403)
             else:
                 return _json({"error": "unauthorized"}, 401)
@@ -103,6 +113,7 @@ def create_team_app(settings: TeamSettings) -> web.Application:
             return _retry_later("internal_error")
 
     app = web.Application(middlewares=[guard], client_max_size=MAX_BODY_BYTES)
+    ui_web.protect(app)
 
     async def open_database(app: web.Application) -> Any:
         collector = await PgCollector.open(
@@ -134,6 +145,7 @@ def create_team_app(settings: TeamSettings) -> web.Application:
     app.router.add_get("/stats", _stats)
     app.router.add_get("/openapi.json", _openapi)
     app.router.add_get("/health", _health)
+    add_team_ui(app, lambda: app[_COLLECTOR].pool)
     return app
 
 

@@ -24,6 +24,7 @@ from pygls.uris import to_fs_path
 from mplp_lsp import __version__
 from mplp_lsp.lsp import feature
 from mplp_lsp.lsp.configuration import ConfigurationFeature
+from mplp_lsp.lsp.dashboard import DashboardFeature
 from mplp_lsp.lsp.documents import DocumentsFeature
 from mplp_lsp.lsp.drift import DriftFeature
 from mplp_lsp.lsp.files import FileOperationsFeature
@@ -61,6 +62,7 @@ FEATURES: tuple[type[feature.Feature], ...] = (
     HooksFeature,
     GraphRequestsFeature,
     PlanRunFeature,
+    DashboardFeature,
 )
 
 

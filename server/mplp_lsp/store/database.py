@@ -441,6 +441,26 @@ _PENDING_GRAPH_EVENTS: Final = """
 ALTER TABLE psg_outbox RENAME TO psg_pending_events;
 """
 
+_TIMELINE: Final = """
+-- The dashboard's timeline (mplp_lsp.ui.timeline). Events counted per hour and kind, so a
+-- view of months reads a few thousand rows whatever the log holds; the count is brought up
+-- to date from the log (seq > timeline.rolled_seq) when the timeline is read. Views finer
+-- than an hour count the events themselves: with the kind in the time index, that reads
+-- the index alone, never the rows; it still serves every "since" query the old one did.
+DROP INDEX events_timestamp;
+CREATE INDEX events_timestamp_kind ON events (timestamp, kind);
+CREATE TABLE timeline_hours (
+    hour  TEXT NOT NULL,      -- the first 13 characters of the canonical timestamp
+    kind  TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (hour, kind)
+) WITHOUT ROWID;
+INSERT INTO timeline_hours (hour, kind, count)
+    SELECT substr(timestamp, 1, 13), kind, count(*) FROM events GROUP BY 1, 2;
+INSERT OR REPLACE INTO meta (key, value)
+    SELECT 'timeline.rolled_seq', CAST(coalesce(max(seq), 0) AS TEXT) FROM events;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     _V1,
     _TOOL_INVOCATIONS,
@@ -454,6 +474,7 @@ MIGRATIONS: tuple[str, ...] = (
     _IDENTITY_KEYS,
     _CONSUMER_FLOOR,
     _PENDING_GRAPH_EVENTS,
+    _TIMELINE,
 )
 """Schema scripts; index ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append only."""
 

@@ -10,6 +10,7 @@ local NAME = 'mplp'
 local STATUS = 'mplp/status'
 local SCAN_DRIFT = 'mplp.scanDrift'
 local INSTALL_HOOKS = 'mplp.installHooks'
+local OPEN_DASHBOARD = 'mplp.openDashboard'
 
 --- The last `mplp/status` each server (by client id) sent, and the work it reports progress
 --- on. One server runs per workspace, so a window shows the status of its own buffer's server.
@@ -499,6 +500,14 @@ function M.describe(name, result)
       end
     end
     return #parts > 0 and table.concat(parts, '; ') or 'no workspace folder', failed
+  elseif name == OPEN_DASHBOARD and type(result) == 'table' then
+    if type(result.error) == 'string' then
+      return 'no dashboard: ' .. result.error, true
+    elseif result.shown then
+      return 'dashboard of ' .. folder_name(result.root) .. ' opened in the browser', false
+    end
+    -- The client could not open it (no browser here): the one-time link, to open elsewhere.
+    return 'dashboard of ' .. folder_name(result.root) .. ': ' .. tostring(result.url), false
   end
   return type(result) == 'string' and result or (name .. ': done'), false
 end
@@ -536,6 +545,14 @@ function M.install_hooks()
       'this mplp-lsp cannot install Git hooks from the editor; update it, or run `mplp-lsp hooks install --state-dir <its state dir>`',
       vim.log.levels.WARN
     )
+  end
+end
+
+--- The server asks its API for a one-time login link and has Neovim open it in the browser
+--- (window/showDocument, external: vim.ui.open).
+function M.open_dashboard()
+  if server_command(OPEN_DASHBOARD) == false then
+    notify('this mplp-lsp has no dashboard; update it, or run `mplp-lsp ui --open`', vim.log.levels.WARN)
   end
 end
 

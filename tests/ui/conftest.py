@@ -1,0 +1,84 @@
+"""Fixtures of the dashboard suite: Debian's Chromium through Playwright, one daemon per
+module, and the screenshots the docs show (kept in MPLP_LSP_ARTIFACTS when set)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.ui.daemon import Remote, Watch, base_env, wait_for
+
+
+def chromium() -> str:
+    path = shutil.which("chromium")
+    if path is None:
+        reason = "Debian's chromium is not installed (apt-get install chromium)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    # Module scope: Playwright's sync API holds this thread's event loop until it stops.
+    from playwright.sync_api import sync_playwright
+
+    executable = chromium()
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="session")
+def pictures() -> Path:
+    """Where the screenshots go (MPLP_LSP_ARTIFACTS, else a temp dir)."""
+    configured = os.environ.get("MPLP_LSP_ARTIFACTS")
+    folder = Path(configured) if configured else Path(tempfile.mkdtemp(prefix="mplp-ui-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def git(workspace: Path, env: dict[str, str], *args: str) -> None:
+    subprocess.run(["git", "-C", str(workspace), *args], check=True, capture_output=True, env=env)
+
+
+@pytest.fixture(scope="module")
+def remote() -> Iterator[Remote]:
+    server = Remote()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory, remote: Remote) -> Iterator[Watch]:
+    """A watched Git workspace forwarding to a refusing remote, with one drift finding:
+    ``notes.txt`` was recorded by a first run and changed on disk before this one."""
+    root = tmp_path_factory.mktemp("ui")
+    workspace, state = root / "workspace", root / "state"
+    workspace.mkdir()
+    env = base_env(root)
+    git(workspace, env, "init", "-q", "-b", "main")
+    first = Watch.start(workspace, state, env)
+    (workspace / "notes.txt").write_text("as recorded\n")
+    (workspace / "README.md").write_text("# demo\n")
+    git(workspace, env, "add", "-A")
+    git(workspace, env, "commit", "-qm", "first commit")
+    wait_for("notes.txt recorded", lambda: first.printed("notes.txt"))
+    wait_for("the commit recorded", lambda: first.printed("commit"))
+    first.stop()
+    (workspace / "notes.txt").write_text("changed while nothing watched\n")
+    watch = Watch.start(workspace, state, env, "--remote", remote.url)
+    wait_for("the drift finding", lambda: watch.get("/ui/api/drift")["drifts"])
+    yield watch
+    watch.stop()
+    # Pages that came and went (closed streams included) left no traceback behind.
+    assert not [line for line in watch.lines if "Traceback" in line or "Error" in line]

@@ -1,0 +1,249 @@
+"""The local dashboard in a real browser against a real `mplp-lsp watch` daemon."""
+
+from __future__ import annotations
+
+import csv
+import json
+import urllib.error
+import urllib.request
+import uuid
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.ui.daemon import Remote, Watch, wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def page(browser: Any, daemon: Watch) -> Any:
+    """One logged-in tab for the module, opened with the link `mplp-lsp ui` printed."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda error: errors.append(str(error)))
+    tab.goto(daemon.login_link())
+    tab.wait_for_selector("body[data-timeline-rendered]")
+    tab.wait_for_selector("#live-state.on")
+    yield tab
+    assert errors == [], errors  # no script error on the page, CSP refusals included
+    context.close()
+
+
+def shows(page: Any, expression: str) -> None:
+    """Wait until ``expression`` is true in the page. Playwright's wait_for_function polls
+    with eval, which the page's CSP refuses (as it should)."""
+    wait_for(expression, lambda: page.evaluate(expression), timeout=15)
+
+
+def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), json.loads(error.read())
+
+
+def test_the_login_link_opens_the_dashboard_once(browser: Any, daemon: Watch, page: Any) -> None:
+    assert page.url == f"{daemon.url}/ui/"
+    cookies = page.context.cookies()
+    assert [(c["httpOnly"], c["sameSite"]) for c in cookies] == [(True, "Strict")]
+    token = (daemon.state_dir / "api-token").read_text()
+    assert token not in page.content()
+    # The link's code is spent: a second browser cannot use it.
+    link = daemon.login_link()
+    assert page.evaluate("document.cookie") == ""  # page script cannot read the session
+    other = browser.new_context()
+    try:
+        first = other.new_page()
+        first.goto(link)
+        assert first.url == f"{daemon.url}/ui/"
+        again = other.new_page()
+        response = again.goto(link)
+        assert response.status == 401
+        assert json.loads(again.inner_text("body"))["errors"][0]["path"] == "code"
+    finally:
+        other.close()
+
+
+def test_a_request_without_a_session_or_with_a_wrong_one_is_refused(daemon: Watch) -> None:
+    for headers in ({}, {"Cookie": f"mplp_ui_{daemon.url.rsplit(':', 1)[1]}=forged"}):
+        status, answer_headers, body = _get(f"{daemon.url}/ui/api/timeline", headers)
+        assert status == 401
+        assert body["ok"] is False and body["errors"][0]["code"]  # the API's error shape
+        assert answer_headers["X-Frame-Options"] == "DENY"
+    status, _, _ = _get(f"{daemon.url}/ui/")
+    assert status == 401
+
+
+def test_the_page_has_a_strict_csp_and_cannot_be_framed(
+    browser: Any, daemon: Watch, page: Any
+) -> None:
+    response = page.request.get(f"{daemon.url}/ui/")
+    csp = response.headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in csp and "script-src 'self'" in csp
+    assert "unsafe-inline" not in csp
+    assert response.headers["x-frame-options"] == "DENY"
+    streamed = page.request.get(f"{daemon.url}/ui/api/export?format=csv")  # a streamed answer
+    assert streamed.ok and streamed.headers["content-security-policy"] == csp
+    # A page of another origin that frames the dashboard gets nothing of it.
+    framing = page.context.new_page()
+    try:
+        framing.set_content(f'<iframe id="f" src="{daemon.url}/ui/"></iframe>')
+        framing.wait_for_timeout(1000)
+        frame = framing.frame_locator("#f")
+        assert frame.locator("#timeline-canvas").count() == 0
+    finally:
+        framing.close()
+
+
+def test_events_of_the_watch_session_appear_live(daemon: Watch, page: Any, pictures: Path) -> None:
+    (daemon.workspace / "live.txt").write_text("written while the page is open\n")
+    page.wait_for_selector("#live-events li[data-kind=file_update]", timeout=30_000)
+    shows(page, "document.querySelector('#range').textContent.includes('events in')")
+    # A bucket of the editor lane lists its events; one of them shows its envelope.
+    # With the keyboard, from the latest bucket back to one that has editor events.
+    page.locator("#timeline-canvas").focus()
+    page.keyboard.press("End")
+    for _ in range(20):
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#bucket-events li:not(:has-text('loading'))")
+        if page.locator("#bucket-events button").count():
+            break
+        page.keyboard.press("ArrowLeft")
+    page.locator("#bucket-events button").first.click()
+    envelope = json.loads(page.inner_text("#envelope"))
+    assert envelope["event_family"] == "ExternalIntegrationEvent"
+    page.screenshot(path=str(pictures / "ui-local.png"), full_page=False)
+
+
+def test_a_drift_finding_is_resolved_from_the_page(daemon: Watch, page: Any) -> None:
+    finding = page.locator('.finding[data-path="notes.txt"]')
+    finding.wait_for()
+    finding.locator('button[data-strategy="psg"]').click()
+    wait_for(
+        "the recorded content back on disk",
+        lambda: (daemon.workspace / "notes.txt").read_text() == "as recorded\n",
+    )
+    page.wait_for_selector('.finding[data-path="notes.txt"]', state="detached", timeout=15_000)
+
+
+def test_a_dead_letter_is_requeued_from_the_page(daemon: Watch, page: Any, remote: Remote) -> None:
+    # The remote refused every batch (403): the events are dead letters.
+    wait_for("dead letters", lambda: daemon.get("/ui/api/forwarding")["dead_letters"])
+    page.reload()
+    page.wait_for_selector("#forwarding-body button[data-seq]")
+    seq = int(page.locator("#forwarding-body button[data-seq]").first.get_attribute("data-seq"))
+    remote.status = 200
+    page.locator(f'#forwarding-body button[data-seq="{seq}"]').click()
+    wait_for("the requeued envelope at the remote", lambda: remote.stored, timeout=60)
+    assert [item["seq"] for item in remote.stored] == [seq]
+    letters = daemon.get("/ui/api/forwarding")["dead_letters"]
+    assert seq not in [letter["seq"] for letter in letters]
+
+
+def test_a_plans_steps_show_in_dependency_order_with_live_status(daemon: Watch, page: Any) -> None:
+    meta = {"protocol_version": "1.0.0", "schema_version": "1.0.0"}
+    context = str(uuid.uuid4())
+    daemon.post(
+        "/psg/contexts",
+        {
+            "meta": meta,
+            "context_id": context,
+            "title": "demo",
+            "status": "active",
+            "root": {"domain": "software", "environment": "dev"},
+        },
+    )
+    build, test, deploy = (str(uuid.uuid4()) for _ in range(3))
+    plan = str(uuid.uuid4())
+    # Listed out of order: deploy first, though it waits for test, which waits for build.
+    steps = [
+        {
+            "step_id": deploy,
+            "description": "deploy",
+            "status": "pending",
+            "order_index": 0,
+            "dependencies": [test],
+        },
+        {"step_id": build, "description": "build", "status": "pending", "order_index": 1},
+        {
+            "step_id": test,
+            "description": "test",
+            "status": "pending",
+            "order_index": 2,
+            "dependencies": [build],
+        },
+    ]
+    daemon.post(
+        "/psg/plans",
+        {
+            "meta": meta,
+            "plan_id": plan,
+            "context_id": context,
+            "title": "Release 1.2",
+            "objective": "ship",
+            "status": "draft",
+            "steps": steps,
+        },
+    )
+    listed = page.locator(".plan", has_text="Release 1.2").locator("ol.steps li")
+    listed.first.wait_for(timeout=15_000)
+    assert [text.split()[1] for text in listed.all_inner_texts()] == ["build", "test", "deploy"]
+    for status in ("proposed", "approved", "in_progress"):
+        daemon.patch(f"/psg/plans/{plan}/status", {"status": status})
+    daemon.patch(f"/psg/plans/{plan}/steps/{build}/status", {"status": "in_progress"})
+    # No reload: the live stream brings the change.
+    shows(
+        page,
+        "[...document.querySelectorAll('.plan ol.steps li')].some("
+        "li => li.textContent.startsWith('in_progress build'))",
+    )
+
+
+def test_the_event_log_is_exported_from_the_page(daemon: Watch, page: Any) -> None:
+    stored = daemon.get("/events?limit=1000")["events"]
+    form = page.locator("#export-form")
+    with page.expect_download() as download:
+        form.locator("button[type=submit]").click()
+    lines = Path(download.value.path()).read_text().splitlines()
+    exported = [json.loads(line) for line in lines]
+    assert sorted(e["envelope"]["event_id"] for e in exported) == sorted(
+        e["envelope"]["event_id"] for e in stored
+    )
+    # A range, as CSV: only the events of that range (UTC, the form's own format).
+    first = min(e["envelope"]["timestamp"] for e in stored)
+    within = [e for e in stored if e["envelope"]["timestamp"][:19] == first[:19]]
+    start = first[:19]
+    end = timeline_shift(start, 1)
+    form.locator("input[name=from]").fill(start)
+    form.locator("input[name=to]").fill(end)
+    form.locator("select[name=format]").select_option("csv")
+    with page.expect_download() as download:
+        form.locator("button[type=submit]").click()
+    rows = list(csv.reader(Path(download.value.path()).read_text().splitlines()))
+    assert rows[0] == ["seq", "event_id", "kind", "timestamp", "received_at", "envelope"]
+    assert sorted(row[1] for row in rows[1:]) == sorted(e["envelope"]["event_id"] for e in within)
+
+
+def timeline_shift(start: str, seconds: int) -> str:
+    moment = datetime.fromisoformat(start) + timedelta(seconds=seconds)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def test_the_dashboard_fits_a_phone(page: Any) -> None:
+    page.set_viewport_size({"width": 390, "height": 844})
+    try:
+        page.wait_for_timeout(300)  # the chart redraws for the new width
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390
+        page.reload()
+        page.wait_for_selector("body[data-timeline-rendered]")
+        page.keyboard.press("Tab")  # the skip link first: keyboard users reach the content
+        assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 800})

@@ -1,0 +1,173 @@
+"""The timeline's buckets (hourly counts kept by folding, finer ones counted directly) and
+the dashboard's one-time login codes."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mplp_lsp.store.database import connect, transaction
+from mplp_lsp.ui import timeline
+from mplp_lsp.ui.login import CODE_TTL, SESSION_TTL, BrowserLogin
+
+START = datetime(2026, 1, 31, 22, tzinfo=UTC)
+KINDS = ("file_update", "git", "tool", "ci", "pipeline_stage", "graph_update", "runtime_execution")
+
+
+@pytest.fixture(scope="module")
+def conn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sqlite3.Connection]:
+    connection = connect(Path(tmp_path_factory.mktemp("timeline")) / "events.db")
+    yield connection
+    connection.close()
+
+
+def _reset(conn: sqlite3.Connection) -> None:
+    with transaction(conn):
+        conn.execute("DELETE FROM events")
+        conn.execute("DELETE FROM timeline_hours")
+        conn.execute("DELETE FROM meta WHERE key = ?", (timeline.ROLLED_KEY,))
+
+
+def _store(conn: sqlite3.Connection, events: list[tuple[str, str]]) -> None:
+    with transaction(conn):
+        base = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]
+        conn.executemany(
+            "INSERT INTO events (event_id, kind, dedup_key, timestamp, received_at, body, minted)"
+            " VALUES (?, ?, ?, ?, ?, '{}', 1)",
+            [(f"e{base + i}", kind, f"k{base + i}", at, at) for i, (at, kind) in enumerate(events)],
+        )
+
+
+def _expected(events: list[tuple[str, str]], prefix: int) -> dict[str, list[int]]:
+    counts: Counter[tuple[str, str]] = Counter(
+        (at[:prefix], timeline._LANE_OF[k]) for at, k in events
+    )
+    out: dict[str, list[int]] = {}
+    for (bucket, lane), n in counts.items():
+        out.setdefault(bucket, [0] * len(timeline.LANES))[timeline.LANES.index(lane)] += n
+    return out
+
+
+_event = st.tuples(
+    st.integers(min_value=0, max_value=5 * 86400 * 1000).map(
+        lambda ms: timeline.shift("2026-01-31T22:00:00.000Z", ms / 1000)
+    ),
+    st.sampled_from(KINDS),
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(first=st.lists(_event, max_size=40), later=st.lists(_event, max_size=40))
+def test_buckets_count_every_event_once_however_the_folds_fall(
+    conn: sqlite3.Connection, first: list[tuple[str, str]], later: list[tuple[str, str]]
+) -> None:
+    _reset(conn)
+    _store(conn, first)
+    with transaction(conn):
+        assert timeline.fold(conn) == len(first)
+    _store(conn, later)  # not folded yet: the reader folds before it counts
+    assert timeline.behind(conn) is (len(later) > 0)
+    with transaction(conn):
+        timeline.fold(conn)
+    assert not timeline.behind(conn)
+    events = first + later
+    end = timeline.shift("2026-02-06T00:00:00.000Z", 0)
+    for unit in timeline.UNITS:
+        found = timeline.buckets(conn, "2026-01-31T22:00:00.000Z", end, unit)
+        assert dict((b, c) for b, c in found) == _expected(events, unit.prefix), unit.name
+        assert [b for b, _ in found] == sorted(b for b, _ in found)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    events=st.lists(_event, max_size=30),
+    page=st.integers(1, 7),
+    edges=st.tuples(st.integers(0, 5 * 86400), st.integers(0, 5 * 86400)),
+)
+def test_export_pages_give_each_event_of_the_range_once_in_time_order(
+    conn: sqlite3.Connection,
+    monkeypatch: pytest.MonkeyPatch,
+    events: list[tuple[str, str]],
+    page: int,
+    edges: tuple[int, int],
+) -> None:
+    _reset(conn)
+    _store(conn, events)
+    monkeypatch.setattr(timeline, "EXPORT_PAGE", page)
+    start, end = (timeline.shift("2026-01-31T22:00:00.000Z", s) for s in sorted(edges))
+    exported: list[timeline.Row] = []
+    cursor: timeline.Cursor | None = None
+    for _ in range(len(events) + 1):  # every page brings at least one new row, or it ends
+        rows = timeline.export_page(conn, start, end, cursor)
+        if not rows:
+            break
+        assert len(rows) <= page
+        exported += rows
+        cursor = (rows[-1][3], rows[-1][2], rows[-1][0])
+    else:
+        raise AssertionError("the pages did not end")
+    wanted = sorted((at, kind) for at, kind in events if start <= at < end)
+    assert [(row[3], row[2]) for row in exported] == wanted
+    assert len({row[0] for row in exported}) == len(exported)
+
+
+def test_the_unit_is_the_finest_that_keeps_the_buckets_few() -> None:
+    def unit(seconds: float) -> str:
+        start = "2026-03-01T00:00:00.000Z"
+        return timeline.unit_for(start, timeline.shift(start, seconds)).name
+
+    assert unit(60) == "second"
+    assert unit(3600) == "10 seconds"
+    assert unit(86400) == "10 minutes"
+    assert unit(7 * 86400) == "hour"
+    assert unit(180 * 86400) == "day"
+    assert unit(5 * 365 * 86400) == "month"
+
+
+def test_events_in_a_span_come_in_time_order_of_one_lane(conn: sqlite3.Connection) -> None:
+    _reset(conn)
+    at = (START + timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    _store(conn, [(at, "git"), (at, "file_update"), ("2026-01-31T21:00:00.000Z", "git")])
+    found = timeline.events_in(
+        conn, "2026-01-31T22:00:00.000Z", "2026-01-31T23:00:00.000Z", "git", 10
+    )
+    assert [(e["kind"], e["timestamp"]) for e in found] == [("git", at)]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_login_code_opens_one_session_once() -> None:
+    login = BrowserLogin(Clock())
+    code = login.issue_code()
+    session = login.redeem(code)
+    assert session is not None and login.valid_session(session)
+    assert login.redeem(code) is None  # spent
+    assert not login.valid_session("forged") and not login.valid_session(None)
+
+
+def test_codes_and_sessions_expire() -> None:
+    clock = Clock()
+    login = BrowserLogin(clock)
+    late = login.issue_code()
+    clock.now += CODE_TTL + 1
+    assert login.redeem(late) is None
+    session = login.redeem(login.issue_code())
+    clock.now += SESSION_TTL + 1
+    assert not login.valid_session(session)
