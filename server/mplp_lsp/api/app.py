@@ -353,23 +353,23 @@ def build_app(
     *,
     max_body: int = MAX_BODY,
 ) -> web.Application:
-    from mplp_lsp.ui import web as ui_web
-    from mplp_lsp.ui.local_app import add_local_ui
+    from mplp_lsp.api import dashboard_shell
+    from mplp_lsp.api.dashboard import add_local_ui
 
     # The guard runs first: nothing, not even a 404, is told to an unauthenticated client.
     authorized = guard(
         token,
         hosts,
         max_body,
-        session=ui_web.has_session,
-        open_paths=(ui_web.LOGIN_PATH,),
-        token_only_paths=(ui_web.CODES_PATH,),
+        session=dashboard_shell.has_session,
+        open_paths=(dashboard_shell.LOGIN_PATH,),
+        token_only_paths=(dashboard_shell.CODES_PATH,),
     )
     app = web.Application(
         middlewares=[authorized, _full_disk, _errors],
         client_max_size=max_body,
     )
-    ui_web.protect(app)
+    dashboard_shell.protect(app)
     app[SERVICES] = services
     app[DISK] = FullDiskEpisodes(log, "HTTP API")
     for method, path, handler in ROUTES:

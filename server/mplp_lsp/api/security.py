@@ -12,7 +12,7 @@ Checked in this order, before a handler runs and before any body is read:
    cannot use it;
 4. ``Authorization: Bearer <token>`` matches the token in the state dir's 0600 file,
    compared in constant time; or, for the dashboard, a browser session cookie opened with a
-   one-time login code (:mod:`mplp_lsp.ui.web`; only the login page itself needs neither);
+   one-time login code (:mod:`mplp_lsp.api.dashboard_shell`; only the login page needs neither);
 5. a declared body larger than the limit is refused from its ``Content-Length`` alone; a
    chunked body is cut off by aiohttp's ``client_max_size`` once it passes the limit.
 

@@ -32,5 +32,5 @@ class ApiServices:
     ) -> None:
         self.intake, self.psg, self.writer, self.status = intake, psg, writer, status
         self.plans = plans
-        # The dashboard's resolutions and forwarding view (mplp_lsp.ui.local_app).
+        # The dashboard's resolutions and forwarding view (mplp_lsp.api.dashboard).
         self.drift, self.forwarding = drift, forwarding

@@ -3,7 +3,7 @@
 Tokens: the ingest token (as the SQLite collector's) may do everything; read-only tokens
 (dashboards) may only ``GET``, and ask for a dashboard login code. Both are compared in
 constant time. ``/health`` and the dashboard's login page need none; a dashboard session
-(:mod:`mplp_lsp.ui.web`) may only ``GET``.
+(:mod:`mplp_lsp.api.dashboard_shell`) may only ``GET``.
 Any failure of the database answers 503 with ``Retry-After`` (a forwarder retries it) and
 is logged; a request never gets a 500 or a traceback.
 """
@@ -82,22 +82,22 @@ def _matches(given: bytes, tokens: Collection[str]) -> bool:
 
 
 def create_team_app(settings: TeamSettings) -> web.Application:
-    from mplp_lsp.ui import web as ui_web
-    from mplp_lsp.ui.team_app import add_team_ui
+    from mplp_lsp.api import dashboard_shell as shell
+    from mplp_lsp.collector.dashboard import add_team_ui
 
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         # A dashboard session (a one-time login code traded for a cookie) may only read.
         reading = request.method in ("GET", "HEAD")
-        if request.path not in ("/health", ui_web.LOGIN_PATH) and not (
-            reading and request.path != ui_web.CODES_PATH and ui_web.has_session(request)
+        if request.path not in ("/health", shell.LOGIN_PATH) and not (
+            reading and request.path != shell.CODES_PATH and shell.has_session(request)
         ):
             given = request.headers.get("Authorization", "").encode()
             if _matches(given, (settings.token,)):
                 pass
             elif _matches(given, settings.read_tokens):
                 # A read-only token may also ask for a (read-only) dashboard login code.
-                if not reading and request.path != ui_web.CODES_PATH:
+                if not reading and request.path != shell.CODES_PATH:
                     return _json({"error": "forbidden", "message": "a read-only token"}, 403)
             else:
                 return _json({"error": "unauthorized"}, 401)
@@ -113,7 +113,7 @@ def create_team_app(settings: TeamSettings) -> web.Application:
             return _retry_later("internal_error")
 
     app = web.Application(middlewares=[guard], client_max_size=MAX_BODY_BYTES)
-    ui_web.protect(app)
+    shell.protect(app)
 
     async def open_database(app: web.Application) -> Any:
         collector = await PgCollector.open(

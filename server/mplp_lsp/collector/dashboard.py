@@ -8,9 +8,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from mplp_lsp.api.dashboard_shell import add_shell
 from mplp_lsp.collector.pg_queries import Pool
 from mplp_lsp.ui import team_data
-from mplp_lsp.ui.web import add_shell
 
 _DAYS = (1, 7, 30, 90, 365)
 

@@ -301,7 +301,7 @@ async def _refusals(request: web.Request, handler: Handler) -> web.StreamRespons
 
 def add_local_ui(app: web.Application, services: ApiServices) -> None:
     """The local dashboard's page and data routes on the daemon's API application."""
-    from mplp_lsp.ui.web import add_shell
+    from mplp_lsp.api.dashboard_shell import add_shell
 
     app[SERVICES] = services
     app[CLOSING] = asyncio.Event()
