@@ -58,13 +58,15 @@ def deliver(
     submissions: Sequence[Submission],
     *,
     also: StoreWork | None = None,
+    settings: Settings | None = None,
 ) -> list[Delivery]:
     """Store ``submissions`` for the workspace, or queue them for the process that owns it.
 
     ``also`` runs in the store (one transaction, after the events) only when they are stored
     here; a source uses it to record what it reported, which a daemon does by itself.
+    ``settings``: the workspace's resolved configuration (its state dir, event family, ...).
     """
-    return _deliver(workspace_root, state_dir_override, submissions, also, None)
+    return _deliver(workspace_root, state_dir_override, submissions, also, None, settings)
 
 
 def _deliver(
@@ -73,13 +75,16 @@ def _deliver(
     submissions: Sequence[Submission],
     also: StoreWork | None,
     forward: _ForwardSlot | None,
+    settings: Settings | None,
 ) -> list[Delivery]:
-    paths = StatePaths(resolve_state_dir(workspace_root, state_dir_override))
+    settings = settings or Settings()
+    override = state_dir_override or settings.state_dir
+    paths = StatePaths(resolve_state_dir(workspace_root, override))
     checked = [_check(submission) for submission in submissions]
     _log_rejections(paths, submissions, checked)
     valid = [s for s, result in zip(submissions, checked, strict=True) if result.ok]
     work = valid or also is not None
-    stored = iter(_store(workspace_root, paths, valid, also, forward) if work else [])
+    stored = iter(_store(workspace_root, paths, valid, also, forward, settings) if work else [])
     return [next(stored) if result.ok else Delivery("rejected", result) for result in checked]
 
 
@@ -96,6 +101,7 @@ def deliver_and_forward(
     state_dir_override: str | Path | None,
     submissions: Sequence[Submission],
     forward: ForwardRequest,
+    settings: Settings | None = None,
 ) -> tuple[list[Delivery], DrainReport | None]:
     """:func:`deliver`, then send what the store holds to a remote (CI to a central runtime).
 
@@ -104,7 +110,8 @@ def deliver_and_forward(
     report).
     """
     reports: list[DrainReport] = []
-    deliveries = _deliver(workspace_root, state_dir_override, submissions, None, (forward, reports))
+    slot = (forward, reports)
+    deliveries = _deliver(workspace_root, state_dir_override, submissions, None, slot, settings)
     return deliveries, (reports[0] if reports else None)
 
 
@@ -116,21 +123,24 @@ def _store(
     paths: StatePaths,
     submissions: list[Submission],
     also: StoreWork | None,
-    forward: _ForwardSlot | None = None,
+    forward: _ForwardSlot | None,
+    settings: Settings,
 ) -> list[Delivery]:
     lock = StateDirLock(paths.lock, workspace=root)
     if lock.acquire():
-        stored = asyncio.run(_own(root, paths, lock, submissions, also, forward))
-        _drain_left_behind(root, paths, lock)
+        stored = asyncio.run(_own(root, paths, lock, settings, submissions, also, forward))
+        _drain_left_behind(root, paths, lock, settings)
         return stored
     if not submissions:
         return []
     spool(paths, submissions)
-    _drain_left_behind(root, paths, lock)
+    _drain_left_behind(root, paths, lock, settings)
     return [Delivery("queued", ValidationResult.success()) for _ in submissions]
 
 
-def _drain_left_behind(root: Path, paths: StatePaths, lock: StateDirLock) -> None:
+def _drain_left_behind(
+    root: Path, paths: StatePaths, lock: StateDirLock, settings: Settings
+) -> None:
     """After spooling, or after letting the lock go: drain what is pending if the lock is
     free. A spooler looks after writing its file and an owner after releasing, so one of
     them sees every file: a spooler that finds the lock taken leaves its file to an owner
@@ -138,7 +148,7 @@ def _drain_left_behind(root: Path, paths: StatePaths, lock: StateDirLock) -> Non
     for _ in range(_RELOCK_ATTEMPTS):
         if not inbox.pending(paths.inbox) or not lock.acquire():
             return  # nothing left, or an owner that looks after releasing has it
-        asyncio.run(_own(root, paths, lock, []))
+        asyncio.run(_own(root, paths, lock, settings, []))
 
 
 def _log_rejections(
@@ -194,6 +204,7 @@ async def _own(
     root: Path,
     paths: StatePaths,
     lock: StateDirLock,
+    settings: Settings,
     submissions: list[Submission],
     also: StoreWork | None = None,
     forward: _ForwardSlot | None = None,
@@ -202,13 +213,13 @@ async def _own(
     try:
         await asyncio.to_thread(ensure_usable, paths.database)  # salvage a damaged store
         await writer.start()
-        owner = StoreOwner(root, Settings(), paths, writer)
+        owner = StoreOwner(root, settings, paths, writer)
         try:
             await owner.start()
             draining = None
             if forward is not None:
                 draining = Drain(writer, owner.bus, forward[0].remote_url)
-                await draining.start(Settings())
+                await draining.start(settings)
             await inbox.drain(paths.inbox, owner.intake)
             results = await owner.intake.submit_many(submissions)
             if also is not None:

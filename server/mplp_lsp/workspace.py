@@ -15,6 +15,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from mplp_lsp.config import Resolved
+from mplp_lsp.config.live import (
+    Debounce,
+    GitPolling,
+    Ignore,
+    Intake,
+    LiveSettings,
+    Logging,
+    set_log_level,
+)
+from mplp_lsp.config.process import EDITOR_META_KEY, editor_record
 from mplp_lsp.forward.service import Forwarding
 from mplp_lsp.ignore import IgnoreRules
 from mplp_lsp.intake import Submission
@@ -31,7 +42,7 @@ from mplp_lsp.sources.debounce import WATCHER, Change, Debouncer, Observation, S
 from mplp_lsp.sources.disk_state import WATCHED, DiskState
 from mplp_lsp.sources.files import LANGUAGE, TIMESTAMP, EditorDocuments, payload_for
 from mplp_lsp.sources.fswatch import files_under
-from mplp_lsp.sources.git import GitSource
+from mplp_lsp.sources.git import EMAIL_POLICY_KEY, GitSource
 from mplp_lsp.sources.inbox import InboxSource
 from mplp_lsp.sources.recorded import RecordedContent, graph_fingerprints, scratch_name
 from mplp_lsp.statedir import StateDirLock, StatePaths, resolve_state_dir
@@ -112,12 +123,15 @@ class Workspace:
         self.disk_state = DiskState(str(root))
         self.file_nodes.on_applied(self._graph_applied)
         self._rechecks: set[asyncio.Task[None]] = set()
+        self._records: set[asyncio.Task[None]] = set()  # meta writes, awaited at close
         self._drift_task: asyncio.Task[None] | None = None
         self.documents = EditorDocuments()
         self.debouncer = self._new_debouncer(settings)
         self.ignored = 0
         self.opened_ns = time.time_ns()
         self.forwarding = Forwarding()
+        self.live = LiveSettings(settings)
+        self._subscribe()
 
     @classmethod
     async def open(
@@ -301,23 +315,53 @@ class Workspace:
         await self.intake.reject(Submission(kind, data, source_module), result)
 
     def apply_settings(self, settings: Settings) -> None:
-        """New settings take effect for activity observed from now on."""
-        if settings.exclude != self.settings.exclude:
-            self.ignore = self.ignore.with_excludes(settings.exclude)
-            self.ignore_epoch += 1
-        if (settings.debounce_ms, settings.max_wait_ms) != (
-            self.settings.debounce_ms,
-            self.settings.max_wait_ms,
-        ):
-            retired = self.debouncer
-            self.debouncer = self._new_debouncer(settings)
-            task = asyncio.get_running_loop().create_task(_retire(retired))
-            _background.add(task)
-            task.add_done_callback(_background.discard)
-        self.owner.apply_settings(settings)
-        self.git.poll_interval = settings.git_poll_ms / 1000
-        self.git.email_policy = settings.git_author_email
+        """New settings take effect for activity observed from now on; each section is
+        applied by the part it concerns (:mod:`mplp_lsp.config.live`), the rest is read
+        where it is used. A changed setting that needs a restart is logged."""
         self.settings = settings
+        for name in self.live.update(settings):
+            log.warning("%s: the %s setting changed; it applies after a restart", self.root, name)
+
+    def apply_config(self, resolved: Resolved) -> None:
+        """:meth:`apply_settings`, and record what the editor set: processes without an editor
+        (hooks, ``emit``) resolve the same configuration (:mod:`mplp_lsp.config.process`)."""
+        self.apply_settings(resolved.settings)
+        self._record_meta(EDITOR_META_KEY, editor_record(resolved.editor), "the editor settings")
+
+    def _record_meta(self, key: str, value: str, what: str) -> None:
+        async def write() -> None:
+            try:
+                await self._writer.run(lambda conn: _set_meta(conn, key, value))
+            except sqlite3.Error as error:
+                log.warning("could not record %s (%s)", what, error)
+
+        task = asyncio.get_running_loop().create_task(write(), name=f"record {key}")
+        self._records.add(task)
+        task.add_done_callback(self._records.discard)
+
+    def _subscribe(self) -> None:
+        self.live.subscribe(Ignore, self._excludes_changed)
+        self.live.subscribe(Debounce, self._debounce_changed)
+        self.live.subscribe(GitPolling, self._git_changed)
+        self.live.subscribe(Intake, lambda _new, _old: self.owner.apply_settings(self.settings))
+        self.live.subscribe(Logging, lambda new, _old: set_log_level(new.log_level))
+
+    def _excludes_changed(self, new: Ignore, _old: Ignore) -> None:
+        self.ignore = self.ignore.with_excludes(new.exclude)
+        self.ignore_epoch += 1
+
+    def _debounce_changed(self, _new: Debounce, _old: Debounce) -> None:
+        retired = self.debouncer
+        self.debouncer = self._new_debouncer(self.settings)
+        task = asyncio.get_running_loop().create_task(_retire(retired))
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+
+    def _git_changed(self, new: GitPolling, _old: GitPolling) -> None:
+        self.git.poll_interval = new.git_poll_ms / 1000
+        self.git.email_policy = new.git_author_email
+        # Hooks report with the running daemon's policy (cli/git_hook.py).
+        self._record_meta(EMAIL_POLICY_KEY, new.git_author_email, "the author email policy")
 
     async def settle(self) -> None:
         """Emit pending activity now and wait until it and its PSG updates are stored."""
@@ -339,8 +383,8 @@ class Workspace:
             await self.forwarding.close()
             await self.git.close()
             await self.inbox.close()
-            if self._rechecks:
-                await asyncio.gather(*self._rechecks, return_exceptions=True)
+            if self._rechecks or self._records:
+                await asyncio.gather(*self._rechecks, *self._records, return_exceptions=True)
             await self.debouncer.flush()
             await self.debouncer.aclose()
             if self._drift_task is not None:
@@ -461,6 +505,10 @@ def _changed_within(path: str, after_ns: int, until_ns: int) -> bool:
         return after_ns < os.lstat(path).st_ctime_ns <= until_ns
     except OSError:
         return False
+
+
+def _set_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
+    EventLog(conn).set_meta(key, value)
 
 
 async def _retire(debouncer: Debouncer) -> None:

@@ -17,7 +17,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mplp_lsp.cli.common import add_state_options, add_workspace_option, workspace_path
+from mplp_lsp.cli.common import (
+    add_state_options,
+    add_workspace_option,
+    configuration,
+    workspace_path,
+)
 
 EXIT_COMPLETED = 0
 EXIT_FAILED = 1
@@ -37,7 +42,9 @@ def register(commands: Any) -> None:
     )
     run_parser.add_argument("--executor", choices=("reference", "workspace"), default="reference")
     run_parser.add_argument(
-        "--vsl", metavar="URL", help="VSL backend (default: sqlite in the state dir)"
+        "--vsl",
+        metavar="URL",
+        help="VSL backend (the vslUrl setting; default: sqlite in the state dir)",
     )
     run_parser.add_argument("--json", action="store_true", help="one JSON envelope per line")
     add_workspace_option(run_parser)
@@ -82,17 +89,16 @@ async def _run(
     )
     from mplp_lsp.runtime.psg import Rejected
     from mplp_lsp.runtime.vsl import VslError, default_url, open_vsl
-    from mplp_lsp.settings import Settings
     from mplp_lsp.store.events import EventLog
     from mplp_lsp.workspace import StateDirBusy, Workspace
 
     try:
-        workspace = await Workspace.open(root, Settings(), state_dir=args.state_dir)
+        workspace = await Workspace.open(root, configuration(args, root).settings)
     except StateDirBusy as busy:
         print(f"mplp-lsp flow run: {busy}", file=sys.stderr)
         return EXIT_REFUSED
     try:
-        vsl = open_vsl(args.vsl or default_url(workspace.paths.root))
+        vsl = open_vsl(workspace.settings.vsl_url or default_url(workspace.paths.root))
     except VslError as exc:
         await workspace.close()
         print(f"mplp-lsp flow run: {exc}", file=sys.stderr)
@@ -107,7 +113,11 @@ async def _run(
     modules = {"plan": loaded(plan)}
     if context is not None:
         modules["context"] = loaded(context)
-    ael = reference_executor() if args.executor == "reference" else workspace_executor(root)
+    ael = (
+        reference_executor()
+        if args.executor == "reference"
+        else workspace_executor(root, workspace.settings)
+    )
     try:
         first = await workspace.writer.read(lambda conn: EventLog(conn).last_event())
         after = first.seq if first is not None else 0

@@ -8,7 +8,12 @@ import sys
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from mplp_lsp.cli.common import add_state_options, add_workspace_option, workspace_path
+from mplp_lsp.cli.common import (
+    add_state_options,
+    add_workspace_option,
+    configuration,
+    workspace_path,
+)
 
 if TYPE_CHECKING:
     import sqlite3
@@ -151,7 +156,7 @@ def _open(
     from mplp_lsp.cli.store_access import state_paths
 
     workspace = workspace_path(args.workspace)
-    paths = state_paths(workspace, args.state_dir)
+    paths = state_paths(workspace, configuration(args, workspace).settings.state_dir)
     conn = opener(paths)
     if conn is None:
         print(

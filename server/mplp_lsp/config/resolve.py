@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from mplp_lsp.config.sources import (
     Layer,
+    config_files,
     env_layer,
     file_layer,
     shadowed_pyproject,
@@ -81,14 +82,11 @@ def resolve(
     accepts), ``flags`` the command line's layer. Never raises for bad input: each bad value
     costs its own key, with a warning naming its source, key and reason.
     """
-    user_path = user_file(env)
-    user = file_layer(user_path, (), "user file")
-    files = [user_path]
+    user = file_layer(user_file(env), (), "user file")
     warnings = list(user.warnings)
     workspace = Layer("workspace file")
     if root is not None:
         found = workspace_file(root)
-        files += [root / ".mplp-lsp.toml", root / "pyproject.toml"]
         if found is not None:
             workspace = file_layer(*found, "workspace file")
             warnings += workspace.warnings
@@ -122,7 +120,7 @@ def resolve(
         Settings.model_validate(values),
         origins,
         tuple(warnings),
-        tuple(files),
+        config_files(root, env),
         dict(editor_layer.values),
     )
 

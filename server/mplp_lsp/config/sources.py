@@ -31,6 +31,7 @@ __all__ = [
     "PYPROJECT",
     "WORKSPACE_FILE",
     "Layer",
+    "config_files",
     "env_layer",
     "env_name",
     "file_layer",
@@ -66,6 +67,12 @@ def user_file(env: Mapping[str, str] = os.environ) -> Path:
     base = env.get("XDG_CONFIG_HOME", "")
     root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".config"
     return root / USER_FILE
+
+
+def config_files(root: Path | None, env: Mapping[str, str] = os.environ) -> tuple[Path, ...]:
+    """Every file a workspace's configuration is read from, present or not."""
+    own = () if root is None else (root / WORKSPACE_FILE, root / PYPROJECT)
+    return (user_file(env), *own)
 
 
 def workspace_file(root: Path) -> tuple[Path, tuple[str, ...]] | None:
