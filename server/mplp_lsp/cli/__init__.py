@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from mplp_lsp import __version__
 from mplp_lsp.cli import (
     collector,
+    config,
     drift,
     emit,
     events,
@@ -42,6 +43,7 @@ _COMMANDS = (
     flow,
     collector,
     outbox,
+    config,
 )
 
 
