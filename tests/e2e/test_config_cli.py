@@ -91,6 +91,13 @@ def test_recorded_editor_over_workspace_file(workspace: Path, xdg: Path, state_d
     }
     assert settings["debounceMs"]["value"] == 100
     assert settings["remoteUrl"] == {"value": None, "origin": "default"}  # never taken from there
+    settings, _ = config(
+        workspace, xdg, "--state-dir", str(state_dir), MPLP_LSP_GIT_AUTHOR_EMAIL="hash"
+    )
+    assert settings["gitAuthorEmail"] == {
+        "value": "hash",
+        "origin": "env MPLP_LSP_GIT_AUTHOR_EMAIL",
+    }
 
 
 def test_env_over_workspace_file(workspace: Path, xdg: Path) -> None:
