@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ if TYPE_CHECKING:
     from mplp_lsp.config import Resolved
     from mplp_lsp.config.sources import Layer
     from mplp_lsp.statedir import StatePaths
+    from mplp_lsp.workspaces import Reconfigure
 
 log = logging.getLogger("mplp_lsp.config")
 
@@ -58,6 +60,20 @@ def configuration(args: argparse.Namespace, root: Path | None) -> Resolved:
     for warning in resolved.warnings:
         log.warning("settings: %s", warning)
     return resolved
+
+
+def reconfiguration(args: argparse.Namespace) -> Reconfigure:
+    """How a running command resolves a folder's configuration again (its files changed);
+    the log level follows through the workspace's live settings."""
+    from mplp_lsp.config.process import resolve_for_process
+
+    async def again(root: Path) -> Resolved:
+        resolved = await asyncio.to_thread(resolve_for_process, root, command_line(args))
+        for warning in resolved.warnings:
+            log.warning("settings: %s", warning)
+        return resolved
+
+    return again
 
 
 def command_line(args: argparse.Namespace, skip: tuple[str, ...] = ()) -> Layer:

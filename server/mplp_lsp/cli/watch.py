@@ -18,6 +18,7 @@ from mplp_lsp.cli.common import (
     add_remote_option,
     add_state_options,
     configuration,
+    reconfiguration,
     workspace_path,
 )
 from mplp_lsp.sources.debounce import WATCHER, Change
@@ -68,10 +69,10 @@ async def _watch(root: Path, args: argparse.Namespace) -> int:
     resolved = configuration(args, root)
     settings = resolved.settings
     # A watcher prints what its own store records: it does not follow another owner.
-    workspaces = Workspaces(follow=False)
+    workspaces = Workspaces(follow=False, reconfigure=reconfiguration(args))
     try:
         workspace = await workspaces.add(
-            root, settings, prepare=partial(_print_all, args.json), catch_up=False
+            root, resolved, prepare=partial(_print_all, args.json), catch_up=False
         )
         assert isinstance(workspace, Workspace)
     except StateDirBusy as busy:

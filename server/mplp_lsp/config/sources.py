@@ -38,6 +38,7 @@ __all__ = [
     "flag_layer",
     "text_value",
     "user_file",
+    "ways_to_set",
     "workspace_file",
 ]
 
@@ -194,6 +195,18 @@ def flag_layer(assignments: Sequence[str], dedicated: Mapping[str, tuple[str, An
     layer.values, problems = checked(raw)
     layer.warnings.extend(f"{layer.origin_of(p.name)}: {p}; ignored" for p in problems)
     return layer
+
+
+def ways_to_set(wire: str, value: str) -> str:
+    """Every place a user can set a setting from, whatever they run: an editor, ``watch``, a
+    hook, a CI script. For messages that tell the user to set it."""
+    name = setting_name(wire)
+    assert name is not None
+    return (
+        f"set {wire} to {value}: `{wire} = {value}` in your user file ({user_file()}), "
+        f"{env_name(name)}={value} in the environment, --set {wire}={value} on the command "
+        f"line, or mplp.{wire} in your editor's user settings"
+    )
 
 
 def _types(name: str) -> set[str]:
