@@ -214,3 +214,23 @@ def commits(state_dir: Path) -> list[dict[str, Any]]:
         for e in read_events(state_dir, "git")
         if e["payload"]["event_kind"] == "commit"
     ]
+
+
+async def test_serve_applies_a_changed_settings_file_live(workspace: Path, state_dir: Path) -> None:
+    import asyncio
+
+    async with lsp_session(workspace, state_dir) as session:
+        session.save("src/before.py", "x\n")
+        [before] = await session.wait_for_events(1, settle=0)
+        (workspace / ".mplp-lsp.toml").write_text('eventFamily = "upstream"\n')
+        deadline = time.monotonic() + 60
+        probe = 0
+        while time.monotonic() < deadline:
+            probe += 1
+            session.save(f"src/probe{probe}.py", "x\n")
+            await asyncio.sleep(0.3)
+            families = {e["event_family"] for e in session.events("file_update")}
+            if "external_integration" in families:
+                break
+    assert before["event_family"] == "ExternalIntegrationEvent"
+    assert "external_integration" in families, families
