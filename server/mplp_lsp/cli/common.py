@@ -26,8 +26,8 @@ def add_state_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--state-dir",
         metavar="DIR",
-        help="where the store lives (default: the stateDir setting, MPLP_LSP_STATE_DIR, else a "
-        "per-workspace folder under the user state dir)",
+        help="where the store lives (the stateDir setting, over every other source; default: "
+        "a per-workspace folder under the user state dir)",
     )
     parser.add_argument(
         "--set",
