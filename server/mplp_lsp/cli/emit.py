@@ -171,16 +171,20 @@ def _deliver(root: Path, args: argparse.Namespace, kind: Kind, data: Any) -> int
 
 
 def _ignored(root: Path, settings: Settings, data: Any) -> bool:
-    """Whether the file event is for a path the daemon would not record (ignored by Git or
-    by ``exclude``); anything not a plain relative path is left to the validator."""
-    from mplp_lsp.ignore import IgnoreRules
-    from mplp_lsp.statedir import resolve_state_dir
+    """Whether a valid file event is for a path the daemon would not record: one Git ignores
+    or ``exclude`` matches. What is refused instead (invalid input, ``.git`` and the state
+    dir: path_reserved) is left to the validator and the intake, with their codes."""
+    from pathlib import PurePosixPath
 
-    path = data.get("file_path") if isinstance(data, dict) else None
-    if not isinstance(path, str) or not path or path.startswith("/") or ".." in path.split("/"):
+    from mplp_lsp.ignore import IgnoreRules
+    from mplp_lsp.protocol.validator import default_validator
+
+    if not default_validator().validate(Kind.FILE_UPDATE, data).ok:
         return False
-    state = resolve_state_dir(root, settings.state_dir)
-    return IgnoreRules(root, excludes=settings.exclude, internal_dirs=[state]).is_ignored(path)
+    path = data["file_path"]
+    if any(part.casefold() == ".git" for part in PurePosixPath(path).parts):
+        return False
+    return IgnoreRules(root, excludes=settings.exclude).is_ignored(path)
 
 
 def _invalid(result: ValidationResult) -> int:
