@@ -234,3 +234,19 @@ async def test_serve_applies_a_changed_settings_file_live(workspace: Path, state
                 break
     assert before["event_family"] == "ExternalIntegrationEvent"
     assert "external_integration" in families, families
+
+
+async def test_a_cli_process_resolves_what_the_editor_sent_to_serve(
+    workspace: Path, state_dir: Path
+) -> None:
+    (workspace / ".mplp-lsp.toml").write_text('gitAuthorEmail = "keep"\n')
+    editor = {"gitAuthorEmail": "drop", "remoteUrl": "https://collector.example"}
+    async with lsp_session(workspace, state_dir, settings=editor):
+        pass
+    done = mplp(workspace, "config", "--json", "--state-dir", str(state_dir))
+    report = json.loads(done.stdout)["settings"]
+    assert report["gitAuthorEmail"] == {
+        "value": "drop",
+        "origin": "editor (as the store's owner last received it)",
+    }
+    assert report["remoteUrl"]["value"] is None  # what sends data is never taken from there
