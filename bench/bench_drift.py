@@ -110,7 +110,7 @@ async def main_async(args: argparse.Namespace) -> None:
             return time.perf_counter() - started
 
         async def cold() -> float:
-            workspace.ignore_epoch += 1
+            workspace.ignore.epoch += 1
             return await steady()
 
         line("full scan, nothing changed", *await paired(args.runs, steady, root), 2.5)

@@ -52,3 +52,16 @@ def reference() -> Path:
 def built_dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
     """The sdist and wheel of this checkout, built once for every test that installs them."""
     return build(tmp_path_factory.mktemp("dist"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_user_configuration(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The tester's own mplp-lsp settings (their config file, MPLP_LSP_* variables) must not
+    change what the tests see; child processes inherit this environment."""
+    os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("xdg-config"))
+    from mplp_lsp.config.sources import env_name
+    from mplp_lsp.settings import Settings
+
+    for name in Settings.model_fields:
+        if name != "state_dir":  # a CI may point every store elsewhere on purpose
+            os.environ.pop(env_name(name), None)

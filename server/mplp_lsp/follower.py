@@ -18,6 +18,13 @@ from pathlib import Path
 from typing import Any, Final
 
 from mplp_lsp import handoff
+from mplp_lsp.file_activity import (
+    admit,
+    file_submissions,
+    new_debouncer,
+    observation,
+    screen_settled,
+)
 from mplp_lsp.ignore import IgnoreRules
 from mplp_lsp.ignore_judge import InOrderJudge
 from mplp_lsp.settings import Settings
@@ -25,13 +32,6 @@ from mplp_lsp.sources.debounce import Change, Settled
 from mplp_lsp.sources.files import EditorDocuments
 from mplp_lsp.sources.recorded import RecordedContent
 from mplp_lsp.statedir import StateDirLock, StatePaths
-from mplp_lsp.workspace import (
-    admit,
-    file_submissions,
-    new_debouncer,
-    observation,
-    screen_settled,
-)
 
 TAKEOVER_POLL: Final = 0.5  # seconds between looks at the owner's lock
 

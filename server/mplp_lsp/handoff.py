@@ -65,13 +65,15 @@ def deliver(
     submissions: Sequence[Submission],
     *,
     also: StoreWork | None = None,
+    settings: Settings | None = None,
 ) -> list[Delivery]:
     """Store ``submissions`` for the workspace, or queue them for the process that owns it.
 
     ``also`` runs in the store (one transaction, after the events) only when they are stored
     here; a source uses it to record what it reported, which a daemon does by itself.
+    ``settings``: the workspace's resolved configuration (its state dir, event family, ...).
     """
-    return _deliver(workspace_root, state_dir_override, submissions, also, None)
+    return _deliver(workspace_root, state_dir_override, submissions, also, None, settings)
 
 
 def _deliver(
@@ -80,11 +82,16 @@ def _deliver(
     submissions: Sequence[Submission],
     also: StoreWork | None,
     forward: _ForwardSlot | None,
+    settings: Settings | None,
 ) -> list[Delivery]:
-    paths = StatePaths(resolve_state_dir(workspace_root, state_dir_override))
+    settings = settings or Settings()
+    override = state_dir_override or settings.state_dir
+    paths = StatePaths(resolve_state_dir(workspace_root, override))
     checked = [_check(submission) for submission in submissions]
     work = submissions or also is not None
-    stored = _store(workspace_root, paths, list(submissions), also, forward) if work else []
+    stored = (
+        _store(workspace_root, paths, list(submissions), also, forward, settings) if work else []
+    )
     return [
         owned if result.ok else Delivery("rejected", result)
         for owned, result in zip(stored, checked, strict=True)
@@ -104,6 +111,7 @@ def deliver_and_forward(
     state_dir_override: str | Path | None,
     submissions: Sequence[Submission],
     forward: ForwardRequest,
+    settings: Settings | None = None,
 ) -> tuple[list[Delivery], DrainReport | None]:
     """:func:`deliver`, then send what the store holds to a remote (CI to a central runtime).
 
@@ -112,7 +120,8 @@ def deliver_and_forward(
     report).
     """
     reports: list[DrainReport] = []
-    deliveries = _deliver(workspace_root, state_dir_override, submissions, None, (forward, reports))
+    slot = (forward, reports)
+    deliveries = _deliver(workspace_root, state_dir_override, submissions, None, slot, settings)
     return deliveries, (reports[0] if reports else None)
 
 
@@ -124,21 +133,24 @@ def _store(
     paths: StatePaths,
     submissions: list[Submission],
     also: StoreWork | None,
-    forward: _ForwardSlot | None = None,
+    forward: _ForwardSlot | None,
+    settings: Settings,
 ) -> list[Delivery]:
     lock = StateDirLock(paths.lock, workspace=root)
     if lock.acquire():
-        stored = asyncio.run(_own(root, paths, lock, submissions, also, forward))
-        _drain_left_behind(root, paths, lock)
+        stored = asyncio.run(_own(root, paths, lock, settings, submissions, also, forward))
+        _drain_left_behind(root, paths, lock, settings)
         return stored
     if not submissions:
         return []
     spool(paths, submissions)
-    _drain_left_behind(root, paths, lock)
+    _drain_left_behind(root, paths, lock, settings)
     return [Delivery("queued", ValidationResult.success()) for _ in submissions]
 
 
-def _drain_left_behind(root: Path, paths: StatePaths, lock: StateDirLock) -> None:
+def _drain_left_behind(
+    root: Path, paths: StatePaths, lock: StateDirLock, settings: Settings
+) -> None:
     """After spooling, or after letting the lock go: drain what is pending if the lock is
     free. A spooler looks after writing its file and an owner after releasing, so one of
     them sees every file: a spooler that finds the lock taken leaves its file to an owner
@@ -146,7 +158,7 @@ def _drain_left_behind(root: Path, paths: StatePaths, lock: StateDirLock) -> Non
     for _ in range(_RELOCK_ATTEMPTS):
         if not inbox.pending(paths.inbox) or not lock.acquire():
             return  # nothing left, or an owner that looks after releasing has it
-        asyncio.run(_own(root, paths, lock, []))
+        asyncio.run(_own(root, paths, lock, settings, []))
 
 
 def _check(submission: Submission) -> ValidationResult:
@@ -189,6 +201,7 @@ async def _own(
     root: Path,
     paths: StatePaths,
     lock: StateDirLock,
+    settings: Settings,
     submissions: list[Submission],
     also: StoreWork | None = None,
     forward: _ForwardSlot | None = None,
@@ -197,13 +210,13 @@ async def _own(
     try:
         await asyncio.to_thread(ensure_usable, paths.database)  # salvage a damaged store
         await writer.start()
-        owner = StoreOwner(root, Settings(), paths, writer)
+        owner = StoreOwner(root, settings, paths, writer)
         try:
             await owner.start()
             draining = None
             if forward is not None:
                 draining = Drain(writer, owner.bus, forward[0].remote_url)
-                await draining.start(Settings())
+                await draining.start(settings)
             await inbox.drain(paths.inbox, owner.intake)
             results = await owner.intake.submit_many(submissions)
             if also is not None:
@@ -234,6 +247,7 @@ def requeue_dead_letters(
     state_dir_override: str | Path | None,
     seqs: Sequence[int] | None,
     *,
+    settings: Settings | None = None,
     wait: float = 10.0,
 ) -> Requeued | None:
     """Put dead letters (``seqs``, or all for None) back into the forwarding outbox through
@@ -243,7 +257,9 @@ def requeue_dead_letters(
     ``seqs`` are dead letters is read here, and the requeue goes to the owner through its
     inbox; this waits up to ``wait`` seconds for the owner to take it.
     """
-    paths = StatePaths(resolve_state_dir(workspace_root, state_dir_override))
+    settings = settings or Settings()
+    override = state_dir_override or settings.state_dir
+    paths = StatePaths(resolve_state_dir(workspace_root, override))
     if not paths.database.exists():
         return None
     lock = StateDirLock(paths.lock, workspace=workspace_root)
@@ -253,8 +269,8 @@ def requeue_dead_letters(
         def requeue(conn: sqlite3.Connection) -> None:
             done.append(requeue_chosen(conn, seqs))
 
-        asyncio.run(_own(workspace_root, paths, lock, [], requeue))
-        _drain_left_behind(workspace_root, paths, lock)
+        asyncio.run(_own(workspace_root, paths, lock, settings, [], requeue))
+        _drain_left_behind(workspace_root, paths, lock, settings)
         return Requeued(*done[0])
     with contextlib.closing(connect(paths.database, read_only=True)) as conn:
         known = sorted(letter.seq for letter in dead_letters(conn, seqs=seqs))
@@ -264,7 +280,7 @@ def requeue_dead_letters(
     if seqs is not None and not known:
         return Requeued(0, unknown, pid)
     spooled = spool(paths, [], inbox.Requeue(None if seqs is None else tuple(known)))
-    _drain_left_behind(workspace_root, paths, lock)
+    _drain_left_behind(workspace_root, paths, lock, settings)
     deadline = time.monotonic() + wait
     while spooled.exists() and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -33,6 +33,7 @@ Schema's: ``true`` is not an integer, ``1.0`` is, ``"500"`` is not.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 from urllib.parse import unquote
 
@@ -52,13 +53,20 @@ __all__ = [
     "ALLOW_WORKSPACE_SENSITIVE",
     "SENSITIVE_SETTINGS",
     "DriftSeverity",
+    "EditorValues",
     "EmailPolicy",
     "EventFamily",
     "LogLevel",
+    "Problem",
     "Settings",
     "ToolTask",
+    "checked",
+    "editor_values",
     "parse_settings",
+    "setting_name",
     "settings_schema",
+    "wire_name",
+    "workspace_level_only",
 ]
 
 EventFamily = Literal["spec", "upstream"]
@@ -202,37 +210,96 @@ def settings_schema() -> dict[str, Any]:
 
 def parse_settings(raw: Any, *, folder_uri: str | None = None) -> tuple[Settings, list[str]]:
     """The settings for the folder ``folder_uri`` from what the editor sent, and warnings."""
-    warnings: list[str] = []
-    values: dict[str, Any] = {}
-    for key, value in _select(raw, folder_uri, warnings).items():
-        name = _NAMES.get(key) if isinstance(key, str) else None
-        if name is None:
-            warnings.append(f"unknown setting {_shown(key)} ignored")
-        else:
-            values[name] = value
+    layer = editor_values(raw, folder_uri=folder_uri)
+    warnings = layer.warnings
+    values, problems = checked(layer.values)
+    for problem in problems:
+        default = json.dumps(Settings.model_fields[problem.name].default, default=list)
+        warnings.append(f"{problem}; using the default {default}")
+    try:
+        return Settings.model_validate(values), warnings
+    except ValidationError:  # pragma: no cover - checked() left only values that validate
+        warnings.append("settings could not be read; using the defaults")
+        return Settings(), warnings
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """A value of one setting that the model refuses."""
+
+    name: str  # the attribute name
+    reason: str
+    value: Any
+
+    def __str__(self) -> str:
+        return f"{_ALIASES[self.name]}: {self.reason} (got {_shown(self.value)})"
+
+
+def checked(values: dict[str, Any]) -> tuple[dict[str, Any], list[Problem]]:
+    """The values (by attribute name) the model accepts, and a problem per refused one."""
+    values = dict(values)
+    problems: list[Problem] = []
     while True:
         try:
-            return Settings.model_validate(values), warnings
+            Settings.model_validate(values)
+            return values, problems
         except ValidationError as error:
             failed: dict[str, list[str]] = {}
-            for problem in error.errors(include_url=False):
-                name = str(problem["loc"][0]) if problem["loc"] else ""
-                item = "".join(f"item {part}: " for part in problem["loc"][1:])
-                failed.setdefault(name, []).append(item + _lower_first(problem["msg"]))
-            if not failed.keys() & values.keys():
-                warnings.append("settings could not be read; using the defaults")
-                return Settings(), warnings
+            for issue in error.errors(include_url=False):
+                name = str(issue["loc"][0]) if issue["loc"] else ""
+                item = "".join(f"item {part}: " for part in issue["loc"][1:])
+                failed.setdefault(name, []).append(item + _lower_first(issue["msg"]))
+            if not failed.keys() & values.keys():  # pragma: no cover - no cross-field rules
+                return {}, problems
             for name, reasons in failed.items():
                 if name in values:
-                    default = json.dumps(Settings.model_fields[name].default, default=list)
-                    warnings.append(
-                        f"{_ALIASES[name]}: {'; '.join(reasons)} (got {_shown(values.pop(name))});"
-                        f" using the default {default}"
-                    )
+                    problems.append(Problem(name, "; ".join(reasons), values.pop(name)))
 
 
-def _select(raw: Any, folder_uri: str | None, warnings: list[str]) -> dict[Any, Any]:
+def setting_name(key: Any) -> str | None:
+    """The attribute name for a key as users write it (``debounceMs``, ``debounce_ms``,
+    ``mplp.debounceMs``), or None for a key that is not a setting."""
+    if not isinstance(key, str):
+        return None
+    return _NAMES.get(key.removeprefix(_SECTION + "."))
+
+
+def wire_name(name: str) -> str:
+    """The camelCase name of the setting with attribute name ``name``."""
+    return _ALIASES[name]
+
+
+@dataclass(slots=True)
+class EditorValues:
+    """What the editor set for one folder: values by attribute name (only the keys it set)."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    # The opt-in as the editor's machine-level entries set it (None: they do not set it).
+    allows_workspace_sensitive: bool | None = None
+
+
+def editor_values(
+    raw: Any, *, folder_uri: str | None = None, allowed: bool | None = None
+) -> EditorValues:
+    """The editor's settings for ``folder_uri``. Workspace-level entries lose the sensitive
+    settings unless the user opted in: ``allowed`` when the caller decided that from all the
+    user's sources, else the editor's machine-level entries (the more specific deciding)."""
+    layer = EditorValues()
+    for key, value in _select(raw, folder_uri, allowed, layer).items():
+        name = setting_name(key)
+        if name is None:
+            layer.warnings.append(f"unknown setting {_shown(key)} ignored")
+        else:
+            layer.values[name] = value
+    return layer
+
+
+def _select(
+    raw: Any, folder_uri: str | None, allowed: bool | None, layer: EditorValues
+) -> dict[Any, Any]:
     """The raw key/value pairs that apply to ``folder_uri``, merged."""
+    warnings = layer.warnings
     if raw is None:
         return {}
     if isinstance(raw, dict):
@@ -258,28 +325,36 @@ def _select(raw: Any, folder_uri: str | None, warnings: list[str]) -> dict[Any, 
             warnings.append(f"settings entry {index}: the folder is {_kind(folder)}; ignored")
         elif target is not None and _contains(key := _folder_key(folder), target):
             ranked.append((len(key), workspace, body))
-    machine = [body for _rank, workspace, body in ranked if not workspace]
-    allowed = any(body.get(ALLOW_WORKSPACE_SENSITIVE) is True for body in machine)
+    ranked.sort(key=lambda item: item[0])
+    for _rank, workspace, body in ranked:
+        switch = next(
+            (v for k, v in body.items() if _wire_name(k) == ALLOW_WORKSPACE_SENSITIVE), None
+        )
+        if not workspace and isinstance(switch, bool):
+            layer.allows_workspace_sensitive = switch
+    permitted = bool(layer.allows_workspace_sensitive if allowed is None else allowed)
     merged: dict[Any, Any] = {}
-    for _rank, workspace, body in sorted(ranked, key=lambda item: item[0]):
-        merged.update(_machine_level_only(body, allowed, warnings) if workspace else body)
+    for _rank, workspace, body in ranked:
+        merged.update(workspace_level_only(body, permitted, warnings) if workspace else body)
     return merged
 
 
-def _machine_level_only(body: dict[Any, Any], allowed: bool, warnings: list[str]) -> dict[Any, Any]:
-    """A workspace-level entry without the settings it may not set."""
+def workspace_level_only(
+    body: dict[Any, Any], allowed: bool, warnings: list[str], where: str = ""
+) -> dict[Any, Any]:
+    """A workspace-level source's values without the settings it may not set."""
     refused = {ALLOW_WORKSPACE_SENSITIVE} | (set() if allowed else SENSITIVE_SETTINGS)
     for key in sorted(refused & {_wire_name(k) for k in body if isinstance(k, str)}):
         warnings.append(
-            f"{key} is ignored in a workspace's own settings: it runs a "
+            f"{where}{key} is ignored in a workspace's own settings: it runs a "
             f"program, reads a file or sends data; set it in your user settings (or set "
             f"{ALLOW_WORKSPACE_SENSITIVE} there)"
         )
     return {k: v for k, v in body.items() if not (isinstance(k, str) and _wire_name(k) in refused)}
 
 
-def _wire_name(key: str) -> str:
-    name = _NAMES.get(key)
+def _wire_name(key: Any) -> Any:
+    name = setting_name(key)
     return _ALIASES[name] if name is not None else key
 
 

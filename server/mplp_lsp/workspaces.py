@@ -20,6 +20,9 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mplp_lsp.config import Resolved
+from mplp_lsp.config.live import ConfigFileWatch, set_log_level
+from mplp_lsp.config.sources import config_files
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ValidationResult
 from mplp_lsp.sanitize.paths import DirectoryCache, PathRejected, relative_path
@@ -33,6 +36,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+Reconfigure = Callable[[Path], Awaitable[Resolved]]
+
 # The longest tick of the kernel's coarse clock that file times come from (Linux, HZ=100).
 _COARSE_CLOCK_NS = 10_000_000
 
@@ -44,8 +49,11 @@ class Workspaces:
         state_dir: str | Path | None = None,
         remote_url: str | None = None,
         follow: bool = True,
+        reconfigure: Reconfigure | None = None,
     ) -> None:
-        """``follow=False``: a folder whose store is busy raises StateDirBusy instead."""
+        """``follow=False``: a folder whose store is busy raises StateDirBusy instead.
+        ``reconfigure``: how to resolve a folder's configuration again; with it, each owned
+        folder's settings files are watched and a change is applied while running."""
         self._follow_busy = follow
         self._by_root: dict[Path, Workspace] = {}
         self._state_dir = state_dir
@@ -54,6 +62,8 @@ class Workspaces:
         self._followers: dict[Path, Follower] = {}
         self._following: dict[Path, asyncio.Task[None]] = {}
         self._promoted: list[Callable[[Workspace], Awaitable[None]]] = []
+        self._reconfigure = reconfigure
+        self._config_watches: dict[Path, ConfigFileWatch] = {}
         self.refused = 0
 
     def __iter__(self) -> Iterator[Workspace]:
@@ -78,13 +88,18 @@ class Workspaces:
     async def add(
         self,
         root: Path,
-        settings: Settings,
+        settings: Settings | Resolved,
         *,
         prepare: Prepare | None = None,
         catch_up: bool = True,
     ) -> Workspace | Follower:
         """Open the folder's store and, unless told not to, start its :meth:`catch_up`; or
-        follow its owner when another process has the store."""
+        follow its owner when another process has the store. Given a :class:`Resolved`
+        configuration, the log level is set from it and the editor's part is recorded."""
+        resolved = settings if isinstance(settings, Resolved) else None
+        if isinstance(settings, Resolved):
+            settings = settings.settings
+            set_log_level(settings.log_level)
         root = root.resolve()
         if root in self._by_root:
             return self._by_root[root]
@@ -110,9 +125,29 @@ class Workspaces:
             log.info("%s: its store is owned by pid %s; following it", root, follower.owner_pid)
             return follower
         self._by_root[root] = workspace
+        self._owned(workspace, resolved)
         if catch_up:
             self.catch_up(workspace)
         return workspace
+
+    def _owned(self, workspace: Workspace, resolved: Resolved | None) -> None:
+        """A store opened here: record its editor settings, watch its settings files."""
+        if resolved is not None:
+            workspace.apply_config(resolved)
+        if self._reconfigure is None:
+            return
+        root = workspace.root
+
+        async def changed() -> None:
+            assert self._reconfigure is not None
+            fresh = await self._reconfigure(root)
+            if (owner := self._by_root.get(root)) is not None:
+                log.info("%s: settings files changed; applying", root)
+                owner.apply_config(fresh)
+
+        watch = ConfigFileWatch(config_files(root), changed)
+        watch.start()
+        self._config_watches[root] = watch
 
     def catch_up(self, workspace: Workspace) -> None:
         """Start the catch-up: files created while nothing recorded become ``created`` events
@@ -168,6 +203,7 @@ class Workspaces:
         self._following.pop(root, None)
         await follower.close()
         log.info("%s: took the store over from pid %s", root, follower.owner_pid)
+        self._owned(workspace, None)
         self.catch_up(workspace)
         for listener in self._promoted:
             try:
@@ -185,6 +221,9 @@ class Workspaces:
         follower = self._followers.pop(root, None)
         if follower is not None:
             await follower.close()
+        watch = self._config_watches.pop(root, None)
+        if watch is not None:
+            await watch.close()
         workspace = self._by_root.pop(root, None)
         if workspace is not None:
             await workspace.close()

@@ -128,7 +128,10 @@ async def lsp_session(
     on_client: Callable[[LanguageClient], None] | None = None,
     client_factory: Callable[[], LanguageClient] = make_test_lsp_client,
     capabilities: types.ClientCapabilities | None = None,
+    fast: bool = True,
 ) -> AsyncIterator[Session]:
+    """``fast=False``: the editor sends only ``settings`` (not FAST_SETTINGS), so the
+    workspace's own settings file can show through."""
     client = client_factory()
     session = Session(client, workspace, state_dir)
 
@@ -160,7 +163,9 @@ async def lsp_session(
             process_id=os.getpid(),
             root_uri=workspace.as_uri(),
             workspace_folders=[types.WorkspaceFolder(uri=r.as_uri(), name=r.name) for r in roots],
-            initialization_options={"mplp": {**FAST_SETTINGS, **(settings or {})}},
+            initialization_options={
+                "mplp": {**(FAST_SETTINGS if fast else {}), **(settings or {})}
+            },
         )
     )
     try:

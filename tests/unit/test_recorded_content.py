@@ -13,10 +13,10 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mplp_lsp.file_activity import admit
 from mplp_lsp.runtime.psg.files import bytes_hash
 from mplp_lsp.sources.debounce import Change
 from mplp_lsp.sources.recorded import Fingerprint, RecordedContent, scratch_name
-from mplp_lsp.workspace import admit
 
 
 def _screen(recorded: RecordedContent, paths: Sequence[str]) -> set[str]:

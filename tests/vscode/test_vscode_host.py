@@ -47,6 +47,11 @@ def prepare(workspace: Path, state_dir: Path, marker: Path) -> None:
     workspace.mkdir()
     git(workspace, "init", "-q")
     (workspace / "notes.txt").write_text("notes\n")
+    # The workspace's own settings file: VS Code sends only what the user set, so it applies.
+    (workspace / ".mplp-lsp.toml").write_text('exclude = ["build/"]\n')
+    (workspace / "build").mkdir()
+    (workspace / "build" / "out.txt").write_text("generated\n")
+    (workspace / "probe.txt").write_text("probe\n")
     (workspace / "drift").mkdir()
     for path in DRIFTED:
         (workspace / path).write_text(BASE)
@@ -302,3 +307,20 @@ def test_open_dashboard_asks_vs_code_to_open_the_daemons_dashboard(host: Host) -
         assert "code=" not in host.server.extension_log()
     finally:
         tab.close()
+
+
+def test_the_workspace_settings_file_applies_under_vscode(host: Host) -> None:
+    host.bench.open_file("build/out.txt")
+    host.bench.type_at_end("edited in VS Code\n")
+    host.bench.save()
+    host.bench.open_file("probe.txt")
+    host.bench.type_at_end("edited in VS Code\n")
+    host.bench.save()
+    eventually("the probe's file_update", lambda: file_updates(host, "probe.txt"))
+    host.bench.page.wait_for_timeout(1500)  # the excluded save would be stored by now
+    assert file_updates(host, "build/out.txt") == []
+    report = json.loads(host.cli("config", "--json").stdout)["settings"]
+    assert report["exclude"] == {
+        "value": ["build/"],
+        "origin": f"workspace file {host.workspace / '.mplp-lsp.toml'}",
+    }

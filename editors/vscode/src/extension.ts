@@ -15,7 +15,7 @@ import {
 import { advertisedCommands, COMMANDS, describeResult, type ExtensionCommand } from "./commands";
 import { type Bundle, chooseLaunch, cliArgs, type Launch, probe, readBundle } from "./launch";
 import { onPythonChanged, pythonFromExtension } from "./python";
-import { serverSection } from "./serverSettings";
+import { levelsIn, serverSection } from "./serverSettings";
 import { type ServerStatus, statusReport } from "./status";
 import { StatusBar } from "./statusBar";
 import { traceChannel } from "./trace";
@@ -271,7 +271,9 @@ function clientOptions(
           const result = await next(params, token);
           if (!Array.isArray(result)) return result;
           return result.map((value, index) =>
-            params.items[index]?.section === SECTION ? serverSection(value) : value,
+            params.items[index]?.section === SECTION
+              ? serverSection(value, levelsIn(params.items[index]?.scopeUri))
+              : value,
           );
         },
       },

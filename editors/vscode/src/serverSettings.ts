@@ -31,17 +31,38 @@ export const ALLOW_WORKSPACE_SENSITIVE = "allowWorkspaceSensitiveSettings";
 export interface Levels {
   defaultValue?: unknown;
   globalValue?: unknown;
+  workspaceValue?: unknown;
+  workspaceFolderValue?: unknown;
 }
 /** A setting's values by level, or undefined when they cannot be told apart. */
 export type Inspect = (key: string) => Levels | undefined;
 
-function userLevels(key: string): Levels | undefined {
-  // The test stub of `vscode` has no workspace: then nothing is known, and nothing passes.
-  const workspace = (vscode as { workspace?: typeof vscode.workspace }).workspace;
-  return workspace?.getConfiguration(SECTION).inspect(key);
+/** The levels of the settings as they apply to ``scopeUri`` (a workspace folder). */
+export function levelsIn(scopeUri?: string | null): Inspect {
+  return (key) => {
+    // The test stub of `vscode` has no workspace: then nothing is known, and nothing passes.
+    const workspace = (vscode as { workspace?: typeof vscode.workspace }).workspace;
+    if (workspace === undefined) return undefined;
+    const scope = scopeUri ? vscode.Uri.parse(scopeUri) : undefined;
+    return workspace.getConfiguration(SECTION, scope).inspect(key);
+  };
 }
 
-export function serverSection(section: unknown, inspect: Inspect = userLevels): unknown {
+/** Whether the user set ``levels`` anywhere (VS Code reports a default for every key). */
+function setSomewhere(levels: Levels): boolean {
+  return (
+    levels.globalValue !== undefined ||
+    levels.workspaceValue !== undefined ||
+    levels.workspaceFolderValue !== undefined
+  );
+}
+
+/**
+ * The section as the server should see it. A setting nobody set is left out, so that the
+ * server's other sources (the user's and the workspace's mplp-lsp files, the environment)
+ * apply rather than VS Code's copy of the default.
+ */
+export function serverSection(section: unknown, inspect: Inspect = levelsIn()): unknown {
   if (section === null || typeof section !== "object" || Array.isArray(section)) return section;
   // A WorkspaceConfiguration also carries its accessor methods; they are not settings.
   const out: Record<string, unknown> = Object.fromEntries(
@@ -50,14 +71,17 @@ export function serverSection(section: unknown, inspect: Inspect = userLevels): 
     ),
   );
   delete out[ALLOW_WORKSPACE_SENSITIVE];
+  for (const key of Object.keys(out)) {
+    const levels = inspect(key);
+    if (levels !== undefined && !setSomewhere(levels)) delete out[key];
+  }
   if (inspect(ALLOW_WORKSPACE_SENSITIVE)?.globalValue === true) {
     out[ALLOW_WORKSPACE_SENSITIVE] = true; // the merged values stand, workspace ones included
     return out;
   }
   for (const key of SENSITIVE) {
     if (!(key in out)) continue;
-    const levels = inspect(key);
-    const machine = levels?.globalValue !== undefined ? levels.globalValue : levels?.defaultValue;
+    const machine = inspect(key)?.globalValue;
     if (machine === undefined) delete out[key];
     else out[key] = machine;
   }

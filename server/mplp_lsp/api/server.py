@@ -132,11 +132,9 @@ class ApiServer:
             self._socket = None
 
 
-def api_port(settings: Settings, port: int | None, disabled: bool) -> int | None:
+def api_port(settings: Settings) -> int | None:
     """The port to serve on (0: any free one), or None when the API is switched off."""
-    if disabled or not settings.api_enabled:
-        return None
-    return settings.api_port if port is None else port
+    return settings.api_port if settings.api_enabled else None
 
 
 async def start_api(workspace: Workspace, port: int) -> ApiServer | None:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from mplp_lsp import __version__
 from mplp_lsp.cli import (
     collector,
+    config,
     drift,
     emit,
     events,
@@ -44,6 +45,7 @@ _COMMANDS = (
     collector,
     outbox,
     ui,
+    config,
 )
 
 

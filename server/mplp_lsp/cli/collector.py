@@ -16,6 +16,8 @@ from typing import Any, Final
 
 from mplp_lsp.cli.common import add_log_options, configure_logging, port
 
+_COLLECTOR_LOG_LEVEL = "info"  # a service: what it serves and refuses is worth a line
+
 TOKEN_ENV: Final = "MPLP_LSP_COLLECTOR_TOKEN"  # noqa: S105 (a variable name)
 POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
 
@@ -65,7 +67,7 @@ def register(commands: Any) -> None:
         metavar="N",
         help="drop raw events older than N days (hourly); the team graph is kept",
     )
-    add_log_options(serve, default="info")
+    add_log_options(serve)
     parser.set_defaults(handler=run)
     dashboard = actions.add_parser(
         "ui",
@@ -104,7 +106,7 @@ def run_ui(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    configure_logging(args.log_level, args.log_file)
+    configure_logging(collector_log_level(args.log_level), args.log_file)
     if args.db.startswith(POSTGRES_SCHEMES):
         from mplp_lsp.cli.collector_team import run_team
 
@@ -185,3 +187,16 @@ def _token(args: argparse.Namespace, db: Path) -> str:
         handle.write(token + "\n")
     print(f"collector token written to {path}", file=sys.stderr, flush=True)
     return token
+
+
+def collector_log_level(flag: str | None) -> str:
+    """``--log-level``, else the logLevel the user set (user file, environment), else info.
+    A collector serves no workspace: only user-level sources apply."""
+    if flag is not None:
+        return flag
+    from mplp_lsp.config import resolve
+
+    resolved = resolve(None)
+    if resolved.origin("logLevel") == "default":
+        return _COLLECTOR_LOG_LEVEL
+    return resolved.settings.log_level

@@ -3,22 +3,98 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from mplp_lsp.config import Resolved
+    from mplp_lsp.config.sources import Layer
+    from mplp_lsp.statedir import StatePaths
+    from mplp_lsp.workspaces import Reconfigure
+
+log = logging.getLogger("mplp_lsp.config")
 
 LOG_LEVELS = ("error", "warning", "info", "debug")
 TOOL_KINDS = ("linter", "formatter", "test_runner", "generator", "other")
 
 
 def add_state_options(parser: argparse.ArgumentParser) -> None:
+    """``--state-dir`` and ``--set``: every command that resolves a workspace's settings."""
     parser.add_argument(
         "--state-dir",
         metavar="DIR",
-        help="where the store lives (default: MPLP_LSP_STATE_DIR, else a per-workspace folder "
-        "under the user state dir)",
+        help="where the store lives (the stateDir setting, over every other source; default: "
+        "a per-workspace folder under the user state dir)",
     )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        dest="set_settings",
+        metavar="KEY=VALUE",
+        help="set a setting for this run, over every other source (repeatable; e.g. "
+        "--set debounceMs=100; lists and objects as JSON); see `mplp-lsp config`",
+    )
+
+
+# Flags with a setting of their own: argparse dest -> (setting, flag, value given).
+_DEDICATED: dict[str, tuple[str, str]] = {
+    "state_dir": ("state_dir", "--state-dir"),
+    "remote": ("remote_url", "--remote"),
+    "api_port": ("api_port", "--api-port"),
+    "log_level": ("log_level", "--log-level"),
+    "vsl": ("vsl_url", "--vsl"),
+}
+
+
+def configuration(args: argparse.Namespace, root: Path | None) -> Resolved:
+    """The workspace's resolved settings for this command (flags over every other source),
+    with logging set to its ``logLevel`` and each problem with a source logged once."""
+    from mplp_lsp.config.process import resolve_for_process
+
+    resolved = resolve_for_process(root, command_line(args))
+    configure_logging(resolved.settings.log_level, getattr(args, "log_file", None))
+    for warning in resolved.warnings:
+        log.warning("settings: %s", warning)
+    return resolved
+
+
+def reconfiguration(args: argparse.Namespace) -> Reconfigure:
+    """How a running command resolves a folder's configuration again (its files changed);
+    the log level follows through the workspace's live settings."""
+    from mplp_lsp.config.process import resolve_for_process
+
+    async def again(root: Path) -> Resolved:
+        resolved = await asyncio.to_thread(resolve_for_process, root, command_line(args))
+        for warning in resolved.warnings:
+            log.warning("settings: %s", warning)
+        return resolved
+
+    return again
+
+
+def command_line(args: argparse.Namespace, skip: tuple[str, ...] = ()) -> Layer:
+    """The settings the command line sets: ``--set`` and the flags that have a setting."""
+    from mplp_lsp.config.sources import flag_layer
+
+    dedicated: dict[str, tuple[str, Any]] = {
+        name: (flag, getattr(args, dest, None))
+        for dest, (name, flag) in _DEDICATED.items()
+        if name not in skip
+    }
+    if getattr(args, "no_api", False):
+        dedicated["api_enabled"] = ("--no-api", False)
+    return flag_layer(getattr(args, "set_settings", []), dedicated)
+
+
+def store_paths(root: Path, resolved: Resolved) -> StatePaths:
+    """The state dir the resolved settings name (created if missing)."""
+    from mplp_lsp.statedir import StatePaths, resolve_state_dir
+
+    return StatePaths(resolve_state_dir(root, resolved.settings.state_dir))
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -33,8 +109,8 @@ def add_remote_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--remote",
         metavar="URL",
-        help="forward every accepted envelope to this remote runtime (default: "
-        "MPLP_LSP_REMOTE_URL, else the remoteUrl setting; the token comes from "
+        help="forward every accepted envelope to this remote runtime (the remoteUrl setting, "
+        "over MPLP_LSP_REMOTE_URL and the files; the token comes from "
         "MPLP_LSP_REMOTE_TOKEN or remoteTokenFile, never from the command line)",
     )
 
@@ -62,12 +138,17 @@ def add_workspace_option(
     parser.add_argument("--workspace", metavar="PATH", default=".", help=help)
 
 
-def add_log_options(parser: argparse.ArgumentParser, default: str = "warning") -> None:
-    parser.add_argument("--log-level", choices=LOG_LEVELS, default=default)
+def add_log_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        help="how much to log (the logLevel setting, over every other source)",
+    )
     parser.add_argument("--log-file", metavar="FILE", help="log here instead of stderr")
 
 
 def configure_logging(level: str, log_file: str | None) -> None:
+    from mplp_lsp.config.live import set_log_level
     from mplp_lsp.sanitize.log_format import FORMAT, RedactingFormatter
 
     handler: logging.Handler = (
@@ -77,9 +158,7 @@ def configure_logging(level: str, log_file: str | None) -> None:
     )
     handler.setFormatter(RedactingFormatter(FORMAT))
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
-    # pygls logs every message at INFO; keep it quiet unless debugging.
-    if level != "debug":
-        logging.getLogger("pygls").setLevel(logging.WARNING)
+    set_log_level(level)
 
 
 def workspace_path(raw: str) -> Path:

@@ -13,9 +13,17 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mplp_lsp.cli.common import add_state_options, add_workspace_option, workspace_path
+from mplp_lsp.cli.common import (
+    add_state_options,
+    add_workspace_option,
+    configuration,
+    workspace_path,
+)
+
+if TYPE_CHECKING:
+    from mplp_lsp.settings import Settings
 
 EXIT_CLEAN = 0
 EXIT_DRIFT = 1
@@ -49,12 +57,13 @@ def run(args: argparse.Namespace) -> int:
     from mplp_lsp.statedir import StateDirLock
 
     root = workspace_path(args.workspace)
-    paths = state_paths(root, args.state_dir)
+    settings = configuration(args, root).settings
+    paths = state_paths(root, settings.state_dir)
     wanted = [_relative(root, raw) for raw in args.paths]
     owner = StateDirLock(paths.lock, workspace=root).owner()
     if owner is not None:
         return _read_only(root, paths, wanted, owner, args)
-    return asyncio.run(_scan(root, wanted, args))
+    return asyncio.run(_scan(root, wanted, args, settings))
 
 
 def _relative(root: Path, raw: str) -> str:
@@ -113,15 +122,13 @@ def _selected(path: str, wanted: list[str]) -> bool:
     return not wanted or any(path == w or path.startswith(w.rstrip("/") + "/") for w in wanted)
 
 
-async def _scan(root: Path, wanted: list[str], args: argparse.Namespace) -> int:
+async def _scan(root: Path, wanted: list[str], args: argparse.Namespace, settings: Settings) -> int:
     from mplp_lsp.runtime.drift import Strategy
-    from mplp_lsp.settings import parse_settings
     from mplp_lsp.workspace import StateDirBusy, Workspace
 
+    once = settings.model_copy(update={"drift_interval": 0})  # this scan, no periodic ones
     try:
-        workspace = await Workspace.open(
-            root, parse_settings({"driftInterval": 0})[0], state_dir=args.state_dir
-        )
+        workspace = await Workspace.open(root, once)
     except StateDirBusy as busy:
         print(f"mplp-lsp drift: {busy}", file=sys.stderr)
         return EXIT_REFUSED

@@ -15,17 +15,21 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mplp_lsp.cli.common import (
     TOOL_KINDS,
     add_state_options,
     add_workspace_option,
+    configuration,
     workspace_path,
 )
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 from mplp_lsp.vcs.hook_names import HOOK_NAMES
+
+if TYPE_CHECKING:
+    from mplp_lsp.settings import Settings
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
@@ -108,7 +112,9 @@ def _run_git(args: argparse.Namespace) -> int:
     if args.hook:
         from mplp_lsp.cli.git_hook import run_hook
 
-        return run_hook(root, args.state_dir, args.hook, sys.stdin.read(), wait_pid=args.wait_pid)
+        # Resolved at hook time: a settings file changed a moment ago counts.
+        settings = configuration(args, root).settings
+        return run_hook(root, settings, args.hook, sys.stdin.read(), wait_pid=args.wait_pid)
     if args.json_input:
         payload = _read_json(args.json_input)
         if isinstance(payload, ValidationResult):
@@ -132,13 +138,17 @@ def _deliver(root: Path, args: argparse.Namespace, kind: Kind, data: Any) -> int
     from mplp_lsp.handoff import ForwardRequest, deliver, deliver_and_forward
     from mplp_lsp.intake import Submission
 
+    settings = configuration(args, root).settings
+    if kind is Kind.FILE_UPDATE and _ignored(root, settings, data):
+        print("ignored")  # as the daemon would: Git's ignore rules and the exclude setting
+        return EXIT_OK
     submissions = [Submission(kind, data, "cli")]
     if args.remote is None:
-        [delivery] = deliver(root, args.state_dir, submissions)
+        [delivery] = deliver(root, None, submissions, settings=settings)
         report = None
     else:
         request = ForwardRequest(args.remote, max(0.0, args.wait))
-        [delivery], report = deliver_and_forward(root, args.state_dir, submissions, request)
+        [delivery], report = deliver_and_forward(root, None, submissions, request, settings)
     if not delivery.ok:
         return _invalid(delivery.result)
     print(delivery.status)
@@ -158,6 +168,23 @@ def _deliver(root: Path, args: argparse.Namespace, kind: Kind, data: Any) -> int
                 file=sys.stderr,
             )
     return EXIT_OK
+
+
+def _ignored(root: Path, settings: Settings, data: Any) -> bool:
+    """Whether a valid file event is for a path the daemon would not record: one Git ignores
+    or ``exclude`` matches. What is refused instead (invalid input, ``.git`` and the state
+    dir: path_reserved) is left to the validator and the intake, with their codes."""
+    from pathlib import PurePosixPath
+
+    from mplp_lsp.ignore import IgnoreRules
+    from mplp_lsp.protocol.validator import default_validator
+
+    if not default_validator().validate(Kind.FILE_UPDATE, data).ok:
+        return False
+    path = data["file_path"]
+    if any(part.casefold() == ".git" for part in PurePosixPath(path).parts):
+        return False
+    return IgnoreRules(root, excludes=settings.exclude).is_ignored(path)
 
 
 def _invalid(result: ValidationResult) -> int:

@@ -10,7 +10,12 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from mplp_lsp.cli.common import add_state_options, add_workspace_option, workspace_path
+from mplp_lsp.cli.common import (
+    add_state_options,
+    add_workspace_option,
+    configuration,
+    workspace_path,
+)
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.protocol.kinds import STORED_KINDS
 
@@ -70,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
     from mplp_lsp.cli.store_access import open_read_only, state_paths
     from mplp_lsp.store.events import EventLog
 
-    paths = state_paths(workspace_path(args.workspace), args.state_dir)
+    root = workspace_path(args.workspace)
+    paths = state_paths(root, configuration(args, root).settings.state_dir)
     conn = open_read_only(paths)
     while conn is None and args.follow:
         time.sleep(FOLLOW_POLL_SECONDS)

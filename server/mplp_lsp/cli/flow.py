@@ -21,7 +21,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mplp_lsp.cli.common import add_state_options, add_workspace_option, workspace_path
+from mplp_lsp.cli.common import (
+    add_state_options,
+    add_workspace_option,
+    configuration,
+    workspace_path,
+)
 
 if TYPE_CHECKING:
     from mplp_lsp.api.endpoint import Endpoint
@@ -45,7 +50,9 @@ def register(commands: Any) -> None:
     )
     run_parser.add_argument("--executor", choices=("reference", "workspace"), default="reference")
     run_parser.add_argument(
-        "--vsl", metavar="URL", help="VSL backend (default: sqlite in the state dir)"
+        "--vsl",
+        metavar="URL",
+        help="VSL backend (the vslUrl setting; default: sqlite in the state dir)",
     )
     run_parser.add_argument("--json", action="store_true", help="one JSON envelope per line")
     add_workspace_option(run_parser)
@@ -120,17 +127,15 @@ async def _run_here(
     printer: RunPrinter,
     args: argparse.Namespace,
 ) -> int:
-    from mplp_lsp.runtime.plan_runs import PlanRuns
-    from mplp_lsp.settings import Settings
     from mplp_lsp.workspace import StateDirBusy, Workspace
 
     try:
-        workspace = await Workspace.open(root, Settings(), state_dir=args.state_dir)
+        workspace = await Workspace.open(root, configuration(args, root).settings)
     except StateDirBusy as busy:
         print(f"mplp-lsp flow run: {busy}", file=sys.stderr)
         return EXIT_REFUSED
     try:
-        result = await PlanRuns(workspace.owner, args.vsl).run(
+        result = await workspace.owner.plans.run(
             request, plan_id, lambda events: printer.events(e.to_json() for e in events)
         )
         await workspace.settle()  # what consumers derive from the run, before the store closes

@@ -19,8 +19,9 @@ from mplp_lsp.cli.store_access import open_read_only, state_paths
 from mplp_lsp.handoff import deliver
 from mplp_lsp.intake import Submission
 from mplp_lsp.protocol.kinds import Kind
-from mplp_lsp.settings import EmailPolicy
+from mplp_lsp.settings import EmailPolicy, Settings
 from mplp_lsp.sources.git import EMAIL_POLICY_KEY, SOURCE_MODULE, advance_refs, message_lookup
+from mplp_lsp.statedir import StateDirLock
 from mplp_lsp.store.events import EventLog
 from mplp_lsp.vcs.hook_updates import hook_updates, observed, parse_transaction
 from mplp_lsp.vcs.operations import git_events
@@ -34,8 +35,10 @@ _WAIT_STEP = 0.05
 
 
 def run_hook(
-    root: Path, state_dir: str | None, name: str, stdin: str, *, wait_pid: int | None = None
+    root: Path, settings: Settings, name: str, stdin: str, *, wait_pid: int | None = None
 ) -> int:
+    """Report what the hook saw with ``settings`` (resolved now, at hook time: a settings
+    file changed a moment ago counts)."""
     hook_environment()
     lines = stdin.splitlines()
     transaction = parse_transaction(lines) if name == "reference-transaction" else None
@@ -52,7 +55,7 @@ def run_hook(
         log.warning("mplp-lsp hook: %s", refused)
         return 0
     try:
-        policy = _email_policy(root, state_dir)
+        policy = _email_policy(root, settings)
         now = read_snapshot(repo.info.git_dir, repo.info.common_dir)
         if transaction is None:
             raw, current = observed(name, lines, repo.info, now), now
@@ -70,9 +73,10 @@ def run_hook(
         submissions = [Submission(Kind.GIT, p, SOURCE_MODULE) for p in payloads]
         deliver(
             root,
-            state_dir,
+            None,
             submissions,
             also=lambda conn: advance_refs(conn, updates, current),
+            settings=settings,
         )
     return 0
 
@@ -92,15 +96,19 @@ def wait_for_exit(pid: int, limit: float) -> bool:
     return False
 
 
-def _email_policy(root: Path, state_dir: str | None) -> EmailPolicy:
-    """The author email policy the daemon recorded (``hash`` until one did)."""
-    conn = open_read_only(state_paths(root, state_dir))
+def _email_policy(root: Path, settings: Settings) -> EmailPolicy:
+    """The running daemon's policy, so that its poller and this hook report a commit alike
+    (it records its policy at start and at each change); with no daemon, the settings."""
+    paths = state_paths(root, settings.state_dir)
+    if StateDirLock(paths.lock, workspace=root).owner() is None:
+        return settings.git_author_email
+    conn = open_read_only(paths)
     if conn is None:
-        return "hash"
+        return settings.git_author_email
     try:
         policy = EventLog(conn).get_meta(EMAIL_POLICY_KEY)
     except Exception:  # an older store without the meta table
-        return "hash"
+        return settings.git_author_email
     finally:
         conn.close()
-    return next((p for p in _POLICIES if p == policy), "hash")
+    return next((p for p in _POLICIES if p == policy), settings.git_author_email)

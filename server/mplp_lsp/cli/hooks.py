@@ -6,7 +6,12 @@ import argparse
 import sys
 from typing import Any
 
-from mplp_lsp.cli.common import add_state_options, add_workspace_option, workspace_path
+from mplp_lsp.cli.common import (
+    add_state_options,
+    add_workspace_option,
+    configuration,
+    workspace_path,
+)
 from mplp_lsp.vcs.hook_names import HOOK_NAMES
 
 
@@ -38,10 +43,11 @@ def run(args: argparse.Namespace) -> int:
         return 1
     try:
         if args.action == "install":
-            # The store this caller sees (--state-dir, else MPLP_LSP_STATE_DIR, else the
-            # default), written into the hook: a commit from another shell, with another
-            # environment, reports to the same store.
-            states = hooks.install(repo, root, str(resolve_state_dir(root, args.state_dir)))
+            # The store this caller sees (the stateDir its configuration resolves to),
+            # written into the hook: a commit from another shell, with another environment,
+            # reports to the same store.
+            state_dir = configuration(args, root).settings.state_dir
+            states = hooks.install(repo, root, str(resolve_state_dir(root, state_dir)))
         elif args.action == "uninstall":
             states = hooks.uninstall(repo)
         else:

@@ -8,7 +8,12 @@ import sys
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from mplp_lsp.cli.common import add_state_options, add_workspace_option, workspace_path
+from mplp_lsp.cli.common import (
+    add_state_options,
+    add_workspace_option,
+    configuration,
+    workspace_path,
+)
 
 if TYPE_CHECKING:
     import sqlite3
@@ -124,7 +129,10 @@ def run_requeue(args: argparse.Namespace) -> int:
     from mplp_lsp.handoff import requeue_dead_letters
 
     workspace = workspace_path(args.workspace)
-    done = requeue_dead_letters(workspace, args.state_dir, None if args.all else args.seqs)
+    settings = configuration(args, workspace).settings
+    done = requeue_dead_letters(
+        workspace, args.state_dir, None if args.all else args.seqs, settings=settings
+    )
     if done is None:
         return _no_store(workspace, state_paths(workspace, args.state_dir))
     print(f"requeued {done.moved} dead letter{'' if done.moved == 1 else 's'}")
@@ -148,7 +156,7 @@ def _open(
     from mplp_lsp.cli.store_access import state_paths
 
     workspace = workspace_path(args.workspace)
-    paths = state_paths(workspace, args.state_dir)
+    paths = state_paths(workspace, configuration(args, workspace).settings.state_dir)
     conn = opener(paths)
     if conn is None:
         _no_store(workspace, paths)

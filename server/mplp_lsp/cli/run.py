@@ -7,9 +7,12 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mplp_lsp.cli.common import TOOL_KINDS, add_state_options
+from mplp_lsp.cli.common import TOOL_KINDS, add_state_options, configuration
+
+if TYPE_CHECKING:
+    from mplp_lsp.settings import Settings
 
 _VERSIONS_FILE = "tool-versions.json"
 
@@ -60,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     cwd = Path.cwd()
     workspace = _workspace(args.workspace, cwd)
     spec = ToolRun(command, tool_kind=args.kind, tool_id=args.tool_id, cwd=cwd, workspace=workspace)
-    reporter = _Reporter(workspace, args.state_dir)
+    reporter = _Reporter(workspace, configuration(args, workspace).settings)
     return asyncio.run(run_tool(spec, reporter, version_cache=reporter.versions))
 
 
@@ -76,16 +79,16 @@ def _workspace(raw: str | None, cwd: Path) -> Path:
 class _Reporter:
     """Hands each tool_event to the workspace's store (or its daemon) off the event loop."""
 
-    def __init__(self, workspace: Path, state_dir: str | None) -> None:
+    def __init__(self, workspace: Path, settings: Settings) -> None:
         self._workspace = workspace
-        self._state_dir = state_dir
+        self._settings = settings
         self.versions = _load_versions(self._versions_path())
 
     def _versions_path(self) -> Path | None:
         from mplp_lsp.statedir import resolve_state_dir
 
         try:
-            return resolve_state_dir(self._workspace, self._state_dir) / _VERSIONS_FILE
+            return resolve_state_dir(self._workspace, self._settings.state_dir) / _VERSIONS_FILE
         except OSError:
             return None
 
@@ -96,7 +99,7 @@ class _Reporter:
 
         submission = Submission(Kind.TOOL, payload, "cli.run")
         [delivery] = await asyncio.to_thread(
-            deliver, self._workspace, self._state_dir, [submission]
+            lambda: deliver(self._workspace, None, [submission], settings=self._settings)
         )
         if not delivery.ok:
             problems = "; ".join(f"{e.path}: {e.message}" for e in delivery.result.errors)

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mplp_lsp.cli.common import (
     add_api_options,
     add_log_options,
     add_remote_option,
     add_state_options,
-    configure_logging,
+    configuration,
 )
+
+if TYPE_CHECKING:
+    from mplp_lsp.config.sources import Layer
 
 
 def register(commands: Any) -> None:
@@ -22,7 +25,9 @@ def register(commands: Any) -> None:
         description=(
             "Run the mplp-lsp language server. It speaks LSP on stdin/stdout (or on a loopback "
             "TCP port), turns file activity in the editor's workspace folders into MPLP "
-            "file_update events and stores them durably. Logs go to stderr."
+            "file_update events and stores them durably. Logs go to stderr. Each folder's "
+            "settings are the editor's, over the settings files and under the environment "
+            "and these flags (docs/settings.md)."
         ),
     )
     transport = parser.add_mutually_exclusive_group()
@@ -60,13 +65,21 @@ def _host_port(text: str) -> tuple[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    configure_logging(args.log_level, args.log_file)
+    # Logging and the settings files are known now; the editor's settings come per folder.
+    configuration(args, None)
     from mplp_lsp.lsp.server import serve
 
     return serve(
         state_dir=args.state_dir,
         tcp=args.tcp,
         remote_url=args.remote,
-        api_port=args.api_port,
-        no_api=args.no_api,
+        flags=serve_flags(args),
     )
+
+
+def serve_flags(args: argparse.Namespace) -> Layer:
+    """The command line's settings for each folder. ``--state-dir`` names one store, so it
+    goes to the first folder only (the workspaces decide), not into every folder's settings."""
+    from mplp_lsp.cli.common import command_line
+
+    return command_line(args, skip=("state_dir",))

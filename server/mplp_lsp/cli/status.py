@@ -6,7 +6,12 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from mplp_lsp.cli.common import add_state_options, add_workspace_option, workspace_path
+from mplp_lsp.cli.common import (
+    add_state_options,
+    add_workspace_option,
+    configuration,
+    workspace_path,
+)
 
 if TYPE_CHECKING:
     from mplp_lsp.statedir import StatePaths
@@ -36,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from mplp_lsp.statedir import StateDirLock
 
     workspace = workspace_path(args.workspace)
-    paths = state_paths(workspace, args.state_dir)
+    paths = state_paths(workspace, configuration(args, workspace).settings.state_dir)
     owner = StateDirLock(paths.lock, workspace=workspace).owner()
     endpoint = read_endpoint(paths) if owner else None  # a dead daemon's file is stale
     api = endpoint.to_json() if endpoint else None

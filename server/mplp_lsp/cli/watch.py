@@ -17,7 +17,8 @@ from mplp_lsp.cli.common import (
     add_log_options,
     add_remote_option,
     add_state_options,
-    configure_logging,
+    configuration,
+    reconfiguration,
     workspace_path,
 )
 from mplp_lsp.sources.debounce import WATCHER, Change
@@ -37,7 +38,9 @@ def register(commands: Any) -> None:
             "MPLP events, exactly as the editor integration does, printing each stored event "
             "(from the start-up catch-up on) and each new drift finding. Files created while "
             "nothing recorded are caught up as events at start; recorded files changed "
-            "meanwhile become drift findings. Ctrl-C stops after committing what is pending."
+            "meanwhile become drift findings. Settings come from the files, the environment "
+            "and the flags (`mplp-lsp config` shows them); a change to a settings file applies "
+            "while it runs. Ctrl-C stops after committing what is pending."
         ),
     )
     parser.add_argument("path", nargs="?", default=".", help="the folder to watch")
@@ -50,7 +53,6 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    configure_logging(args.log_level, args.log_file)
     root = workspace_path(args.path)
     try:
         return asyncio.run(_watch(root, args))
@@ -60,23 +62,23 @@ def run(args: argparse.Namespace) -> int:
 
 async def _watch(root: Path, args: argparse.Namespace) -> int:
     from mplp_lsp.api.server import api_port, start_api
-    from mplp_lsp.settings import parse_settings
     from mplp_lsp.sources.fswatch import watch_files
     from mplp_lsp.workspace import StateDirBusy, Workspace
     from mplp_lsp.workspaces import Workspaces
 
-    settings, _ = parse_settings(None)
+    resolved = configuration(args, root)
+    settings = resolved.settings
     # A watcher prints what its own store records: it does not follow another owner.
-    workspaces = Workspaces(state_dir=args.state_dir, remote_url=args.remote, follow=False)
+    workspaces = Workspaces(follow=False, reconfigure=reconfiguration(args))
     try:
         workspace = await workspaces.add(
-            root, settings, prepare=partial(_print_all, args.json), catch_up=False
+            root, resolved, prepare=partial(_print_all, args.json), catch_up=False
         )
         assert isinstance(workspace, Workspace)
     except StateDirBusy as busy:
         print(f"mplp-lsp watch: {busy}", file=sys.stderr)
         return 1
-    port = api_port(settings, args.api_port, args.no_api)
+    port = api_port(settings)
     api = await start_api(workspace, port) if port is not None else None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit, urlunsplit
 
+from mplp_lsp.config.sources import ways_to_set
 from mplp_lsp.forward.batching import BatchLimits
 from mplp_lsp.forward.retry import RetryPolicy
 from mplp_lsp.settings import Settings
@@ -100,8 +101,8 @@ def _checked_url(url: str, *, allow_insecure: bool) -> str:
         raise RemoteConfigError("remote URL must not have a query or fragment")
     if parts.scheme == "http" and not allow_insecure and not is_loopback_host(host):
         raise RemoteConfigError(
-            "plain http:// is allowed to a loopback host only; use https:// or set "
-            "remoteAllowInsecureHttp"
+            "plain http:// is allowed to a loopback host only; use https://, or "
+            + ways_to_set("remoteAllowInsecureHttp", "true")
         )
     return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
 

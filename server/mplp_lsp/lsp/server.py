@@ -40,6 +40,8 @@ from mplp_lsp.lsp.tools import ToolsFeature
 
 if TYPE_CHECKING:
     from mplp_lsp.api.server import ApiServers
+    from mplp_lsp.config import Resolved
+    from mplp_lsp.config.sources import Layer
     from mplp_lsp.workspace import Workspace
     from mplp_lsp.workspaces import Workspaces
 
@@ -72,8 +74,7 @@ class MplpLanguageServer(LanguageServer):
         *,
         state_dir: str | None = None,
         remote_url: str | None = None,
-        api_port: int | None = None,
-        no_api: bool = False,
+        flags: Layer | None = None,
     ) -> None:
         super().__init__(
             "mplp-lsp",
@@ -83,7 +84,7 @@ class MplpLanguageServer(LanguageServer):
         )
         self.state_dir = state_dir
         self.remote_url = remote_url
-        self.api_port, self.no_api = api_port, no_api
+        self.flags = flags  # the command line's settings, over every other source
         self.apis: ApiServers | None = None
         self.initialization_options: Any = None
         self.workspaces: Workspaces | None = None
@@ -171,7 +172,11 @@ class MplpLanguageServer(LanguageServer):
         await loop.run_in_executor(None, _warm_up)
         from mplp_lsp.workspaces import Workspaces
 
-        workspaces = Workspaces(state_dir=self.state_dir, remote_url=self.remote_url)
+        workspaces = Workspaces(
+            state_dir=self.state_dir,
+            remote_url=self.remote_url,
+            reconfigure=lambda root: self._settings_for(root.as_uri()),
+        )
         workspaces.on_promoted(self.recording)
         for root, folder_uri in self._folders():
             try:
@@ -206,7 +211,7 @@ class MplpLanguageServer(LanguageServer):
         """Serve the loopback HTTP API for this workspace, unless it is switched off."""
         from mplp_lsp.api.server import ApiServers, api_port
 
-        port = api_port(workspace.settings, self.api_port, self.no_api)
+        port = api_port(workspace.settings)
         if port is not None:
             if self.apis is None:
                 self.apis = ApiServers(port)
@@ -222,8 +227,10 @@ class MplpLanguageServer(LanguageServer):
             folders.append((Path(self.workspace.root_path), self.workspace.root_uri))
         return folders
 
-    async def _settings_for(self, folder_uri: str | None) -> Any:
-        from mplp_lsp.settings import parse_settings
+    async def _settings_for(self, folder_uri: str | None) -> Resolved:
+        """The folder's configuration: what the editor sends, layered over the files, under
+        the environment and the command line (:mod:`mplp_lsp.config`)."""
+        from mplp_lsp.config import resolve
 
         raw: Any = self.initialization_options
         if self.pulls_configuration:
@@ -241,10 +248,12 @@ class MplpLanguageServer(LanguageServer):
                 log.warning("the editor did not send settings in time; using initializationOptions")
             except Exception:
                 log.exception("workspace/configuration failed; using initializationOptions")
-        settings, warnings = parse_settings(raw, folder_uri=folder_uri)
-        for warning in warnings:
+        path = to_fs_path(folder_uri) if folder_uri else None
+        root = Path(path) if path else None
+        resolved = resolve(root, editor=raw, folder_uri=folder_uri, flags=self.flags)
+        for warning in resolved.warnings:
             log.warning("settings: %s", warning)
-        return settings
+        return resolved
 
     @property
     def pulls_configuration(self) -> bool:
@@ -255,7 +264,7 @@ class MplpLanguageServer(LanguageServer):
         if self.workspaces is None:
             return
         for workspace in self.workspaces:
-            workspace.apply_settings(await self._settings_for(workspace.root.as_uri()))
+            workspace.apply_config(await self._settings_for(workspace.root.as_uri()))
 
     def _warn(self, message: str) -> None:
         log.warning("%s", message)
@@ -323,12 +332,9 @@ def create_server(
     *,
     state_dir: str | None = None,
     remote_url: str | None = None,
-    api_port: int | None = None,
-    no_api: bool = False,
+    flags: Layer | None = None,
 ) -> MplpLanguageServer:
-    return MplpLanguageServer(
-        state_dir=state_dir, remote_url=remote_url, api_port=api_port, no_api=no_api
-    )
+    return MplpLanguageServer(state_dir=state_dir, remote_url=remote_url, flags=flags)
 
 
 def serve(
@@ -336,12 +342,9 @@ def serve(
     state_dir: str | None = None,
     tcp: tuple[str, int] | None = None,
     remote_url: str | None = None,
-    api_port: int | None = None,
-    no_api: bool = False,
+    flags: Layer | None = None,
 ) -> int:
-    server = create_server(
-        state_dir=state_dir, remote_url=remote_url, api_port=api_port, no_api=no_api
-    )
+    server = create_server(state_dir=state_dir, remote_url=remote_url, flags=flags)
     if tcp is not None:
         server.start_tcp(*tcp)
         return 0

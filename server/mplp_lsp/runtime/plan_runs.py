@@ -104,9 +104,8 @@ RunProgress = Sequence["StoredEvent"] | PlanRunResult
 class PlanRuns:
     """Runs plans on one store's owner."""
 
-    def __init__(self, owner: StoreOwner, vsl_url: str | None = None) -> None:
+    def __init__(self, owner: StoreOwner) -> None:
         self._owner = owner
-        self._vsl_url = vsl_url  # None: the SQLite VSL in the state dir
         # A run goes on when whoever asked for it goes away (a closed HTTP connection):
         # stopping half-way would leave its plan in_progress.
         self._running: set[asyncio.Task[None]] = set()
@@ -162,7 +161,7 @@ class PlanRuns:
             refused = ValidationResult.single("plan_id", ErrorCode.NOT_FOUND, f"no plan {plan_id}")
             return PlanRunResult(refused=refused)
         try:
-            vsl = open_vsl(self._vsl_url or default_url(self._owner.paths.root))
+            vsl = open_vsl(self._owner.settings.vsl_url or default_url(self._owner.paths.root))
         except VslError as error:
             refused = ValidationResult.single("vsl", ErrorCode.INVALID_PARAMETER, str(error))
             return PlanRunResult(refused=refused)

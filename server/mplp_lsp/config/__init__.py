@@ -1,0 +1,11 @@
+"""The configuration of a workspace: settings resolved from files, editor, environment, flags.
+
+:mod:`mplp_lsp.settings` defines what a setting is (one pydantic model: the JSON schema, the
+VS Code manifest and docs/settings.md follow it); this package says where values come from
+(:mod:`.sources`), which wins (:mod:`.resolve`) and how a running daemon takes changes
+(:mod:`.live`).
+"""
+
+from mplp_lsp.config.resolve import Resolved, resolve
+
+__all__ = ["Resolved", "resolve"]

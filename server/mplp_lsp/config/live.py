@@ -1,0 +1,209 @@
+"""A running daemon takes configuration changes: its files are watched, and each part of the
+daemon subscribes to the section of the settings it can change live.
+
+A section is a small frozen model naming some of :class:`~mplp_lsp.settings.Settings`' fields
+(the same attribute names); a subscriber gets the new and the previous value of its section,
+only when that section changed. Settings in no live section need a restart, and
+docs/settings.md says which (a test keeps the two equal).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from mplp_lsp.settings import EmailPolicy, EventFamily, LogLevel, Settings, wire_name
+
+__all__ = [
+    "FILE_POLL",
+    "ConfigFileWatch",
+    "Debounce",
+    "GitPolling",
+    "Ignore",
+    "Intake",
+    "LiveSettings",
+    "Logging",
+    "Section",
+    "restart_settings",
+    "set_log_level",
+]
+
+log = logging.getLogger(__name__)
+
+FILE_POLL: Final = 0.5  # seconds between looks at the settings files (a few stat calls)
+
+
+class Section(BaseModel):
+    """A part of the settings that one subscriber applies."""
+
+    model_config = ConfigDict(frozen=True)
+
+    @classmethod
+    def of(cls, settings: Settings) -> Any:
+        return cls.model_validate({name: getattr(settings, name) for name in cls.model_fields})
+
+
+class Debounce(Section):
+    debounce_ms: int
+    max_wait_ms: int
+
+
+class Ignore(Section):
+    exclude: tuple[str, ...]
+
+
+class GitPolling(Section):
+    git_poll_ms: int
+    git_author_email: EmailPolicy
+
+
+class Intake(Section):
+    event_family: EventFamily
+    snapshot_max_bytes: int
+
+
+class Logging(Section):
+    log_level: LogLevel
+
+
+# Read where they are used, each time: a change applies from the next use on.
+_READ_AT_USE: Final = frozenset(
+    {
+        "send_workspace_root",
+        "drift_interval",
+        "drift_severity",
+        "tools",
+        "vsl_url",
+        "llm_endpoint_url",
+        "llm_model",
+        "llm_api_key_file",
+        "allow_workspace_sensitive_settings",
+    }
+)
+LIVE_SECTIONS: Final[tuple[type[Section], ...]] = (
+    Debounce,
+    Ignore,
+    GitPolling,
+    Intake,
+    Logging,
+)
+
+
+def set_log_level(level: str) -> None:
+    """The process's log level (every logger); pygls logs each message at INFO, so it stays
+    at WARNING unless debugging."""
+    logging.getLogger().setLevel(level.upper())
+    logging.getLogger("pygls").setLevel(logging.DEBUG if level == "debug" else logging.WARNING)
+
+
+def restart_settings() -> list[str]:
+    """Wire names of the settings a running daemon takes only when it starts again."""
+    live = {name for section in LIVE_SECTIONS for name in section.model_fields} | _READ_AT_USE
+    return [wire_name(name) for name in Settings.model_fields if name not in live]
+
+
+S = TypeVar("S", bound=Section)
+
+
+@dataclass(frozen=True, slots=True)
+class _Subscription(Generic[S]):
+    section: type[S]
+    apply: Callable[[S, S], None]
+
+    def changed(self, new: Settings, old: Settings) -> None:
+        before, after = self.section.of(old), self.section.of(new)
+        if before != after:
+            self.apply(after, before)
+
+
+class LiveSettings:
+    """The settings a daemon runs with now, and who applies which section of a change."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.current = settings
+        self._subscriptions: list[_Subscription[Any]] = []
+
+    def subscribe(self, section: type[S], apply: Callable[[S, S], None]) -> None:
+        """``apply(new, previous)`` runs whenever ``section`` changes."""
+        self._subscriptions.append(_Subscription(section, apply))
+
+    def update(self, settings: Settings) -> list[str]:
+        """Apply ``settings``; the wire names of changed settings that need a restart."""
+        old, self.current = self.current, settings
+        for subscription in self._subscriptions:
+            try:
+                subscription.changed(settings, old)
+            except Exception:  # one part failing to apply must not stop the others
+                log.exception("applying %s settings failed", subscription.section.__name__)
+        return [
+            name
+            for name in restart_settings()
+            if getattr(old, _attribute(name)) != getattr(settings, _attribute(name))
+        ]
+
+
+def _attribute(wire: str) -> str:
+    from mplp_lsp.settings import setting_name
+
+    name = setting_name(wire)
+    assert name is not None
+    return name
+
+
+Signature = tuple[tuple[int, int, int] | None, ...]
+
+
+class ConfigFileWatch:
+    """Calls ``changed`` when one of ``files`` appears, goes or is rewritten (polled)."""
+
+    def __init__(
+        self,
+        files: Sequence[Path],
+        changed: Callable[[], Awaitable[None]],
+        interval: float = FILE_POLL,
+    ) -> None:
+        self._files = tuple(files)
+        self._changed = changed
+        self._interval = interval
+        self._seen = self.signature()
+        self._task: asyncio.Task[None] | None = None
+
+    def signature(self) -> Signature:
+        return tuple(_stat(path) for path in self._files)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="config-files")
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval)
+            now = await asyncio.to_thread(self.signature)
+            if now == self._seen:
+                continue
+            self._seen = now
+            try:
+                await self._changed()
+            except Exception:
+                log.exception("re-reading the settings failed")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+
+def _stat(path: Path) -> tuple[int, int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return info.st_mtime_ns, info.st_size, info.st_ino
