@@ -234,7 +234,7 @@ def prefill(conninfo: str, rows: int) -> float:
     return time.perf_counter() - began
 
 
-async def paging(url: str, after: int) -> tuple[list[float], int, bool]:
+async def paging(url: str, after: str) -> tuple[list[float], int, bool]:
     headers = {"Authorization": f"Bearer {TOKEN}"}
     times: list[float] = []
     rows = 0
@@ -247,7 +247,7 @@ async def paging(url: str, after: int) -> tuple[list[float], int, bool]:
             rows += len(page["events"])
             if "next" not in page:
                 return times, rows, True
-            if page["next"] <= after:
+            if page["next"] == after:
                 return times, rows, False
             after = page["next"]
 
@@ -313,8 +313,12 @@ def main() -> None:
             process, url = start_collector(big, env)
             try:
                 with psycopg.connect(cluster.psql_url("big")) as conn:
-                    (top,) = conn.execute("SELECT max(id) FROM events").fetchone()
-                times, rows, ended = asyncio.run(paging(url, max(0, top - args.page_rows)))
+                    start = conn.execute(
+                        "SELECT txid::text || '.' || id FROM events"
+                        " ORDER BY txid DESC, id DESC OFFSET %s LIMIT 1",
+                        (args.page_rows,),
+                    ).fetchone()
+                times, rows, ended = asyncio.run(paging(url, start[0] if start else "0.0"))
             finally:
                 process.terminate()
                 process.wait()

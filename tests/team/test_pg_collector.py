@@ -164,7 +164,7 @@ async def test_event_pages_end_and_filter(two: tuple[Collector, Collector]) -> N
     assert (await post(url, batch("s1", files)))[0] == 200
     assert (await post(url, batch("s2", commits)))[0] == 200
     seen: list[int] = []
-    after = 0
+    after = "0.0"
     for _ in range(10):
         status, page = await get(url, f"/events?limit=10&after={after}")
         assert status == 200

@@ -179,9 +179,13 @@ def _moment(request: web.Request, name: str) -> datetime | None:
 
 
 async def _events(request: web.Request) -> web.Response:
+    after = pg_queries.Cursor.parse(request.query.get("after", "0.0"))
+    if after is None:
+        message = "after must be a cursor a page handed out (next or cursor)"
+        return _json({"error": "invalid_query", "message": message}, 400)
     try:
         query = pg_queries.EventQuery(
-            after=_integer(request, "after", 0, 0, 2**63 - 1),
+            after=after,
             limit=_integer(request, "limit", 1000, 1, pg_queries.MAX_PAGE),
             stream=request.query.get("stream"),
             repository=request.query.get("repository"),
