@@ -193,7 +193,7 @@ async def streams(pool: Pool) -> list[dict[str, Any]]:
         return await _all(
             conn,
             "SELECT stream, first_contact, last_contact, last_seq, batches, accepted,"
-            " duplicates, backlog,"
+            " duplicates, backlog, backlog_oldest,"
             " (SELECT array_agg(repo_url ORDER BY repo_url) FROM team_stream_repositories r"
             "  WHERE r.stream = s.stream) AS repositories"
             " FROM streams s ORDER BY last_contact DESC, stream",

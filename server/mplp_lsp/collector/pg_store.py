@@ -21,6 +21,7 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Final
 
 import psycopg
@@ -41,7 +42,7 @@ from mplp_lsp.collector.store import (
 from mplp_lsp.protocol.kinds import KIND_BY_EVENT_TYPE, Kind, detect_kind
 from mplp_lsp.protocol.validator import EventValidator, default_validator
 
-__all__ = ["PgCollector", "url_problem"]
+__all__ = ["PgCollector", "ReportedBacklog", "url_problem"]
 
 log = logging.getLogger(__name__)
 
@@ -58,17 +59,20 @@ _INSERT_EVENTS: Final = (
     f"INSERT INTO events ({_COLUMNS}) SELECT {_COLUMNS} FROM incoming"  # noqa: S608
     " ORDER BY seq ON CONFLICT DO NOTHING"
 ).encode()
+# A batch without a reported backlog (an older forwarder, a split part) keeps the last one.
 _TOUCH_STREAM: Final = b"""
 INSERT INTO streams AS s (stream, first_contact, last_contact, last_seq, batches, accepted,
-                          duplicates, backlog)
-VALUES (%s, now(), now(), %s, 1, %s, %s, %s)
+                          duplicates, backlog, backlog_oldest)
+VALUES (%s, now(), now(), %s, 1, %s, %s, %s, %s)
 ON CONFLICT (stream) DO UPDATE
 SET last_contact = greatest(s.last_contact, excluded.last_contact),
     last_seq = greatest(s.last_seq, excluded.last_seq),
     batches = s.batches + 1,
     accepted = s.accepted + excluded.accepted,
     duplicates = s.duplicates + excluded.duplicates,
-    backlog = coalesce(excluded.backlog, s.backlog)
+    backlog = coalesce(excluded.backlog, s.backlog),
+    backlog_oldest = CASE WHEN excluded.backlog IS NULL THEN s.backlog_oldest
+                          ELSE excluded.backlog_oldest END
 """
 
 
@@ -87,13 +91,20 @@ def url_problem(url: str) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
+class ReportedBacklog:
+    """What a forwarder reported still queued behind its batch."""
+
+    count: int
+    oldest_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
 class _Prepared:
     stream: str
     body_hash: str
     rows: list[tuple[Any, ...]]  # the events table's columns, in seq order
     graph: team_graph.GraphBatch
     last_seq: int
-    backlog: int | None
     count: int
 
 
@@ -141,7 +152,9 @@ class PgCollector:
         await self.pool.close()
         self._cpu.shutdown(wait=True)
 
-    async def receive(self, body: bytes, idempotency_key: str | None) -> Answer:
+    async def receive(
+        self, body: bytes, idempotency_key: str | None, backlog: ReportedBacklog | None = None
+    ) -> Answer:
         """Handle one POSTed batch; the answer is what the HTTP response says."""
         body_hash = hashlib.blake2b(body, digest_size=16).hexdigest()
         if idempotency_key is not None:
@@ -154,7 +167,7 @@ class PgCollector:
             return prepared
         for attempt in range(_RETRIES):
             try:
-                return await self._write(prepared, idempotency_key)
+                return await self._write(prepared, idempotency_key, backlog)
             except (errors.DeadlockDetected, errors.SerializationFailure):
                 if attempt == _RETRIES - 1:
                     raise
@@ -189,7 +202,7 @@ class PgCollector:
         if problems:
             return Answer(400, {"error": "invalid_envelopes", "items": problems})
         try:
-            return self._rows(stream, items, kinds, batch, body_hash)
+            return self._rows(stream, items, kinds, body_hash)
         except (ValueError, KeyError, TypeError) as error:  # valid by schema, yet unusable
             return Answer(400, {"error": "invalid_envelopes", "message": str(error)[:200]})
 
@@ -198,7 +211,6 @@ class PgCollector:
         stream: str,
         items: list[tuple[int, dict[str, Any]]],
         kinds: list[Kind | None],
-        batch: Mapping[str, Any],
         body_hash: str,
     ) -> _Prepared:
         stored_kinds = [
@@ -225,18 +237,18 @@ class PgCollector:
             if self._graph_on
             else team_graph.GraphBatch()
         )
-        backlog = batch.get("pending")
         return _Prepared(
             stream=stream,
             body_hash=body_hash,
             rows=rows,
             graph=graph,
             last_seq=max((seq for seq, _ in items), default=0),
-            backlog=backlog if isinstance(backlog, int) and not isinstance(backlog, bool) else None,
             count=len(items),
         )
 
-    async def _write(self, prepared: _Prepared, idempotency_key: str | None) -> Answer:
+    async def _write(
+        self, prepared: _Prepared, idempotency_key: str | None, backlog: ReportedBacklog | None
+    ) -> Answer:
         async with self.pool.connection() as conn, conn.transaction():
             # COPY into a per-session staging table, then one INSERT ... SELECT: COPY's
             # row encoding is ~3x cheaper than binding 1000-element arrays of JSON bodies.
@@ -263,7 +275,14 @@ class PgCollector:
                     )
                 await conn.execute(
                     _TOUCH_STREAM,
-                    (prepared.stream, prepared.last_seq, accepted, duplicates, prepared.backlog),
+                    (
+                        prepared.stream,
+                        prepared.last_seq,
+                        accepted,
+                        duplicates,
+                        None if backlog is None else backlog.count,
+                        None if backlog is None else backlog.oldest_at,
+                    ),
                 )
                 answer = Answer(200, {"accepted": accepted, "duplicates": duplicates})
                 if idempotency_key is not None:
