@@ -266,3 +266,25 @@ async def test_repository_graph_pipelines_and_retention(
     finally:
         collector.stop()
     assert dump(pg_cluster.psql_url(pg_url.rsplit("/", 1)[1])) == before  # the graph stays
+
+
+async def test_values_with_copy_escapes_are_stored_as_sent(
+    pg_cluster: postgres.Cluster, pg_url: str, tmp_path: Path
+) -> None:
+    """Rows travel as COPY text: a backslash, tab, newline or a literal \\N in a value or a
+    body comes back exactly."""
+    streams = ["\\N", "tab\there", "line\r\nbreak\\", "plain"]
+    sent = [
+        envelope(Kind.FILE_UPDATE, "file_update", file_path=f'a\\b\t"{n}"\n\\N')
+        for n in range(len(streams))
+    ]
+    collector = start_collector(pg_url, pg_cluster, tmp_path)
+    try:
+        for stream, one in zip(streams, sent, strict=True):
+            assert (await post(collector.url, batch(stream, [one])))[0] == 200
+        _, page = await get(collector.url, "/events")
+    finally:
+        collector.stop()
+    assert [(e["stream"], e["envelope"]) for e in page["events"]] == list(
+        zip(streams, sent, strict=True)
+    )

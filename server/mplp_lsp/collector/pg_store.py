@@ -19,6 +19,7 @@ import concurrent.futures
 import hashlib
 import json
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -102,7 +103,7 @@ class ReportedBacklog:
 class _Prepared:
     stream: str
     body_hash: str
-    rows: list[tuple[Any, ...]]  # the events table's columns, in seq order
+    copy: bytes  # the events table's rows in seq order, as COPY's text format
     graph: team_graph.GraphBatch
     last_seq: int
     count: int
@@ -240,7 +241,7 @@ class PgCollector:
         return _Prepared(
             stream=stream,
             body_hash=body_hash,
-            rows=rows,
+            copy=_copy_text(rows),
             graph=graph,
             last_seq=max((seq for seq, _ in items), default=0),
             count=len(items),
@@ -252,9 +253,9 @@ class PgCollector:
         async with self.pool.connection() as conn, conn.transaction():
             # COPY into a per-session staging table, then one INSERT ... SELECT: COPY's
             # row encoding is ~3x cheaper than binding 1000-element arrays of JSON bodies.
+            # The rows were encoded off the loop; the loop only sends them.
             async with conn.cursor().copy(_COPY_STAGED) as copy:
-                for row in prepared.rows:
-                    await copy.write_row(row)
+                await copy.write(prepared.copy)
             # The rest in pipeline mode: two round trips instead of one per statement.
             async with conn.pipeline() as pipeline:
                 inserted = await conn.execute(_INSERT_EVENTS)
@@ -297,6 +298,40 @@ class PgCollector:
 async def _create_staging(conn: AsyncConnection[Any]) -> None:
     await conn.execute(_STAGING)
     await conn.commit()
+
+
+# COPY's text format: tab-separated, \N for NULL, and a backslash, tab, newline or carriage
+# return inside a value written as an escape. A body is orjson's compact JSON, whose only
+# such character can be a backslash (JSON escapes the others).
+_COPY_ESCAPES: Final = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+_NEEDS_ESCAPE: Final = re.compile(r"[\\\t\n\r]")
+
+
+def _copy_field(value: str | None) -> str:
+    if value is None:
+        return "\\N"
+    return value.translate(_COPY_ESCAPES) if _NEEDS_ESCAPE.search(value) else value
+
+
+def _copy_text(rows: list[tuple[Any, ...]]) -> bytes:
+    """``rows`` (stream, seq, source, event_id, kind, author, occurred_at, body) as COPY data."""
+    lines = [
+        "\t".join(
+            (
+                _copy_field(stream),
+                str(seq),
+                _copy_field(source),
+                _copy_field(event_id),
+                _copy_field(kind),
+                _copy_field(author),
+                occurred_at.isoformat(),
+                body.replace("\\", "\\\\"),
+            )
+        )
+        for stream, seq, source, event_id, kind, author, occurred_at, body in rows
+    ]
+    lines.append("")
+    return "\n".join(lines).encode()
 
 
 def _stored_kind(kind: Kind | None, envelope: Mapping[str, Any]) -> Kind | None:
