@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
+from mplp_lsp.collector.pg_queries import EventQuery, page_statement
+from mplp_lsp.collector.pg_schema import migrate
 from mplp_lsp.protocol.kinds import Kind
 from tests import postgres
 from tests.team.conftest import start_collector
@@ -83,3 +86,26 @@ async def test_a_batch_committing_late_is_not_skipped_by_a_reader(
     finally:
         slow_writer.stop()
         fast_writer.stop()
+
+
+@pytest.mark.parametrize(
+    "query",
+    [EventQuery(), EventQuery(stream="s"), EventQuery(kind="git"), EventQuery(author="a")],
+    ids=["all", "stream", "kind", "author"],
+)
+async def test_a_page_reads_an_index_in_order_instead_of_sorting(
+    pg_cluster: postgres.Cluster, pg_url: str, query: EventQuery
+) -> None:
+    """Each page costs one index range scan whatever the table's size: no Sort node (a Sort
+    would read every row after the cursor)."""
+    async with await psycopg.AsyncConnection.connect(
+        pg_url, password=postgres.PASSWORD, autocommit=True
+    ) as conn:
+        await migrate(conn)
+        # An empty table would be scanned whole; the plan wanted is the one for a big one.
+        await conn.execute("SET enable_seqscan = off")
+        await conn.execute("SET enable_bitmapscan = off")
+        sql, params = page_statement(query)
+        cursor = await conn.execute(b"EXPLAIN " + sql, params)
+        plan = "\n".join(row[0] for row in await cursor.fetchall())
+    assert "Index Scan" in plan and "Sort" not in plan, plan

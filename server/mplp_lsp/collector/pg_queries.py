@@ -26,6 +26,7 @@ __all__ = [
     "Cursor",
     "EventQuery",
     "event_page",
+    "page_statement",
     "pipelines",
     "purge_before",
     "repositories",
@@ -68,9 +69,8 @@ class EventQuery:
     until: datetime | None = None
 
 
-async def event_page(pool: Pool, query: EventQuery) -> dict[str, Any]:
-    """``{"events": [...], "next": cursor, "cursor": cursor}``; ``next`` is absent on the
-    last page, ``cursor`` (where this page ends) never."""
+def page_statement(query: EventQuery) -> tuple[bytes, list[Any]]:
+    """The SELECT of one page (one row more than the page) and its parameters."""
     where = [
         "(txid, id) > (%s::text::xid8, %s)",
         "txid < pg_snapshot_xmin(pg_current_snapshot())",
@@ -89,18 +89,27 @@ async def event_page(pool: Pool, query: EventQuery) -> dict[str, Any]:
     if query.until is not None:
         where.append("occurred_at < %s")
         params.append(query.until)
-    # The clauses are this function's constants; every value is a parameter.
+    # The clauses are this function's constants; every value is a parameter. The output
+    # names differ from the columns: ORDER BY a bare name would take the output column and
+    # sort every row instead of reading the (txid, id) index in order.
     columns = (
-        "txid::text::bigint, id, stream, seq, source, event_id, kind, author, occurred_at,"
-        " received_at, body"
+        "txid::text::bigint AS page_txid, id, stream, seq, source, event_id, kind, author,"
+        " occurred_at, received_at, body"
     )
     sql = (
         f"SELECT {columns} FROM events WHERE {' AND '.join(where)}"  # noqa: S608
         " ORDER BY txid, id LIMIT %s"
     )
     params.append(query.limit + 1)
+    return sql.encode(), params
+
+
+async def event_page(pool: Pool, query: EventQuery) -> dict[str, Any]:
+    """``{"events": [...], "next": cursor, "cursor": cursor}``; ``next`` is absent on the
+    last page, ``cursor`` (where this page ends) never."""
+    sql, params = page_statement(query)
     async with pool.connection() as conn:
-        cursor = await conn.execute(sql.encode(), params)
+        cursor = await conn.execute(sql, params)
         rows = await cursor.fetchall()
     page = rows[: query.limit]
     events = [
