@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,10 @@ from tests.team.conftest import READ_TOKEN, TOKEN, Collector, start_collector
 from tests.team.graph_dump import dump
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def instant(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def envelope(kind: Kind, fixture: str, **payload: Any) -> dict[str, Any]:
@@ -288,3 +293,11 @@ async def test_values_with_copy_escapes_are_stored_as_sent(
     assert [(e["stream"], e["envelope"]) for e in page["events"]] == list(
         zip(streams, sent, strict=True)
     )
+    for event, one in zip(page["events"], sent, strict=True):
+        assert instant(event["occurred_at"]) == instant(one["timestamp"])
+        assert instant(event["received_at"]).tzinfo is not None
+        assert (event["kind"], event["author"], event["source"]) == (
+            "file_update",
+            None,
+            one["source"],
+        )
