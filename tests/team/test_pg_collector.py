@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,10 @@ from tests.team.conftest import READ_TOKEN, TOKEN, Collector, start_collector
 from tests.team.graph_dump import dump
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def instant(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def envelope(kind: Kind, fixture: str, **payload: Any) -> dict[str, Any]:
@@ -164,7 +169,7 @@ async def test_event_pages_end_and_filter(two: tuple[Collector, Collector]) -> N
     assert (await post(url, batch("s1", files)))[0] == 200
     assert (await post(url, batch("s2", commits)))[0] == 200
     seen: list[int] = []
-    after = 0
+    after = "0.0"
     for _ in range(10):
         status, page = await get(url, f"/events?limit=10&after={after}")
         assert status == 200
@@ -266,3 +271,33 @@ async def test_repository_graph_pipelines_and_retention(
     finally:
         collector.stop()
     assert dump(pg_cluster.psql_url(pg_url.rsplit("/", 1)[1])) == before  # the graph stays
+
+
+async def test_values_with_copy_escapes_are_stored_as_sent(
+    pg_cluster: postgres.Cluster, pg_url: str, tmp_path: Path
+) -> None:
+    """Rows travel as COPY text: a backslash, tab, newline or a literal \\N in a value or a
+    body comes back exactly."""
+    streams = ["\\N", "tab\there", "line\r\nbreak\\", "plain"]
+    sent = [
+        envelope(Kind.FILE_UPDATE, "file_update", file_path=f'a\\b\t"{n}"\n\\N')
+        for n in range(len(streams))
+    ]
+    collector = start_collector(pg_url, pg_cluster, tmp_path)
+    try:
+        for stream, one in zip(streams, sent, strict=True):
+            assert (await post(collector.url, batch(stream, [one])))[0] == 200
+        _, page = await get(collector.url, "/events")
+    finally:
+        collector.stop()
+    assert [(e["stream"], e["envelope"]) for e in page["events"]] == list(
+        zip(streams, sent, strict=True)
+    )
+    for event, one in zip(page["events"], sent, strict=True):
+        assert instant(event["occurred_at"]) == instant(one["timestamp"])
+        assert instant(event["received_at"]).tzinfo is not None
+        assert (event["kind"], event["author"], event["source"]) == (
+            "file_update",
+            None,
+            one["source"],
+        )

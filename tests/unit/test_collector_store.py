@@ -7,8 +7,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from mplp_lsp.collector.store import CollectorStore
+from mplp_lsp.collector.store import CollectorStore, _parse
 from mplp_lsp.protocol.envelope import build_envelope
 from mplp_lsp.protocol.kinds import Kind
 
@@ -45,12 +47,12 @@ def test_an_integer_beyond_64_bits_is_stored_exactly(store: CollectorStore) -> N
 
 
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
-@pytest.mark.parametrize("padding", ["", "12345678901234567890123"])  # both parsers
+@pytest.mark.parametrize("padding", ["", ', "pad": 12345678901234567890123'])  # both parsers
 def test_nan_and_infinity_are_invalid_json(
     store: CollectorStore, constant: str, padding: str
 ) -> None:
     body = _batch(_envelope(1)).replace('"lines_added": 1', f'"lines_added": {constant}')
-    body = body.replace('"source": "s"', f'"source": "s{padding}"')
+    body = body.replace('"source": "s"', f'"source": "s"{padding}')
     answer = store.receive(body.encode(), None)
     assert answer.status == 400 and answer.body["error"] == "invalid_json"
     assert store.stats()["stored"] == 0
@@ -61,3 +63,25 @@ def test_a_stored_body_is_the_envelope_as_sent(store: CollectorStore) -> None:
     envelope["payload"]["file_path"] = "src/é/ü.py"  # type: ignore[index]
     assert store.receive(_batch(envelope).encode(), None).status == 200
     assert store.events()[0]["envelope"] == envelope
+
+
+_DIGITS = st.text("0123456789", min_size=15, max_size=30)
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**30), max_value=10**30)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8)
+    | _DIGITS
+    | _DIGITS.map(lambda d: f"sha{d}"),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=12,
+)
+
+
+@given(value=_JSON, spaced=st.booleans())
+def test_the_fast_parser_reads_every_body_as_json_does(value: object, spaced: bool) -> None:
+    """orjson is used unless a number of 20 or more digits is in the body; either way the
+    result is json's, integers beyond 64 bits exact (dumped back to tell 1e23 from 10**23)."""
+    body = json.dumps({"items": [value]}, indent=1 if spaced else None).encode()
+    assert json.dumps(_parse(body)) == json.dumps(json.loads(body))

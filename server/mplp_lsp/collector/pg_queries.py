@@ -1,15 +1,18 @@
 """What a team asks the PostgreSQL collector: events, a repository's graph, pipelines, streams.
 
-Event pages are keyset pages on the append-only ``id``: each page is one index range scan
-whatever the table's size, and the last page has no ``next`` (one row more than the page is
-read to know whether another page exists). Ids are assigned when a row is inserted and
-become visible at commit, so a row committed by a slower concurrent batch can appear below
-a cursor already handed out; a reader that must see everything pages again from its last
-complete ``next`` after the writers are idle.
+Event pages are keyset pages in commit order: rows are ordered by ``(txid, id)``, their
+transaction's id then their own, and a page only reaches up to the oldest transaction still
+in progress (``pg_snapshot_xmin`` of the statement's snapshot). Every transaction below that
+horizon has ended, and any transaction that commits later has an id at or above it, so no
+row can ever appear below a cursor already handed out; rows committed above a still running
+batch wait for it to end. Each page is one index range scan whatever the table's size, and
+the last page has no ``next`` (one row more than the page is read to know whether another
+page exists). ``cursor`` is where to resume later, for a reader that follows new events.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -20,8 +23,10 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 __all__ = [
+    "Cursor",
     "EventQuery",
     "event_page",
+    "page_statement",
     "pipelines",
     "purge_before",
     "repositories",
@@ -32,11 +37,29 @@ __all__ = [
 
 Pool = AsyncConnectionPool[AsyncConnection[Any]]
 MAX_PAGE: Final = 10_000
+_CURSOR: Final = re.compile(r"(\d{1,19})\.(\d{1,19})")
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Cursor:
+    """A place in the commit order: after the row ``id`` of transaction ``txid``."""
+
+    txid: int = 0
+    id: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> Cursor | None:
+        """The cursor a page handed out (``"<txid>.<id>"``), or None if ``text`` is not one."""
+        found = _CURSOR.fullmatch(text)
+        return cls(int(found[1]), int(found[2])) if found else None
+
+    def __str__(self) -> str:
+        return f"{self.txid}.{self.id}"
 
 
 @dataclass(frozen=True, slots=True)
 class EventQuery:
-    after: int = 0
+    after: Cursor = Cursor()
     limit: int = 1000
     stream: str | None = None
     repository: str | None = None
@@ -46,10 +69,13 @@ class EventQuery:
     until: datetime | None = None
 
 
-async def event_page(pool: Pool, query: EventQuery) -> dict[str, Any]:
-    """``{"events": [...], "next": id}``; ``next`` is absent on the last page."""
-    where = ["id > %s"]
-    params: list[Any] = [query.after]
+def page_statement(query: EventQuery) -> tuple[bytes, list[Any]]:
+    """The SELECT of one page (one row more than the page) and its parameters."""
+    where = [
+        "(txid, id) > (%s::text::xid8, %s)",
+        "txid < pg_snapshot_xmin(pg_current_snapshot())",
+    ]
+    params: list[Any] = [str(query.after.txid), query.after.id]
     for column, value in (("stream", query.stream), ("kind", query.kind), ("author", query.author)):
         if value is not None:
             where.append(f"{column} = %s")
@@ -63,32 +89,48 @@ async def event_page(pool: Pool, query: EventQuery) -> dict[str, Any]:
     if query.until is not None:
         where.append("occurred_at < %s")
         params.append(query.until)
-    # The clauses are this function's constants; every value is a parameter.
-    columns = "id, stream, seq, source, event_id, kind, author, occurred_at, received_at, body"
-    sql = f"SELECT {columns} FROM events WHERE {' AND '.join(where)} ORDER BY id LIMIT %s"  # noqa: S608
+    # The clauses are this function's constants; every value is a parameter. The output
+    # names differ from the columns: ORDER BY a bare name would take the output column and
+    # sort every row instead of reading the (txid, id) index in order.
+    columns = (
+        "txid::text::bigint AS page_txid, id, stream, seq, source, event_id, kind, author,"
+        " occurred_at, received_at, body"
+    )
+    sql = (
+        f"SELECT {columns} FROM events WHERE {' AND '.join(where)}"  # noqa: S608
+        " ORDER BY txid, id LIMIT %s"
+    )
     params.append(query.limit + 1)
+    return sql.encode(), params
+
+
+async def event_page(pool: Pool, query: EventQuery) -> dict[str, Any]:
+    """``{"events": [...], "next": cursor, "cursor": cursor}``; ``next`` is absent on the
+    last page, ``cursor`` (where this page ends) never."""
+    sql, params = page_statement(query)
     async with pool.connection() as conn:
-        cursor = await conn.execute(sql.encode(), params)
+        cursor = await conn.execute(sql, params)
         rows = await cursor.fetchall()
     page = rows[: query.limit]
     events = [
         {
-            "id": row[0],
-            "stream": row[1],
-            "seq": row[2],
-            "source": row[3],
-            "event_id": row[4],
-            "kind": row[5],
-            "author": row[6],
-            "occurred_at": _iso(row[7]),
-            "received_at": _iso(row[8]),
-            "envelope": orjson.Fragment(row[9]),
+            "id": row[1],
+            "stream": row[2],
+            "seq": row[3],
+            "source": row[4],
+            "event_id": row[5],
+            "kind": row[6],
+            "author": row[7],
+            "occurred_at": _iso(row[8]),
+            "received_at": _iso(row[9]),
+            "envelope": orjson.Fragment(row[10]),
         }
         for row in page
     ]
-    answer: dict[str, Any] = {"events": events}
+    end = Cursor(page[-1][0], page[-1][1]) if page else query.after
+    answer: dict[str, Any] = {"events": events, "cursor": str(end)}
     if len(rows) > query.limit:
-        answer["next"] = page[-1][0]
+        answer["next"] = str(end)
     return answer
 
 
@@ -160,7 +202,7 @@ async def streams(pool: Pool) -> list[dict[str, Any]]:
         return await _all(
             conn,
             "SELECT stream, first_contact, last_contact, last_seq, batches, accepted,"
-            " duplicates, backlog,"
+            " duplicates, backlog, backlog_oldest,"
             " (SELECT array_agg(repo_url ORDER BY repo_url) FROM team_stream_repositories r"
             "  WHERE r.stream = s.stream) AS repositories"
             " FROM streams s ORDER BY last_contact DESC, stream",
@@ -186,8 +228,8 @@ async def purge_before(pool: Pool, cutoff: datetime, *, chunk: int = 10_000) -> 
     while True:
         async with pool.connection() as conn:
             cursor = await conn.execute(
-                "DELETE FROM events WHERE id IN"
-                " (SELECT id FROM events WHERE occurred_at < %s ORDER BY id LIMIT %s)",
+                "DELETE FROM events WHERE (txid, id) IN (SELECT txid, id FROM events"
+                " WHERE occurred_at < %s ORDER BY txid, id LIMIT %s)",
                 (cutoff, chunk),
             )
             dropped += cursor.rowcount

@@ -12,7 +12,7 @@ events roughly in time order, so each new key lands at the right edge of its str
 of the index instead of on a random page (a key led by the random ``event_id`` touches a
 random leaf per row once the index outgrows memory). ``occurred_at`` is the envelope's own
 timestamp, the same on every retry, so a re-sent envelope meets its first copy. The other
-indexes end in the append-only ``id``.
+indexes end in the paging order ``(txid, id)`` (migration 2), which also only grows.
 """
 
 from __future__ import annotations
@@ -150,6 +150,23 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         emitted_at timestamptz NOT NULL DEFAULT now(),
         body       text NOT NULL
     );
+    """,
+    # 2: pages in commit order. ``id`` is drawn at INSERT but becomes visible at COMMIT, so a
+    # slower concurrent batch can commit ids below a page already served. Rows now carry
+    # their transaction's id (xid8: 64 bits, never wraps) and pages follow (txid, id) up to
+    # the oldest transaction still in progress, below which nothing new can appear.
+    # Streams keep the backlog's age their forwarder reports beside its depth.
+    """
+    ALTER TABLE events ADD COLUMN txid xid8 NOT NULL DEFAULT pg_current_xact_id();
+    ALTER TABLE events DROP CONSTRAINT events_pkey;
+    ALTER TABLE events ADD PRIMARY KEY (txid, id);
+    DROP INDEX events_by_stream;
+    DROP INDEX events_by_kind;
+    DROP INDEX events_by_author;
+    CREATE INDEX events_by_stream ON events (stream, txid, id);
+    CREATE INDEX events_by_kind ON events (kind, txid, id);
+    CREATE INDEX events_by_author ON events (author, txid, id) WHERE author IS NOT NULL;
+    ALTER TABLE streams ADD COLUMN backlog_oldest timestamptz;
     """,
 )
 

@@ -19,8 +19,10 @@ import concurrent.futures
 import hashlib
 import json
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Final
 
 import psycopg
@@ -41,7 +43,7 @@ from mplp_lsp.collector.store import (
 from mplp_lsp.protocol.kinds import KIND_BY_EVENT_TYPE, Kind, detect_kind
 from mplp_lsp.protocol.validator import EventValidator, default_validator
 
-__all__ = ["PgCollector", "url_problem"]
+__all__ = ["PgCollector", "ReportedBacklog", "url_problem"]
 
 log = logging.getLogger(__name__)
 
@@ -58,17 +60,20 @@ _INSERT_EVENTS: Final = (
     f"INSERT INTO events ({_COLUMNS}) SELECT {_COLUMNS} FROM incoming"  # noqa: S608
     " ORDER BY seq ON CONFLICT DO NOTHING"
 ).encode()
+# A batch without a reported backlog (an older forwarder, a split part) keeps the last one.
 _TOUCH_STREAM: Final = b"""
 INSERT INTO streams AS s (stream, first_contact, last_contact, last_seq, batches, accepted,
-                          duplicates, backlog)
-VALUES (%s, now(), now(), %s, 1, %s, %s, %s)
+                          duplicates, backlog, backlog_oldest)
+VALUES (%s, now(), now(), %s, 1, %s, %s, %s, %s)
 ON CONFLICT (stream) DO UPDATE
 SET last_contact = greatest(s.last_contact, excluded.last_contact),
     last_seq = greatest(s.last_seq, excluded.last_seq),
     batches = s.batches + 1,
     accepted = s.accepted + excluded.accepted,
     duplicates = s.duplicates + excluded.duplicates,
-    backlog = coalesce(excluded.backlog, s.backlog)
+    backlog = coalesce(excluded.backlog, s.backlog),
+    backlog_oldest = CASE WHEN excluded.backlog IS NULL THEN s.backlog_oldest
+                          ELSE excluded.backlog_oldest END
 """
 
 
@@ -87,13 +92,20 @@ def url_problem(url: str) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
+class ReportedBacklog:
+    """What a forwarder reported still queued behind its batch."""
+
+    count: int
+    oldest_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
 class _Prepared:
     stream: str
     body_hash: str
-    rows: list[tuple[Any, ...]]  # the events table's columns, in seq order
+    copy: bytes  # the events table's rows in seq order, as COPY's text format
     graph: team_graph.GraphBatch
     last_seq: int
-    backlog: int | None
     count: int
 
 
@@ -141,7 +153,9 @@ class PgCollector:
         await self.pool.close()
         self._cpu.shutdown(wait=True)
 
-    async def receive(self, body: bytes, idempotency_key: str | None) -> Answer:
+    async def receive(
+        self, body: bytes, idempotency_key: str | None, backlog: ReportedBacklog | None = None
+    ) -> Answer:
         """Handle one POSTed batch; the answer is what the HTTP response says."""
         body_hash = hashlib.blake2b(body, digest_size=16).hexdigest()
         if idempotency_key is not None:
@@ -154,7 +168,7 @@ class PgCollector:
             return prepared
         for attempt in range(_RETRIES):
             try:
-                return await self._write(prepared, idempotency_key)
+                return await self._write(prepared, idempotency_key, backlog)
             except (errors.DeadlockDetected, errors.SerializationFailure):
                 if attempt == _RETRIES - 1:
                     raise
@@ -189,7 +203,7 @@ class PgCollector:
         if problems:
             return Answer(400, {"error": "invalid_envelopes", "items": problems})
         try:
-            return self._rows(stream, items, kinds, batch, body_hash)
+            return self._rows(stream, items, kinds, body_hash)
         except (ValueError, KeyError, TypeError) as error:  # valid by schema, yet unusable
             return Answer(400, {"error": "invalid_envelopes", "message": str(error)[:200]})
 
@@ -198,7 +212,6 @@ class PgCollector:
         stream: str,
         items: list[tuple[int, dict[str, Any]]],
         kinds: list[Kind | None],
-        batch: Mapping[str, Any],
         body_hash: str,
     ) -> _Prepared:
         stored_kinds = [
@@ -225,24 +238,24 @@ class PgCollector:
             if self._graph_on
             else team_graph.GraphBatch()
         )
-        backlog = batch.get("pending")
         return _Prepared(
             stream=stream,
             body_hash=body_hash,
-            rows=rows,
+            copy=_copy_text(rows),
             graph=graph,
             last_seq=max((seq for seq, _ in items), default=0),
-            backlog=backlog if isinstance(backlog, int) and not isinstance(backlog, bool) else None,
             count=len(items),
         )
 
-    async def _write(self, prepared: _Prepared, idempotency_key: str | None) -> Answer:
+    async def _write(
+        self, prepared: _Prepared, idempotency_key: str | None, backlog: ReportedBacklog | None
+    ) -> Answer:
         async with self.pool.connection() as conn, conn.transaction():
             # COPY into a per-session staging table, then one INSERT ... SELECT: COPY's
             # row encoding is ~3x cheaper than binding 1000-element arrays of JSON bodies.
+            # The rows were encoded off the loop; the loop only sends them.
             async with conn.cursor().copy(_COPY_STAGED) as copy:
-                for row in prepared.rows:
-                    await copy.write_row(row)
+                await copy.write(prepared.copy)
             # The rest in pipeline mode: two round trips instead of one per statement.
             async with conn.pipeline() as pipeline:
                 inserted = await conn.execute(_INSERT_EVENTS)
@@ -263,7 +276,14 @@ class PgCollector:
                     )
                 await conn.execute(
                     _TOUCH_STREAM,
-                    (prepared.stream, prepared.last_seq, accepted, duplicates, prepared.backlog),
+                    (
+                        prepared.stream,
+                        prepared.last_seq,
+                        accepted,
+                        duplicates,
+                        None if backlog is None else backlog.count,
+                        None if backlog is None else backlog.oldest_at,
+                    ),
                 )
                 answer = Answer(200, {"accepted": accepted, "duplicates": duplicates})
                 if idempotency_key is not None:
@@ -278,6 +298,40 @@ class PgCollector:
 async def _create_staging(conn: AsyncConnection[Any]) -> None:
     await conn.execute(_STAGING)
     await conn.commit()
+
+
+# COPY's text format: tab-separated, \N for NULL, and a backslash, tab, newline or carriage
+# return inside a value written as an escape. A body is orjson's compact JSON, whose only
+# such character can be a backslash (JSON escapes the others).
+_COPY_ESCAPES: Final = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+_NEEDS_ESCAPE: Final = re.compile(r"[\\\t\n\r]")
+
+
+def _copy_field(value: str | None) -> str:
+    if value is None:
+        return "\\N"
+    return value.translate(_COPY_ESCAPES) if _NEEDS_ESCAPE.search(value) else value
+
+
+def _copy_text(rows: list[tuple[Any, ...]]) -> bytes:
+    """``rows`` (stream, seq, source, event_id, kind, author, occurred_at, body) as COPY data."""
+    lines = [
+        "\t".join(
+            (
+                _copy_field(stream),
+                str(seq),
+                _copy_field(source),
+                _copy_field(event_id),
+                _copy_field(kind),
+                _copy_field(author),
+                occurred_at.isoformat(),
+                body.replace("\\", "\\\\"),
+            )
+        )
+        for stream, seq, source, event_id, kind, author, occurred_at, body in rows
+    ]
+    lines.append("")
+    return "\n".join(lines).encode()
 
 
 def _stored_kind(kind: Kind | None, envelope: Mapping[str, Any]) -> Kind | None:

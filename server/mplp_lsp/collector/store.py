@@ -216,10 +216,21 @@ def migrate(conn: sqlite3.Connection) -> int:
 
 
 # orjson parses a batch about 3x faster than json, but it reads an integer beyond 64 bits
-# as a float (json keeps it exact); a body with a run of 20 digits takes json. Mapping every
-# digit to 0 and looking for twenty zeros is ~15x faster than the regex \d{20} on a batch.
+# (above 2**64 - 1, or below -2**63: 20 digits, or a minus and 19) as a float where json
+# keeps it exact; a body with such a number takes json. A number follows a [ : or , and
+# optional white space; with every digit mapped to 0 and white space dropped (one C pass,
+# far cheaper than a regex), that is a few substrings to look for. A long run of digits
+# inside a string (a commit id) is not a number and keeps orjson.
 _DIGITS_TO_ZERO: Final = bytes.maketrans(b"123456789", b"000000000")
-_TWENTY_DIGITS: Final = b"0" * 20
+_WHITE_SPACE: Final = b" \t\n\r"
+_LONG_NUMBERS: Final = tuple(
+    start + digits for start in (b"[", b":", b",") for digits in (b"0" * 20, b"-" + b"0" * 19)
+)
+
+
+def _has_long_number(body: bytes) -> bool:
+    squeezed = body.translate(_DIGITS_TO_ZERO, _WHITE_SPACE)
+    return any(number in squeezed for number in _LONG_NUMBERS)
 
 
 # A batch holds items holding envelopes: three levels above an envelope's own.
@@ -229,7 +240,7 @@ _BATCH_DEPTH: Final = json_input.MAX_DEPTH + 3
 def _parse(body: bytes) -> Any:
     """The batch as Python objects; NaN, infinities and lone surrogates are invalid JSON, and
     so is nesting deeper than an envelope may (validation recurses)."""
-    if _TWENTY_DIGITS in body.translate(_DIGITS_TO_ZERO):
+    if _has_long_number(body):
         try:
             batch = json.loads(body, parse_constant=_no_constant)
         except RecursionError:

@@ -25,8 +25,9 @@ import psycopg
 from aiohttp import web
 
 from mplp_lsp.collector import pg_queries
-from mplp_lsp.collector.pg_store import PgCollector
+from mplp_lsp.collector.pg_store import PgCollector, ReportedBacklog
 from mplp_lsp.collector.serving import serve_app
+from mplp_lsp.forward.batching import BACKLOG_HEADER, BACKLOG_OLDEST_HEADER
 
 __all__ = ["TeamSettings", "create_team_app", "run_team_collector"]
 
@@ -163,8 +164,27 @@ async def _purge_forever(collector: PgCollector, days: int) -> None:
 
 async def _receive(request: web.Request) -> web.Response:
     body = await request.read()
-    answer = await request.app[_COLLECTOR].receive(body, request.headers.get("Idempotency-Key"))
+    answer = await request.app[_COLLECTOR].receive(
+        body, request.headers.get("Idempotency-Key"), _backlog(request)
+    )
     return _json(answer.body, answer.status)
+
+
+def _backlog(request: web.Request) -> ReportedBacklog | None:
+    """The forwarder's reported backlog; a malformed report is dropped, never the batch."""
+    text = request.headers.get(BACKLOG_HEADER)
+    if text is None:
+        return None
+    if not text.isascii() or not text.isdigit() or len(text) > 18:
+        log.info("ignoring a malformed %s header", BACKLOG_HEADER)
+        return None
+    oldest = request.headers.get(BACKLOG_OLDEST_HEADER)
+    try:
+        moment = None if oldest is None else _instant(oldest)
+    except ValueError:
+        log.info("ignoring a malformed %s header", BACKLOG_OLDEST_HEADER)
+        moment = None
+    return ReportedBacklog(int(text), moment)
 
 
 class _BadQuery(ValueError):
@@ -184,16 +204,25 @@ def _moment(request: web.Request, name: str) -> datetime | None:
     if text is None:
         return None
     try:
-        moment = datetime.fromisoformat(text.replace("z", "Z"))
+        return _instant(text)
     except ValueError:
         raise _BadQuery(f"{name} must be an ISO 8601 time") from None
+
+
+def _instant(text: str) -> datetime:
+    """An ISO 8601 time; without a zone, UTC."""
+    moment = datetime.fromisoformat(text.replace("z", "Z"))
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 async def _events(request: web.Request) -> web.Response:
+    after = pg_queries.Cursor.parse(request.query.get("after", "0.0"))
+    if after is None:
+        message = "after must be a cursor a page handed out (next or cursor)"
+        return _json({"error": "invalid_query", "message": message}, 400)
     try:
         query = pg_queries.EventQuery(
-            after=_integer(request, "after", 0, 0, 2**63 - 1),
+            after=after,
             limit=_integer(request, "limit", 1000, 1, pg_queries.MAX_PAGE),
             stream=request.query.get("stream"),
             repository=request.query.get("repository"),

@@ -210,56 +210,61 @@ def run_node_id(key: tuple[str, str, str]) -> str:
 
 # --- writing -------------------------------------------------------------------------------
 
-_LWW_BRANCH: Final = """
+
+def _from_rows(*types: str) -> str:
+    """A SELECT of rows sent as one JSON array of arrays (one parameter, written by orjson
+    in C); binding one array per column costs Python work per element."""
+    cells = ", ".join(f"(e->>{i})::{t}" for i, t in enumerate(types))
+    return f"SELECT {cells} FROM jsonb_array_elements(%s::jsonb) AS e"  # noqa: S608
+
+
+_LWW_BRANCH: Final = f"""
 INSERT INTO team_branches AS t (repo_url, ref_name, changed_at, cause, present, head_commit)
-SELECT * FROM unnest(%b::text[], %b::text[], %b::timestamptz[], %b::text[], %b::bool[],
-                     %b::text[])
+{_from_rows("text", "text", "timestamptz", "text", "bool", "text")}
 ON CONFLICT (repo_url, ref_name) DO UPDATE
 SET changed_at = excluded.changed_at, cause = excluded.cause, present = excluded.present,
     head_commit = excluded.head_commit
 WHERE (excluded.changed_at, excluded.cause) > (t.changed_at, t.cause)
 RETURNING t.repo_url, t.ref_name, t.present, (xmax = 0) AS added
 """
-_LWW_FILE: Final = """
+_LWW_FILE: Final = f"""
 INSERT INTO team_files AS t (stream, path, modified_at, cause, present, change_type)
-SELECT * FROM unnest(%b::text[], %b::text[], %b::timestamptz[], %b::text[], %b::bool[],
-                     %b::text[])
+{_from_rows("text", "text", "timestamptz", "text", "bool", "text")}
 ON CONFLICT (stream, path) DO UPDATE
 SET modified_at = excluded.modified_at, cause = excluded.cause, present = excluded.present,
     change_type = excluded.change_type
 WHERE (excluded.modified_at, excluded.cause) > (t.modified_at, t.cause)
 RETURNING t.stream, t.path, t.present, (xmax = 0) AS added
 """
-_REPOSITORIES: Final = """
+_REPOSITORIES: Final = f"""
 INSERT INTO team_repositories AS t (repo_url, first_seen, last_seen)
-SELECT * FROM unnest(%b::text[], %b::timestamptz[], %b::timestamptz[])
+{_from_rows("text", "timestamptz", "timestamptz")}
 ON CONFLICT (repo_url) DO UPDATE
 SET first_seen = least(t.first_seen, excluded.first_seen),
     last_seen = greatest(t.last_seen, excluded.last_seen)
 WHERE excluded.first_seen < t.first_seen OR excluded.last_seen > t.last_seen
 RETURNING t.repo_url, (xmax = 0) AS added
 """
-_STREAM_REPOSITORIES: Final = """
+_STREAM_REPOSITORIES: Final = f"""
 INSERT INTO team_stream_repositories (stream, repo_url)
-SELECT * FROM unnest(%b::text[], %b::text[]) ON CONFLICT DO NOTHING
+{_from_rows("text", "text")} ON CONFLICT DO NOTHING
 """
-_COMMITS: Final = """
+_COMMITS: Final = f"""
 INSERT INTO team_commits AS t (repo_url, commit_id, cause, author, committed_at, message)
-SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::timestamptz[],
-                     %b::text[])
+{_from_rows("text", "text", "text", "text", "timestamptz", "text")}
 ON CONFLICT (repo_url, commit_id) DO UPDATE
 SET cause = excluded.cause, author = excluded.author, committed_at = excluded.committed_at,
     message = excluded.message
 WHERE excluded.cause < t.cause
 RETURNING t.commit_id, (xmax = 0) AS added
 """
-_PARENTS: Final = """
+_PARENTS: Final = f"""
 INSERT INTO team_commit_parents (repo_url, commit_id, position, parent)
-SELECT * FROM unnest(%b::text[], %b::text[], %b::int4[], %b::text[]) ON CONFLICT DO NOTHING
+{_from_rows("text", "text", "int4", "text")} ON CONFLICT DO NOTHING
 """
-_COMMIT_BRANCHES: Final = """
+_COMMIT_BRANCHES: Final = f"""
 INSERT INTO team_commit_branches (repo_url, commit_id, ref_name)
-SELECT * FROM unnest(%b::text[], %b::text[], %b::text[]) ON CONFLICT DO NOTHING
+{_from_rows("text", "text", "text")} ON CONFLICT DO NOTHING
 """
 _NEWER_RUN: Final = (
     "(excluded.status_rank, excluded.status_at, excluded.cause)"
@@ -278,13 +283,14 @@ _RUN_STATE: Final = (
     "stages",
 )
 _RUNS: Final = (  # built from this module's constants only
-    "INSERT INTO team_pipeline_runs AS t (ci_provider, pipeline_id, run_id, node_id,"  # noqa: S608
+    "INSERT INTO team_pipeline_runs AS t (ci_provider, pipeline_id, run_id, node_id,"
     " first_seen, started_at, " + ", ".join(_RUN_STATE) + ")"
-    " SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[],"
-    " %b::timestamptz[], %b::timestamptz[], %b::text[], %b::int4[], %b::timestamptz[],"
-    " %b::text[], %b::text[], %b::timestamptz[], %b::int8[], %b::text[], %b::text[],"
-    " %b::jsonb[])"
-    " ON CONFLICT (ci_provider, pipeline_id, run_id) DO UPDATE SET"
+    " "
+    + _from_rows(
+        *("text", "text", "text", "text", "timestamptz", "timestamptz", "text", "int4"),
+        *("timestamptz", "text", "text", "timestamptz", "int8", "text", "text", "jsonb"),
+    )
+    + " ON CONFLICT (ci_provider, pipeline_id, run_id) DO UPDATE SET"
     " first_seen = least(t.first_seen, excluded.first_seen),"
     " started_at = coalesce(least(t.started_at, excluded.started_at), t.started_at,"
     " excluded.started_at), "
@@ -307,29 +313,16 @@ async def apply(conn: AsyncConnection[Any], batch: GraphBatch, graph: str) -> li
     """
     repositories = commits = branches = files = runs = None
     if batch.repositories:
-        keys = sorted(batch.repositories)
         repositories = await _send(
-            conn,
-            _REPOSITORIES,
-            keys,
-            [batch.repositories[k][0] for k in keys],
-            [batch.repositories[k][1] for k in keys],
+            conn, _REPOSITORIES, [(k, *v) for k, v in sorted(batch.repositories.items())]
         )
-        pairs = sorted(batch.stream_repositories)
-        await _send(conn, _STREAM_REPOSITORIES, [p[0] for p in pairs], [p[1] for p in pairs])
+        await _send(conn, _STREAM_REPOSITORIES, sorted(batch.stream_repositories))
     if batch.commits:
-        commit_keys = sorted(batch.commits)
-        commits = await _send(
-            conn,
-            _COMMITS,
-            [k[0] for k in commit_keys],
-            [k[1] for k in commit_keys],
-            *_columns([batch.commits[k] for k in commit_keys]),
-        )
+        commits = await _send_latest(conn, _COMMITS, batch.commits)
         if batch.parents:
-            await _send(conn, _PARENTS, *_columns(sorted(batch.parents)))
+            await _send(conn, _PARENTS, sorted(batch.parents))
         if batch.commit_branches:
-            await _send(conn, _COMMIT_BRANCHES, *_columns(sorted(batch.commit_branches)))
+            await _send(conn, _COMMIT_BRANCHES, sorted(batch.commit_branches))
     if batch.branches:
         branches = await _send_latest(conn, _LWW_BRANCH, batch.branches)
     if batch.files:
@@ -362,39 +355,28 @@ async def apply(conn: AsyncConnection[Any], batch: GraphBatch, graph: str) -> li
 async def _send_latest(
     conn: AsyncConnection[Any], sql: str, table: Mapping[tuple[str, str], tuple[Any, ...]]
 ) -> AsyncCursor[Any]:
-    keys = sorted(table)
-    return await _send(
-        conn,
-        sql,
-        [k[0] for k in keys],
-        [k[1] for k in keys],
-        *_columns([table[k] for k in keys]),
-    )
+    return await _send(conn, sql, [(*key, *table[key]) for key in sorted(table)])
 
 
 async def _send_runs(conn: AsyncConnection[Any], batch: GraphBatch) -> AsyncCursor[Any]:
-    keys = sorted(batch.runs)
-    runs = [batch.runs[k] for k in keys]
-    return await _send(
-        conn,
-        _RUNS,
-        [k[0] for k in keys],
-        [k[1] for k in keys],
-        [k[2] for k in keys],
-        [run_node_id(k) for k in keys],
-        [r.first_seen for r in runs],
-        [r.started_at for r in runs],
-        [r.status for r in runs],
-        [r.order[0] for r in runs],
-        [r.order[1] for r in runs],
-        [r.order[2] for r in runs],
-        [r.stream for r in runs],
-        [r.completed_at for r in runs],
-        [r.duration_ms for r in runs],
-        [r.branch_name for r in runs],
-        [r.commit_id for r in runs],
-        [r.stages for r in runs],
-    )
+    rows = [
+        (
+            *key,
+            run_node_id(key),
+            r.first_seen,
+            r.started_at,
+            r.status,
+            *r.order,
+            r.stream,
+            r.completed_at,
+            r.duration_ms,
+            r.branch_name,
+            r.commit_id,
+            r.stages,
+        )
+        for key, r in sorted(batch.runs.items())
+    ]
+    return await _send(conn, _RUNS, rows)
 
 
 def _stage_events(rows: list[tuple[Any, ...]], batch: GraphBatch) -> list[dict[str, Any]]:
@@ -424,12 +406,10 @@ def _stage_events(rows: list[tuple[Any, ...]], batch: GraphBatch) -> list[dict[s
     ]
 
 
-def _columns(rows: Sequence[tuple[Any, ...]]) -> list[list[Any]]:
-    return [list(column) for column in zip(*rows, strict=True)]
-
-
-async def _send(conn: AsyncConnection[Any], sql: str, *columns: list[Any]) -> AsyncCursor[Any]:
-    return await conn.execute(sql.encode(), columns)
+async def _send(
+    conn: AsyncConnection[Any], sql: str, rows: Sequence[tuple[Any, ...]]
+) -> AsyncCursor[Any]:
+    return await conn.execute(sql.encode(), (orjson.dumps(rows).decode(),))
 
 
 def _graph_event(graph: str, changes: list[tuple[str, str, str]]) -> dict[str, Any]:

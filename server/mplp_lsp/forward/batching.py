@@ -8,7 +8,9 @@ was serialised once, when it was accepted, and the bytes sent are exactly those 
 ``source`` names this store's stream and ``seq`` is the envelope's per-stream sequence
 number (the event log's ``seq``); both stay the same on every retry, as does the
 envelope's ``event_id``. The ``Idempotency-Key`` is a hash of the body, so a retried batch
-carries the same key and a different batch never does.
+carries the same key and a different batch never does. The outbox's backlog behind the
+batch changes between retries, so it travels in headers (:data:`BACKLOG_HEADER`), outside
+the body and its key.
 """
 
 from __future__ import annotations
@@ -17,10 +19,21 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
-from mplp_lsp.forward.outbox import Entry
+from mplp_lsp.forward.outbox import Backlog, Entry
 
-__all__ = ["Batch", "BatchLimits", "encode_batch", "split"]
+__all__ = [
+    "BACKLOG_HEADER",
+    "BACKLOG_OLDEST_HEADER",
+    "Batch",
+    "BatchLimits",
+    "encode_batch",
+    "split",
+]
+
+BACKLOG_HEADER: Final = "Mplp-Backlog"
+BACKLOG_OLDEST_HEADER: Final = "Mplp-Backlog-Oldest"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,19 +55,30 @@ class Batch:
     entries: tuple[Entry, ...]
     body: bytes
     idempotency_key: str
+    backlog: Backlog | None = None  # None: not known (a part of a split batch)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The request headers besides the body: its key, and the backlog when known."""
+        headers = {"Idempotency-Key": self.idempotency_key}
+        if self.backlog is not None:
+            headers[BACKLOG_HEADER] = str(self.backlog.count)
+            if self.backlog.oldest_at is not None:
+                headers[BACKLOG_OLDEST_HEADER] = self.backlog.oldest_at
+        return headers
 
     @property
     def seqs(self) -> list[int]:
         return [entry.seq for entry in self.entries]
 
 
-def encode_batch(source: str, entries: Sequence[Entry]) -> Batch:
+def encode_batch(source: str, entries: Sequence[Entry], backlog: Backlog | None = None) -> Batch:
     if not entries:
         raise ValueError("a batch needs at least one entry")
     items = ",".join(f'{{"seq":{entry.seq},"envelope":{entry.body}}}' for entry in entries)
     body = f'{{"source":{json.dumps(source)},"items":[{items}]}}'.encode()
     key = hashlib.blake2b(body, digest_size=16).hexdigest()
-    return Batch(tuple(entries), body, key)
+    return Batch(tuple(entries), body, key, backlog)
 
 
 def split(entries: Sequence[Entry]) -> tuple[list[Entry], list[Entry]]:

@@ -55,7 +55,7 @@ class TransportError(Exception):
 
 
 _Ahead = tuple[list[Entry], Batch | None]
-"""The next pending entries and, when read ahead of time, their encoded batch."""
+"""The next pending entries and their encoded batch (None when there are none)."""
 
 
 class Transport(Protocol):
@@ -142,11 +142,11 @@ class Forwarder:
         ahead: _Ahead = ([], None)
         while True:
             self._wake.clear()
-            entries, batch = ahead if ahead[0] else (await self._peek(), None)
+            entries, batch = ahead if ahead[0] else await self._peek()
             ahead = ([], None)
             if entries and idle and len(entries) < self.limits.max_count and self.limits.linger:
                 await asyncio.sleep(self.limits.linger)  # let a burst fill the batch
-                entries, batch = await self._peek(), None
+                entries, batch = await self._peek()
             if not entries:
                 if not idle:  # the outbox was just drained: let the file shrink back
                     await self._reclaim()
@@ -173,20 +173,22 @@ class Forwarder:
         except sqlite3.Error:  # only space is at stake; the next drain tries again
             log.warning("forwarding: could not give free pages back", exc_info=True)
 
-    async def _peek(self, after_seq: int = 0) -> list[Entry]:
+    async def _peek(self, after_seq: int = 0) -> _Ahead:
         return await self._writer.read(partial(self._read, after_seq=after_seq))
 
-    def _read(self, conn: sqlite3.Connection, *, after_seq: int) -> list[Entry]:
-        return outbox.peek(
+    def _read(self, conn: sqlite3.Connection, *, after_seq: int) -> _Ahead:
+        """The next entries, encoded as a batch with the backlog behind them (one read
+        transaction, so the two agree)."""
+        entries = outbox.peek(
             conn,
             after_seq=after_seq,
             max_count=self.limits.max_count,
             max_bytes=self.limits.max_bytes,
         )
-
-    def _read_ahead(self, conn: sqlite3.Connection, *, after_seq: int) -> _Ahead:
-        entries = self._read(conn, after_seq=after_seq)
-        return entries, encode_batch(self._stream, entries) if entries else None
+        if not entries:
+            return entries, None
+        backlog = outbox.backlog_after(conn, entries[-1].seq)
+        return entries, encode_batch(self._stream, entries, backlog)
 
     async def _deliver(self, entries: list[Entry], batch: Batch | None) -> _Ahead:
         """Deliver or dead-letter ``entries``; returns the pending entries that follow them.
@@ -198,7 +200,7 @@ class Forwarder:
         may still be sent once: harmless.
         """
         following = asyncio.ensure_future(
-            self._writer.read(partial(self._read_ahead, after_seq=entries[-1].seq))
+            self._writer.read(partial(self._read, after_seq=entries[-1].seq))
         )
         try:
             await self._deliver_all(entries, batch)

@@ -23,11 +23,13 @@ from mplp_lsp.store.queueing import STREAM_META_KEY, apply_budget, recount
 
 __all__ = [
     "STREAM_META_KEY",
+    "Backlog",
     "DeadLetter",
     "Entry",
     "OutboxState",
     "ack",
     "add_quarantined",
+    "backlog_after",
     "dead_letter",
     "dead_letters",
     "disable",
@@ -123,6 +125,29 @@ def peek(
             break
         entries.append(Entry(int(seq), str(event_id), str(body)))
     return entries
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """What waits in the outbox behind a batch: how many entries, and when the oldest of
+    them was stored (None when there is none)."""
+
+    count: int
+    oldest_at: str | None
+
+
+def backlog_after(conn: sqlite3.Connection, seq: int) -> Backlog:
+    """The entries pending after ``seq``, from the maintained count minus the few entries at
+    or before it (the batch in flight and the one just read), so the cost does not grow
+    with the backlog."""
+    row = conn.execute(
+        "SELECT (SELECT pending FROM outbox_state WHERE id = 1)"
+        " - (SELECT count(*) FROM outbox WHERE seq <= ?1),"
+        " (SELECT e.received_at FROM events AS e"
+        "  WHERE e.seq = (SELECT min(seq) FROM outbox WHERE seq > ?1))",
+        (seq,),
+    ).fetchone()
+    return Backlog(max(0, int(row[0])), None if row[1] is None else str(row[1]))
 
 
 def _delete(conn: sqlite3.Connection, seqs: Sequence[int]) -> int:

@@ -50,7 +50,7 @@ class HttpTransport:
             async with self._client().post(
                 self.endpoint,
                 data=batch.body,
-                headers={"Idempotency-Key": batch.idempotency_key},
+                headers=batch.headers,
                 allow_redirects=False,
             ) as response:
                 detail = ""

@@ -1,0 +1,145 @@
+"""A daemon's forwarder reports its backlog with each batch; the collector shows it per stream.
+
+Real processes throughout: ``mplp-lsp watch --remote`` queues a burst of file events while
+nothing listens at its remote, then is restarted once a PostgreSQL collector listens there.
+The second batch is held in its transaction (a row it updates is locked by the test), so
+what the first batch reported can be read from ``GET /streams`` before the drain goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import sqlite3
+import time
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from mplp_lsp.forward.outbox import STREAM_META_KEY
+from tests import postgres
+from tests.team.conftest import TOKEN, start_collector
+from tests.team.test_pg_collector import get
+
+pytestmark = pytest.mark.e2e
+
+FILES = 2500
+BATCH = 1000  # the daemon's default forwardBatchSize
+
+
+async def until(check: Callable[[], Awaitable[bool]], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not await check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.2)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def store_rows(state: Path, sql: str) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(state / "events.db")
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+async def stream_row(url: str, stream: str) -> dict[str, Any] | None:
+    status, answer = await get(url, "/streams")
+    assert status == 200
+    return next((s for s in answer["streams"] if s["stream"] == stream), None)
+
+
+def instant(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+async def test_the_backlog_behind_each_batch_is_shown_per_stream(
+    pg_cluster: postgres.Cluster, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.e2e.test_api_daemon import start_watch, stop, wait_for_api
+
+    workspace, state = tmp_path / "ws", tmp_path / "state"
+    workspace.mkdir()
+    port = free_port()
+    remote = f"http://127.0.0.1:{port}"
+    monkeypatch.setenv("MPLP_LSP_REMOTE_TOKEN", TOKEN)
+    daemon = await start_watch(workspace, state, "--remote", remote)
+    try:
+        await wait_for_api(state, workspace)
+        for n in range(FILES):
+            (workspace / f"f{n:04d}.txt").write_text(f"content {n}\n")
+        last = -1
+
+        async def queued_and_quiet() -> bool:
+            nonlocal last
+            (pending,) = store_rows(state, "SELECT pending FROM outbox_state")[0]
+            settled = pending >= FILES and pending == last
+            last = pending
+            return settled
+
+        await until(queued_and_quiet)
+    finally:
+        await stop(daemon)
+
+    ((stream,),) = store_rows(state, f"SELECT value FROM meta WHERE key = '{STREAM_META_KEY}'")
+    queued = store_rows(
+        state,
+        "SELECT o.seq, e.received_at, e.body FROM outbox AS o JOIN events AS e USING (seq)"
+        " ORDER BY o.seq",
+    )
+    first_paths = {json.loads(body)["payload"].get("file_path") for _, _, body in queued[:BATCH]}
+    held_path = next(
+        path
+        for _, _, body in queued[BATCH : 2 * BATCH]
+        if (path := json.loads(body)["payload"].get("file_path")) not in first_paths
+    )
+
+    collector = start_collector(pg_url, pg_cluster, tmp_path, port=port)
+    conninfo = pg_cluster.psql_url(pg_url.rsplit("/", 1)[1])
+    daemon = None
+    try:
+        with psycopg.connect(conninfo) as locker:
+            locker.execute(
+                "INSERT INTO team_files VALUES (%s, %s, true, 'created', '2000-01-01Z', '')",
+                (stream, held_path),
+            )
+            locker.commit()
+            # The second batch updates this file's row: it waits inside its transaction.
+            locker.execute(
+                "SELECT 1 FROM team_files WHERE stream = %s AND path = %s FOR UPDATE",
+                (stream, held_path),
+            )
+            daemon = await start_watch(workspace, state, "--remote", remote)
+
+            async def first_batch_in() -> bool:
+                return await stream_row(collector.url, stream) is not None
+
+            await until(first_batch_in)
+            row = await stream_row(collector.url, stream)
+            assert row is not None and row["batches"] == 1
+            assert row["backlog"] == len(queued) - BATCH
+            assert instant(row["backlog_oldest"]) == instant(queued[BATCH][1])
+            locker.rollback()
+
+        async def drained() -> bool:
+            row = await stream_row(collector.url, stream)
+            return row is not None and row["accepted"] >= len(queued)
+
+        await until(drained)
+        row = await stream_row(collector.url, stream)
+        assert row is not None
+        assert row["backlog"] == 0 and row["backlog_oldest"] is None
+    finally:
+        if daemon is not None:
+            await stop(daemon)
+        collector.stop()
