@@ -120,13 +120,7 @@ async def main(args: argparse.Namespace) -> None:
         root.mkdir()
         workspace = await Workspace.open(root, Settings(), state_dir=Path(tmp) / "state")
         api = ApiServer(
-            ApiServices(
-                workspace.intake,
-                workspace.psg,
-                workspace.writer,
-                workspace.status,
-                workspace.owner.plans,
-            ),
+            ApiServices.of(workspace),
             workspace.paths,
         )
         await api.start()

@@ -61,13 +61,7 @@ class Running:
     async def _start(self, root: Path, state: Path) -> tuple[Workspace, ApiServer]:
         workspace = await Workspace.open(root, Settings(), state_dir=state)
         server = ApiServer(
-            ApiServices(
-                workspace.intake,
-                workspace.psg,
-                workspace.writer,
-                workspace.status,
-                workspace.owner.plans,
-            ),
+            ApiServices.of(workspace),
             workspace.paths,
         )
         await server.start()

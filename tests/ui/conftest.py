@@ -4,7 +4,6 @@ module, and the screenshots the docs show (kept in MPLP_LSP_ARTIFACTS when set).
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -13,29 +12,13 @@ from typing import Any
 
 import pytest
 
+from tests.browser import chromium, launched_browser
 from tests.ui.daemon import Remote, Watch, base_env, wait_for
-
-
-def chromium() -> str:
-    path = shutil.which("chromium")
-    if path is None:
-        reason = "Debian's chromium is not installed (apt-get install chromium)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return path
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    # Module scope: Playwright's sync API holds this thread's event loop until it stops.
-    from playwright.sync_api import sync_playwright
-
-    executable = chromium()
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
-        yield launched
-        launched.close()
+    yield from launched_browser(chromium())
 
 
 @pytest.fixture(scope="session")

@@ -92,13 +92,7 @@ async def api(tmp_path: Path) -> AsyncIterator[Api]:
     root.mkdir()
     workspace = await Workspace.open(root, Settings(), state_dir=tmp_path / "state")
     server = ApiServer(
-        ApiServices(
-            workspace.intake,
-            workspace.psg,
-            workspace.writer,
-            workspace.status,
-            workspace.owner.plans,
-        ),
+        ApiServices.of(workspace),
         workspace.paths,
     )
     await server.start()
@@ -436,13 +430,7 @@ async def test_a_non_loopback_peer_is_refused(api: Api) -> None:
 
     port = api.server.port
     app = build_app(
-        ApiServices(
-            api.workspace.intake,
-            api.workspace.psg,
-            api.workspace.writer,
-            api.workspace.status,
-            api.workspace.owner.plans,
-        ),
+        ApiServices.of(api.workspace),
         api.server.token,
         lambda: {f"127.0.0.1:{port}", f"{address}"},
     )
@@ -476,13 +464,7 @@ async def test_stopping_removes_the_endpoint_and_token_files(tmp_path: Path) -> 
     root.mkdir()
     workspace = await Workspace.open(root, Settings(), state_dir=tmp_path / "state")
     server = ApiServer(
-        ApiServices(
-            workspace.intake,
-            workspace.psg,
-            workspace.writer,
-            workspace.status,
-            workspace.owner.plans,
-        ),
+        ApiServices.of(workspace),
         workspace.paths,
     )
     await server.start()

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.browser import launched_browser
 from tests.vscode.host import (
     CodeServer,
     base_settings,
@@ -83,15 +84,7 @@ def code_server_root() -> Path:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    # Module scope: Playwright's sync API keeps an event loop running on this thread until it
-    # stops, and the asyncio tests of any module after this one need the thread free.
-    from playwright.sync_api import sync_playwright
-
-    executable = chromium()
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
-        yield launched
-        launched.close()
+    yield from launched_browser(chromium())
 
 
 @contextlib.contextmanager

@@ -139,15 +139,7 @@ def api_port(settings: Settings) -> int | None:
 
 async def start_api(workspace: Workspace, port: int) -> ApiServer | None:
     """Start the API, or log why not (a taken port must not stop the daemon recording)."""
-    services = ApiServices(
-        workspace.intake,
-        workspace.psg,
-        workspace.writer,
-        workspace.status,
-        workspace.owner.plans,
-        drift=workspace.drift,
-        forwarding=workspace.forwarding,
-    )
+    services = ApiServices.of(workspace)
     server = ApiServer(services, workspace.paths, port=port)
     try:
         await server.start()

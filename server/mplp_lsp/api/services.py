@@ -14,6 +14,7 @@ from mplp_lsp.workspace_status import WorkspaceStatus
 if TYPE_CHECKING:
     from mplp_lsp.forward.service import Forwarding
     from mplp_lsp.runtime.drift import DriftMonitor
+    from mplp_lsp.workspace import Workspace
 
 
 class ApiServices:
@@ -34,3 +35,16 @@ class ApiServices:
         self.plans = plans
         # The dashboard's resolutions and forwarding view (mplp_lsp.api.dashboard).
         self.drift, self.forwarding = drift, forwarding
+
+    @classmethod
+    def of(cls, workspace: Workspace) -> ApiServices:
+        """The API's view of a workspace the daemon records."""
+        return cls(
+            workspace.intake,
+            workspace.psg,
+            workspace.writer,
+            workspace.status,
+            workspace.owner.plans,
+            drift=workspace.drift,
+            forwarding=workspace.forwarding,
+        )
