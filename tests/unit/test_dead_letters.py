@@ -18,13 +18,20 @@ from hypothesis import strategies as st
 from mplp_lsp.cli import main
 from mplp_lsp.forward import outbox
 from mplp_lsp.store import EventLog, connect
-from tests.unit.test_forward_core import new_event
+from mplp_lsp.store.events import NewEvent
 
 REFUSALS = {
     2: (400, "HTTP 400: invalid envelope", "2026-03-02T09:00:00.000Z"),
     4: (401, "HTTP 401", "2026-03-02T09:00:01.000Z"),
     5: (None, "HTTP 422: \x1b[31mred\nsecond line", "2026-03-02T09:00:02.000Z"),
 }
+
+
+def new_event(n: int) -> NewEvent:
+    # A kind no consumer of the store's owner reads: `outbox requeue` runs the owner (which
+    # catches its consumers up), and these skeletal envelopes are only for forwarding.
+    envelope = {"event_id": f"id-{n}", "source": "test", "timestamp": "2026-03-02T08:00:00.000Z"}
+    return NewEvent(f"id-{n}", "graph_update", f"key-{n}", envelope["timestamp"], envelope)
 
 
 def make_store(db: Path, count: int, refusals: dict[int, tuple[int | None, str, str]]) -> None:
@@ -131,7 +138,7 @@ def test_dead_json_lists_exactly_the_dead_letters_with_their_fields(
         {
             "seq": seq,
             "event_id": f"id-{seq}",
-            "kind": "file_update",
+            "kind": "graph_update",
             "status": status,
             "reason": reason,
             "dead_at": at,
@@ -154,7 +161,7 @@ def test_dead_table_has_one_line_per_letter_and_no_control_characters(
     header, *rows = capsys.readouterr().out.splitlines()
     assert header.split() == ["seq", "event_id", "kind", "status", "dead_at", "reason"]
     assert [row.split()[:5] for row in rows] == [
-        [str(seq), f"id-{seq}", "file_update", "-" if status is None else str(status), at]
+        [str(seq), f"id-{seq}", "graph_update", "-" if status is None else str(status), at]
         for seq, (status, _reason, at) in sorted(REFUSALS.items())
     ]
     assert rows[0].endswith("HTTP 400: invalid envelope")
