@@ -111,6 +111,20 @@ def read_events(state_dir: Path, kind: str | None = None) -> list[dict[str, Any]
     return [json.loads(body) for (body,) in rows]
 
 
+def watch_argv(workspace: Path, state_dir: Path, *extra: str) -> list[str]:
+    """The command line of a real ``mplp-lsp watch`` daemon on ``workspace``."""
+    return [
+        sys.executable,
+        "-m",
+        "mplp_lsp",
+        "watch",
+        str(workspace),
+        "--state-dir",
+        str(state_dir),
+        *extra,
+    ]
+
+
 def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("MPLP_LSP_STATE_DIR", None)

@@ -17,7 +17,7 @@ import pytest
 from mplp_lsp.protocol.envelope import new_id
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import validate
-from tests.e2e.harness import lsp_session
+from tests.e2e.harness import lsp_session, watch_argv
 from tests.unit.test_http_api import context_doc, plan_doc
 
 
@@ -91,14 +91,7 @@ def stored(state_dir: Path, workspace: Path, kind: str) -> list[dict[str, Any]]:
 
 async def start_watch(workspace: Path, state_dir: Path, *extra: str) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "mplp_lsp",
-        "watch",
-        str(workspace),
-        "--state-dir",
-        str(state_dir),
-        *extra,
+        *watch_argv(workspace, state_dir, *extra),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.harness import lsp_session, read_events, server_env
+from tests.e2e.harness import lsp_session, read_events, server_env, watch_argv
 from tests.e2e.test_tool_ci_cli import mplp
 from tests.gitrepo import BASE_ENV
 
@@ -46,16 +46,7 @@ class Daemon:
 @contextmanager
 def watching(workspace: Path, state_dir: Path, *args: str) -> Iterator[Daemon]:
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mplp_lsp",
-            "watch",
-            str(workspace),
-            "--state-dir",
-            str(state_dir),
-            *args,
-        ],
+        watch_argv(workspace, state_dir, *args),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

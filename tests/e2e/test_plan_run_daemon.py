@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from mplp_lsp.protocol.envelope import new_id
+from tests.e2e.harness import watch_argv
 from tests.unit.test_http_api import context_doc, plan_doc
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
@@ -228,16 +229,7 @@ def test_a_daemon_without_its_api_still_refuses_a_second_writer(tmp_path: Path) 
     workspace, state_dir = tmp_path / "ws", tmp_path / "state"
     workspace.mkdir()
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mplp_lsp",
-            "watch",
-            str(workspace),
-            "--no-api",
-            "--state-dir",
-            str(state_dir),
-        ],
+        watch_argv(workspace, state_dir, "--no-api"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -16,7 +16,7 @@ from lsprotocol import types
 from pygls.protocol import default_converter
 from pytest_lsp import LanguageClient
 
-from tests.e2e.harness import lsp_session, read_events, server_env
+from tests.e2e.harness import lsp_session, read_events, server_env, watch_argv
 
 
 def serve_cmd(state_dir: Path) -> list[str]:
@@ -138,16 +138,7 @@ async def test_a_late_configuration_reply_does_not_break_the_server(
 
 def test_watch_records_and_prints_file_activity(workspace: Path, state_dir: Path) -> None:
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mplp_lsp",
-            "watch",
-            str(workspace),
-            "--json",
-            "--state-dir",
-            str(state_dir),
-        ],
+        watch_argv(workspace, state_dir, "--json"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
