@@ -71,18 +71,24 @@ def loads(raw: bytes | str) -> Any:
 
 
 def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
-    """Refuse ``value`` if its containers nest deeper than ``limit`` (no recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = (
-            item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
-        )
-        for child in children:
-            if isinstance(child, dict | list):
-                if depth >= limit:
-                    raise _too_deep(limit)
-                stack.append((child, depth + 1))
+    """Refuse ``value`` if its containers nest deeper than ``limit`` (no recursion).
+
+    Level by level: one comprehension per nesting level instead of a stack entry per
+    container, which the collector's intake runs on every envelope of every batch.
+    """
+    level = [value] if isinstance(value, dict | list) else []
+    depth = 1
+    while level:
+        deeper = [
+            child
+            for item in level
+            for child in (item.values() if isinstance(item, dict) else item)
+            if isinstance(child, dict | list)
+        ]
+        if deeper and depth >= limit:
+            raise _too_deep(limit)
+        level = deeper
+        depth += 1
 
 
 def _too_deep(limit: int = MAX_DEPTH) -> JsonRejected:
