@@ -18,9 +18,9 @@ from mplp_lsp.config.live import (
     Debounce,
     GitPolling,
     Ignore,
-    Intake,
     LiveSettings,
     Logging,
+    Recording,
     set_log_level,
 )
 from mplp_lsp.config.process import EDITOR_META_KEY, editor_record
@@ -235,7 +235,7 @@ class Workspace:
         self.live.subscribe(Ignore, self.ignore.excludes_changed)
         self.live.subscribe(Debounce, self.files.debounce_changed)
         self.live.subscribe(GitPolling, self._git_changed)
-        self.live.subscribe(Intake, lambda _new, _old: self.owner.apply_settings(self.settings))
+        self.live.subscribe(Recording, lambda _new, _old: self.owner.apply_settings(self.settings))
         self.live.subscribe(Logging, lambda new, _old: set_log_level(new.log_level))
 
     def _git_changed(self, new: GitPolling, _old: GitPolling) -> None:

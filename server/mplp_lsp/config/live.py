@@ -27,9 +27,9 @@ __all__ = [
     "Debounce",
     "GitPolling",
     "Ignore",
-    "Intake",
     "LiveSettings",
     "Logging",
+    "Recording",
     "Section",
     "restart_settings",
     "set_log_level",
@@ -64,7 +64,7 @@ class GitPolling(Section):
     git_author_email: EmailPolicy
 
 
-class Intake(Section):
+class Recording(Section):
     event_family: EventFamily
     snapshot_max_bytes: int
 
@@ -91,7 +91,7 @@ LIVE_SECTIONS: Final[tuple[type[Section], ...]] = (
     Debounce,
     Ignore,
     GitPolling,
-    Intake,
+    Recording,
     Logging,
 )
 
