@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Iterator
 from typing import Any
 
-import pytest
+from tests.required import unavailable
 
 
 def chromium() -> str:
     """The browser's path; without it the suite skips, or fails under CI (CI=true)."""
     path = shutil.which("chromium")
     if path is None:
-        reason = "Debian's chromium is not installed (apt-get install chromium)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
+        unavailable("Debian's chromium is not installed (apt-get install chromium)")
     return path
 
 

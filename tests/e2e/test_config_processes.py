@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,13 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.e2e.harness import lsp_session, read_events, server_env, watch_argv
 from tests.e2e.test_tool_ci_cli import mplp
 from tests.gitrepo import BASE_ENV
-
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify: Linux only")
 
 ACCEPTANCE = 'exclude = ["build/"]\ndebounceMs = 100\n'
 REWRITES, GAP = 6, 0.25

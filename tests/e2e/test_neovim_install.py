@@ -17,6 +17,7 @@ import pytest
 
 from tests.dist import REPO, Dist
 from tests.e2e.nvim_session import git_repo, run
+from tests.required import unavailable
 
 pytestmark = pytest.mark.e2e
 
@@ -49,10 +50,10 @@ finish(0)
 def session(built_dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     python = shutil.which("python3", path=SYSTEM_PATH)
     if python is None:
-        pytest.skip("no python3 in the system's folders")
+        unavailable("no python3 in the system's folders")
     ensurepip = subprocess.run([python, "-c", "import ensurepip"], check=False)
     if ensurepip.returncode != 0:
-        pytest.skip(f"{python} cannot create a venv (apt-get install python3-venv)")
+        unavailable(f"{python} cannot create a venv (apt-get install python3-venv)")
     base = tmp_path_factory.mktemp("nvim-install")
     root = git_repo(base / "project", {"notes.txt": "notes\n"})
     state = base / "state"

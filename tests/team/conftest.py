@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests import postgres
+from tests.required import unavailable
 
 _names = itertools.count()
 
@@ -51,9 +52,7 @@ def _unavailable() -> str | None:
 def pg_cluster() -> Iterator[postgres.Cluster]:
     reason = _unavailable()
     if reason is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must run the PostgreSQL tests: {reason}")
-        pytest.skip(reason)
+        unavailable(reason)
     bin_dir = postgres.binaries()
     assert bin_dir is not None
     cluster = postgres.start(bin_dir)

@@ -15,11 +15,10 @@ from typing import Any
 
 import pytest
 
-from tests.browser import launched_browser
+from tests.browser import chromium, launched_browser
 from tests.vscode.host import (
     CodeServer,
     base_settings,
-    chromium,
     code_server,
     code_server_dir,
     packaged_vsix,

@@ -20,9 +20,9 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
-import pytest
+from tests import required
 
 REPO = Path(__file__).resolve().parents[2]
 SETUP = REPO / "editors" / "vscode" / "test" / "host" / "setup.sh"
@@ -35,11 +35,8 @@ STATUS_ITEM = f'[id="{EXTENSION_ID}.mplp.status"]'
 T = TypeVar("T")
 
 
-def unavailable(reason: str) -> None:
-    """Skip outside CI; under CI the real editor must run, so fail."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"real VS Code unavailable under CI: {reason}")
-    pytest.skip(f"real VS Code unavailable: {reason}")
+def unavailable(reason: str) -> NoReturn:
+    required.unavailable(f"real VS Code unavailable: {reason}")
 
 
 def code_server_dir() -> Path:
@@ -173,14 +170,6 @@ def _answers(port: int) -> bool:
             return True
     except OSError:
         return False
-
-
-def chromium() -> str:
-    path = shutil.which("chromium")
-    if path is None:
-        unavailable("Debian's chromium is not installed")
-    assert path is not None
-    return path
 
 
 def base_settings(interpreter: str = sys.executable) -> dict[str, Any]:

@@ -42,7 +42,6 @@ def system_python() -> tuple[str, str]:
     python = shutil.which("python3", path=SYSTEM_PATH)
     if python is None:
         unavailable("no python3 in the system's folders")
-    assert python is not None
     probe = (
         "import sys, importlib.util as u; "
         "print(sys.version_info >= (3, 11), u.find_spec('mplp_lsp') is None, sys.implementation.cache_tag)"
