@@ -65,7 +65,7 @@ async def test_salvage_then_forward_reuses_no_stream_and_seq(
             status = await ws.status()
         finally:
             await ws.close()
-        received = collector_events(collector)
+        received = collector.events()
     finally:
         collector.stop()
     names: defaultdict[tuple[str, int], set[str]] = defaultdict(set)
@@ -79,14 +79,3 @@ async def test_salvage_then_forward_reuses_no_stream_and_seq(
     assert status.salvage["highest_seq"] == highest
     assert status.salvage["lost"]["events"] == highest - copied > 0
     assert status.forward is not None and status.forward["quarantined"] == highest - copied
-
-
-def collector_events(collector: Collector) -> list[dict[str, object]]:
-    found: list[dict[str, object]] = []
-    after = 0
-    while True:
-        page = collector.get(f"/events?after={after}&limit=10000")
-        found += page["events"]
-        if page["next"] is None:
-            return found
-        after = page["next"]
