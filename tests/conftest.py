@@ -60,8 +60,8 @@ def _no_user_configuration(tmp_path_factory: pytest.TempPathFactory) -> None:
     change what the tests see; child processes inherit this environment."""
     os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("xdg-config"))
     from mplp_lsp.config.sources import env_name
-    from mplp_lsp.settings import Settings
+    from mplp_lsp.settings import SETTING_NAMES
 
-    for name in Settings.model_fields:
+    for name in SETTING_NAMES:
         if name != "state_dir":  # a CI may point every store elsewhere on purpose
             os.environ.pop(env_name(name), None)

@@ -37,7 +37,7 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     root = workspace_path(args.workspace)
     resolved = configuration(args, root)
-    values = resolved.settings.model_dump(mode="json", by_alias=True)
+    values = resolved.settings.to_wire()
     if args.json:
         report = {
             "workspace": str(root),

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from mplp_lsp.settings import Settings, checked, setting_name, settings_schema, wire_name
+from mplp_lsp.settings import SETTING_NAMES, checked, setting_name, settings_schema, wire_name
 
 __all__ = [
     "ENV_PREFIX",
@@ -138,7 +138,7 @@ def env_name(name: str) -> str:
 def env_layer(env: Mapping[str, str]) -> Layer:
     layer = Layer("env")
     raw: dict[str, Any] = {}
-    for name in Settings.model_fields:
+    for name in SETTING_NAMES:
         variable = env_name(name)
         text = env.get(variable)
         if text is None or text == "":
