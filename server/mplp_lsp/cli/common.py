@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
 from pathlib import Path
@@ -65,6 +64,8 @@ def configuration(args: argparse.Namespace, root: Path | None) -> Resolved:
 def reconfiguration(args: argparse.Namespace) -> Reconfigure:
     """How a running command resolves a folder's configuration again (its files changed);
     the log level follows through the workspace's live settings."""
+    import asyncio
+
     from mplp_lsp.config.process import resolve_for_process
 
     async def again(root: Path) -> Resolved:
