@@ -83,6 +83,14 @@ def peer_argv(database: Path) -> tuple[str, list[str]]:
     return "python -c sqlite3", [sys.executable, "-c", code, str(database)]
 
 
+def schema(database: Path) -> int:
+    conn = sqlite3.connect(database)
+    try:
+        return int(conn.execute("PRAGMA user_version").fetchone()[0])
+    finally:
+        conn.close()
+
+
 def upgrade(database: Path) -> None:
     from mplp_lsp.store.database import SCHEMA_VERSION, connect
 
@@ -118,6 +126,7 @@ def main() -> None:
                 took = build_store(database, events=args.events)
                 size = database.stat().st_size / 2**20
                 bench.figure(f"built {args.events:,} events ({size:,.0f} MiB)", took, "s")
+            if schema(database) == PREVIOUS_SCHEMA:
                 upgrade(database)
             measure(folder, database)
         finally:
@@ -130,6 +139,8 @@ def measure(folder: Path, database: Path) -> None:
     base += ["--workspace", str(folder)]
     peer_name, peer = peer_argv(database)
     peer_ms = [first_line(peer)[0] for _ in range(RUNS)]
+    if not all(peer_ms):
+        raise SystemExit(f"the peer printed nothing: {' '.join(peer)}")
     peer_first = statistics.median(peer_ms)
     print(f"(each figure: the median of {RUNS} runs)")
     cases = {
