@@ -1,6 +1,7 @@
 """What an idle daemon does not load: the jsonschema oracle until some input is invalid,
 GitPython until a git command is needed, orjson until an event is stored, aiohttp until the
-HTTP API gets a connection. Each case runs in a fresh interpreter."""
+HTTP API gets a connection; and what `mplp-lsp events` does not load before its first line.
+Each case runs in a fresh interpreter."""
 
 from __future__ import annotations
 
@@ -112,3 +113,42 @@ def test_aiohttp_loads_when_the_api_gets_its_first_connection(tmp_path: Path) ->
         str(tmp_path),
     )
     assert out == ["False", "True", "True", "401", "False"]
+
+
+# What a command that only reads the store must not pay for before its first line: the
+# event loop, the daemon's libraries, the settings of a validation library, the writer.
+_DAEMON_ONLY = (
+    "asyncio",
+    "pydantic",
+    "jsonschema",
+    "jsonschema_rs",
+    "aiohttp",
+    "git",
+    "pygls",
+    "lsprotocol",
+    "mplp_lsp.store.writer",
+    "mplp_lsp.sanitize.redact",
+)
+
+
+def test_events_prints_without_loading_what_only_a_daemon_uses(tmp_path: Path) -> None:
+    from mplp_lsp.store import EventLog, NewEvent, connect
+
+    state = tmp_path / "state"
+    state.mkdir()
+    conn = connect(state / "events.db")
+    stamp = "2026-03-02T08:00:00.000Z"
+    EventLog(conn).append([NewEvent("id-1", "file_update", "key-1", stamp, {"event_id": "id-1"})])
+    conn.close()
+    out = run(
+        f"""
+        import sys
+        from mplp_lsp.cli import main
+        main(["events", "--state-dir", sys.argv[1], "--workspace", sys.argv[2]])
+        print("loaded:", *[name for name in {_DAEMON_ONLY!r} if name in sys.modules])
+        """,
+        str(state),
+        str(tmp_path),
+    )
+    assert out[0] == "1" and "id-1" not in out  # the event's line
+    assert out[out.index("loaded:") + 1 :] == []
