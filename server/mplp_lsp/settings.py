@@ -150,6 +150,9 @@ class Settings:
     drift_interval: int = 60
     drift_severity: DriftSeverity = "warning"
     snapshot_max_bytes: int = 1_048_576
+    # Retention of the local store (docs/daemon.md#retention-and-compaction).
+    retention_days: int = 365
+    store_max_mb: int = 512
     api_enabled: bool = True
     # The L3 runtime (docs/runtime-execution.md); the LLM key is never a setting, only a file.
     vsl_url: str | None = None

@@ -147,6 +147,8 @@ def test_a_full_valid_object_is_taken_as_is() -> None:
         "driftInterval": 0,
         "driftSeverity": "hint",
         "snapshotMaxBytes": 0,
+        "retentionDays": 30,
+        "storeMaxMb": 100,
         "apiEnabled": False,
         "tools": {"lint": {"command": ["ruff", "check", "."], "kind": "linter", "cwd": "src"}},
         "vslUrl": "file:///var/mplp/values",

@@ -72,8 +72,12 @@ class GitPolling(Section):
 
 @dataclass(frozen=True, slots=True)
 class Recording(Section):
+    """What the store's owner applies (mplp_lsp.owner.StoreOwner.apply_settings)."""
+
     event_family: EventFamily
     snapshot_max_bytes: int
+    retention_days: int
+    store_max_mb: int
 
 
 @dataclass(frozen=True, slots=True)

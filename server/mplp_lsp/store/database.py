@@ -490,6 +490,13 @@ INSERT OR REPLACE INTO meta (key, value)
     SELECT 'timeline.rolled_seq', CAST(coalesce(max(seq), 0) AS TEXT) FROM events;
 """  # noqa: S608 (only constants are formatted in)
 
+_SNAPSHOT_CODEC: Final = """
+-- File snapshots are compressed after they are recorded (mplp_lsp.runtime.psg.snapshots):
+-- codec NULL is the content as read, waiting for the owner's compaction; 'zlib' compressed;
+-- 'raw' kept as read for good (it does not compress). A burst of saves never waits for it.
+ALTER TABLE psg_snapshots ADD COLUMN codec TEXT;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     _V1,
     _TOOL_INVOCATIONS,
@@ -505,6 +512,7 @@ MIGRATIONS: tuple[str, ...] = (
     _PENDING_GRAPH_EVENTS,
     _TIMELINE,
     _EVENT_TIME,
+    _SNAPSHOT_CODEC,
 )
 """Schema scripts; index ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append only."""
 
