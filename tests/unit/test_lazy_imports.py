@@ -152,3 +152,46 @@ def test_events_prints_without_loading_what_only_a_daemon_uses(tmp_path: Path) -
     )
     assert out[0] == "1" and "id-1" not in out  # the event's line
     assert out[out.index("loaded:") + 1 :] == []
+
+
+def test_serve_answers_initialize_before_reading_settings_or_opening_a_store(
+    tmp_path: Path,
+) -> None:
+    """Everything the answer to ``initialize`` does not need waits for ``initialized``: the
+    settings (files, schema), the store, the validators, the engine."""
+    import json
+
+    argv = [sys.executable, "-X", "importtime", "-m", "mplp_lsp", "serve"]
+    server = subprocess.Popen(
+        [*argv, "--state-dir", str(tmp_path / "state")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(SERVER)},
+    )
+    assert server.stdin is not None and server.stdout is not None
+    params = {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
+    server.stdin.write(f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
+    server.stdin.flush()
+    lines = iter(lambda: server.stdout.readline().strip(), b"")  # type: ignore[union-attr]
+    headers = dict(line.split(b": ", 1) for line in lines)
+    answer = json.loads(server.stdout.read(int(headers[b"Content-Length"])))
+    server.kill()  # before initialized: nothing is loaded after the answer
+    _, errors = server.communicate(timeout=30)
+    assert "capabilities" in answer["result"]
+    loaded = {line.split("|")[-1].strip() for line in errors.decode().splitlines()}
+    later = {
+        "mplp_lsp.settings",
+        "mplp_lsp.config.resolve",
+        "tomllib",
+        "sqlite3",
+        "mplp_lsp.store",
+        "mplp_lsp.workspace",
+        "jsonschema_rs",
+        "git",
+        "aiohttp",
+        "orjson",
+        "pydantic",
+    }
+    assert "lsprotocol.types" in loaded and loaded & later == set()

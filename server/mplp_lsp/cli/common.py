@@ -149,7 +149,7 @@ def add_log_options(parser: argparse.ArgumentParser) -> None:
 
 
 def configure_logging(level: str, log_file: str | None) -> None:
-    from mplp_lsp.config.live import set_log_level
+    from mplp_lsp.log_level import set_log_level
     from mplp_lsp.sanitize.log_format import FORMAT, RedactingFormatter
 
     handler: logging.Handler = (

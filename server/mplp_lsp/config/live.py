@@ -16,8 +16,6 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
-from mplp_lsp.settings import SETTING_NAMES, EmailPolicy, EventFamily, LogLevel, Settings, wire_name
-
 __all__ = [
     "FILE_POLL",
     "ConfigFileWatch",
@@ -32,8 +30,14 @@ __all__ = [
     "set_log_level",
 ]
 
+from mplp_lsp.log_level import set_log_level
+
 if TYPE_CHECKING:
     import asyncio
+
+    # The settings load where they are compared, not at import: a command that only sets
+    # its log level here (serve, before it answers initialize) does not read the schema.
+    from mplp_lsp.settings import EmailPolicy, EventFamily, LogLevel, Settings
 
 log = logging.getLogger(__name__)
 
@@ -108,15 +112,10 @@ LIVE_SECTIONS: Final[tuple[type[Section], ...]] = (
 )
 
 
-def set_log_level(level: str) -> None:
-    """The process's log level (every logger); pygls logs each message at INFO, so it stays
-    at WARNING unless debugging."""
-    logging.getLogger().setLevel(level.upper())
-    logging.getLogger("pygls").setLevel(logging.DEBUG if level == "debug" else logging.WARNING)
-
-
 def restart_settings() -> list[str]:
     """Wire names of the settings a running daemon takes only when it starts again."""
+    from mplp_lsp.settings import SETTING_NAMES, wire_name
+
     live = {name for section in LIVE_SECTIONS for name in section.names()} | _READ_AT_USE
     return [wire_name(name) for name in SETTING_NAMES if name not in live]
 

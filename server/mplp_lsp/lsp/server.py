@@ -75,6 +75,7 @@ class MplpLanguageServer(LanguageServer):
         state_dir: str | None = None,
         remote_url: str | None = None,
         flags: Layer | None = None,
+        configure: Callable[[], Layer] | None = None,
     ) -> None:
         super().__init__(
             "mplp-lsp",
@@ -85,6 +86,8 @@ class MplpLanguageServer(LanguageServer):
         self.state_dir = state_dir
         self.remote_url = remote_url
         self.flags = flags  # the command line's settings, over every other source
+        # Reads the process's configuration and gives the flags, when the engine starts.
+        self._configure = configure
         self.apis: ApiServers | None = None
         self.initialization_options: Any = None
         self.workspaces: Workspaces | None = None
@@ -168,6 +171,8 @@ class MplpLanguageServer(LanguageServer):
 
     async def start_engine(self) -> None:
         loop = asyncio.get_running_loop()
+        if self._configure is not None:
+            self.flags = await loop.run_in_executor(None, self._configure)
         # The heavy imports and the validator compile run off the loop: requests keep flowing.
         await loop.run_in_executor(None, _warm_up)
         from mplp_lsp.workspaces import Workspaces
@@ -333,8 +338,11 @@ def create_server(
     state_dir: str | None = None,
     remote_url: str | None = None,
     flags: Layer | None = None,
+    configure: Callable[[], Layer] | None = None,
 ) -> MplpLanguageServer:
-    return MplpLanguageServer(state_dir=state_dir, remote_url=remote_url, flags=flags)
+    return MplpLanguageServer(
+        state_dir=state_dir, remote_url=remote_url, flags=flags, configure=configure
+    )
 
 
 def serve(
@@ -342,9 +350,9 @@ def serve(
     state_dir: str | None = None,
     tcp: tuple[str, int] | None = None,
     remote_url: str | None = None,
-    flags: Layer | None = None,
+    configure: Callable[[], Layer] | None = None,
 ) -> int:
-    server = create_server(state_dir=state_dir, remote_url=remote_url, flags=flags)
+    server = create_server(state_dir=state_dir, remote_url=remote_url, configure=configure)
     if tcp is not None:
         server.start_tcp(*tcp)
         return 0
