@@ -189,6 +189,7 @@ class Workspace:
         language: str | None = None,
     ) -> bool | None:
         """Report one raw change to a workspace-relative path (:meth:`FileActivity.observe`)."""
+        self.intake.prepare()  # its event will need the validators: compiled meanwhile
         return self.files.observe(
             change, path, previous_path=previous_path, origin=origin, language=language
         )

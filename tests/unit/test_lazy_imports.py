@@ -195,3 +195,34 @@ def test_serve_answers_initialize_before_reading_settings_or_opening_a_store(
         "pydantic",
     }
     assert "lsprotocol.types" in loaded and loaded & later == set()
+
+
+def test_an_idle_daemon_holds_no_validator_until_activity_is_reported(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    out = run(
+        """
+        import asyncio, sys
+        from pathlib import Path
+        from mplp_lsp.settings import Settings
+        from mplp_lsp.sources.debounce import Change
+        from mplp_lsp.workspace import Workspace
+
+        async def main() -> None:
+            root = Path(sys.argv[1])
+            settings = Settings(debounce_ms=50, max_wait_ms=100, drift_interval=0)
+            ws = await Workspace.open(root, settings, state_dir=root.parent / "state")
+            await asyncio.sleep(0.5)
+            print("jsonschema_rs" in sys.modules, "yaml" in sys.modules)
+            (root / "a.py").write_text("x = 1\\n")
+            ws.observe(Change.CREATED, "a.py")
+            await ws.settle()
+            stored = (await ws.status()).events_by_kind.get("file_update", 0)
+            print("jsonschema_rs" in sys.modules, "yaml" in sys.modules, stored)
+            await ws.close()
+
+        asyncio.run(main())
+        """,
+        str(root),
+    )
+    assert out == ["False", "False", "True", "True", "1"]

@@ -2,10 +2,10 @@
 
 The server routes what the editor reports to the workspace engine and runs the engine's life
 cycle; what it answers is in its features (lsp/feature.py), one class per job, registered in
-:func:`create_server`. Start-up stays as cheap as pygls itself: the store, the schema
-validators and the rest of the engine are imported and opened only after ``initialized``,
-and nothing is sent to the client before it. Activity reported before the engine is ready
-is queued and replayed.
+:func:`create_server`. Start-up stays as cheap as pygls itself: the settings, the store and
+the rest of the engine are read, imported and opened only after ``initialized`` (the schema
+validators at the first activity), and nothing is sent to the client before it. Activity
+reported before the engine is ready is queued and replayed.
 """
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ class MplpLanguageServer(LanguageServer):
         loop = asyncio.get_running_loop()
         if self._configure is not None:
             self.flags = await loop.run_in_executor(None, self._configure)
-        # The heavy imports and the validator compile run off the loop: requests keep flowing.
+        # The engine's imports run off the loop: requests keep flowing.
         await loop.run_in_executor(None, _warm_up)
         from mplp_lsp.workspaces import Workspaces
 
@@ -318,10 +318,9 @@ def _is_file_uri(uri: str, previous: str | None, workspaces: Workspaces) -> bool
 
 
 def _warm_up() -> None:
-    from mplp_lsp.protocol.validator import default_validator
-    from mplp_lsp.workspaces import Workspaces  # noqa: F401  (imports the whole engine)
-
-    default_validator()
+    # The whole engine; the validators are compiled at the first activity, not before
+    # (intake.Intake.prepare): an idle daemon does not hold them.
+    from mplp_lsp.workspaces import Workspaces  # noqa: F401
 
 
 def _supports(capabilities: Any, *path: str) -> bool:
