@@ -15,14 +15,9 @@ import threading
 import time
 from pathlib import Path
 
-from bench.bench_lsp import mplp_cmd, save, started, wait_ready
+from .jsonrpc_client import mplp_cmd, save, started, wait_ready
 
 POLL_S = 0.001
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _file_updates(database: Path) -> int:
@@ -64,14 +59,6 @@ class StoreWatcher:
                 self.stored_at.extend([stamp] * (now - seen))
                 seen = now
             time.sleep(POLL_S)
-
-
-def line(name: str, latencies_ms: list[float], debounce_ms: int) -> str:
-    return (
-        f"{name:<28} save -> stored over {len(latencies_ms)} saves: "
-        f"p50 {pct(latencies_ms, 0.5):6.1f} ms  p99 {pct(latencies_ms, 0.99):6.1f} ms"
-        f"   (debounce {debounce_ms} ms; target p50 <= {debounce_ms + 50} ms)"
-    )
 
 
 async def protocol_peer(tmp: Path, saves: int, debounce_ms: int) -> list[float]:
