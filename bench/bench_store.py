@@ -129,9 +129,10 @@ async def run(args: argparse.Namespace, base: Path) -> dict[str, float]:
     offset = 0
 
     def fresh(n: int) -> list[NewEvent]:
+        """``n`` events no earlier call made (their dedup keys are unique)."""
         nonlocal offset
         offset += n
-        return make_events(n, offset)
+        return make_events(n, offset - n)
 
     # Group commit: the sides take turns within each segment, in a rotating order, so drift
     # hits them alike.
