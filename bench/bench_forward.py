@@ -366,6 +366,7 @@ def bench_drain(size: int, work: Path) -> None:
 
 _RSS_CHILD = """
 import asyncio, sys, time
+from pathlib import Path
 from mplp_lsp.forward.forwarder import Forwarder
 from mplp_lsp.forward.retry import RetryPolicy
 from mplp_lsp.forward.sender import HttpTransport
@@ -396,7 +397,7 @@ async def main(path, port, with_forwarder):
         await forwarder.close()
     await writer.close()
 
-asyncio.run(main(sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"))
+asyncio.run(main(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"))
 """
 
 
