@@ -158,9 +158,11 @@ async def main(args: argparse.Namespace) -> None:
                 await asyncio.sleep(0.05)
                 busy_plan: list[float] = []
                 busy_health: list[float] = []
-                while not writer.done():
+                while True:  # at least once: a small plan's writes may be over already
                     busy_health += await probe(session, health_url, 5)
                     busy_plan += await probe(session, plan_url, 1)
+                    if writer.done():
+                        break
                 probed_rate = await writer
                 await workspace.psg.set_plan_status(plan_id, "completed")
 
