@@ -45,18 +45,18 @@ def count(database: Path, sql: str, params: tuple[str, ...] = ()) -> int:
         return 0
 
 
-async def bench_start_and_rss(bench: Bench, runs: int, tmp: Path) -> None:
+async def bench_start_and_rss(bench: Bench, runs: int, idle: float, tmp: Path) -> None:
     mine, peer, mine_rss, peer_rss = [], [], [], []
     for run in range(runs):
         client, seconds = await started(MINIMAL, tmp)
         peer.append(seconds)
-        await asyncio.sleep(2)
+        await asyncio.sleep(idle)
         peer_rss.append(client.rss_mib())
         await client.stop()
         client, seconds = await started(mplp_cmd(tmp / f"state-start-{run}"), tmp)
         mine.append(seconds)
         await wait_ready(client)
-        await asyncio.sleep(2)
+        await asyncio.sleep(idle)
         mine_rss.append(client.rss_mib())
         await client.stop()
     a, b = statistics.median(mine) * 1000, statistics.median(peer) * 1000
@@ -211,7 +211,7 @@ async def run(bench: Bench, args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         if "start" in chosen:
-            await bench_start_and_rss(bench, args.runs, tmp)
+            await bench_start_and_rss(bench, args.runs, args.idle, tmp)
         if "saves" in chosen:
             await bench_save_rate(bench, tmp, args.saves)
         if "latency" in chosen:
@@ -224,6 +224,7 @@ async def run(bench: Bench, args: argparse.Namespace) -> None:
 def main() -> None:
     bench = Bench(__doc__)
     bench.size("--runs", full=3, quick=1, help="start-ups, and bursts, to take the median of")
+    bench.size("--idle", full=2.0, quick=0.2, help="seconds idle after a start, before its RSS")
     bench.size("--files", full=20_000, quick=50, help="paths in the watched-files burst")
     bench.size("--saves", full=20_000, quick=200, help="didSave notifications for the rate")
     bench.size("--samples", full=100, quick=5, help="saves timed for the latency")
