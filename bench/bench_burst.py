@@ -1,8 +1,8 @@
 """Burst benchmark for ``mplp-lsp watch``: a 100,000-file tree extracted into a watched folder.
 
-A generated source tree (bench/drift_tree.py: 100 files per directory, two levels) is written
-as ``git archive HEAD | tar x`` writes it into the folder a real ``mplp-lsp watch`` process
-records. Printed, from one run:
+A generated source tree (bench/benchlib/drift_tree.py: 100 files per directory, two levels) is
+written as ``git archive HEAD | tar x`` writes it into the folder a real ``mplp-lsp watch``
+process records. Printed, from one run:
 
 * files recorded / files on disk (target: 100 %): distinct paths with a stored
   ``file_update`` against ``find -type f`` on the extracted tree, and paths stored more than
