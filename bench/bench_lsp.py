@@ -24,6 +24,7 @@ from pathlib import Path
 
 from benchlib.harness import Bench, percentile
 from benchlib.jsonrpc_client import minimal_cmd, mplp_cmd, save, started, wait_ready
+from benchlib.save_latency import bare_client_saves
 
 MINIMAL = minimal_cmd()
 QUIET_MS = 100
@@ -112,22 +113,9 @@ async def bench_save_rate(bench: Bench, tmp: Path, count: int) -> None:
 
 
 async def bench_latency(bench: Bench, tmp: Path, samples: int) -> None:
-    workspace = tmp / "latency"
-    (workspace / "src").mkdir(parents=True)
-    state = tmp / "state-latency"
-    client, _ = await started(mplp_cmd(state), workspace, {"mplp": {"debounceMs": QUIET_MS}})
-    await wait_ready(client)
-    beyond = []
-    for i in range(samples):
-        path = workspace / "src" / f"l{i}.py"
-        path.write_text("x\n")
-        before = committed(state / "events.db")
-        begin = time.perf_counter()
-        save(client, path.as_uri())
-        while committed(state / "events.db") == before:
-            await asyncio.sleep(0.0005)
-        beyond.append((time.perf_counter() - begin) * 1000 - QUIET_MS)
-    await client.stop()
+    stored = await bare_client_saves(tmp / "latency", samples, QUIET_MS)
+    beyond = [ms - QUIET_MS for ms in stored]
+    workspace = tmp / "latency" / "peer"
     peer_client, _ = await started(MINIMAL, workspace)
     pings = []
     for _ in range(samples):

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from benchlib import ROOT
 from benchlib.harness import Bench, percentile
-from benchlib.save_latency import StoreWatcher, protocol_peer
+from benchlib.save_latency import StoreWatcher, bare_client_saves
 
 PLUGIN = ROOT / "editors" / "nvim"
 SPACING_MS = 1500
@@ -113,7 +113,7 @@ def main() -> None:
         (tmp / "nvim").mkdir()
         debounce = args.debounce_ms
         neovim = neovim_saves(find_nvim(bench), tmp / "nvim", args.saves, debounce)
-        peer = asyncio.run(protocol_peer(tmp, args.saves, debounce))
+        peer = asyncio.run(bare_client_saves(tmp, args.saves, debounce))
         print(f"save -> stored over {args.saves} saves, debounce {debounce} ms")
         p50, peer_p50 = percentile(neovim, 0.5), percentile(peer, 0.5)
         bench.figure(

@@ -1,4 +1,4 @@
-"""Shared parts of the editor save benchmarks (bench_nvim_save.py): save -> stored.
+"""Save -> stored, shared by bench_nvim_save.py and bench_lsp.py.
 
 A save's latency is the wall-clock time from the editor's write to the moment its
 ``file_update`` row is visible in the store (a reader polling the database every 1 ms, as
@@ -61,7 +61,7 @@ class StoreWatcher:
             time.sleep(POLL_S)
 
 
-async def protocol_peer(tmp: Path, saves: int, debounce_ms: int) -> list[float]:
+async def bare_client_saves(tmp: Path, saves: int, debounce_ms: int) -> list[float]:
     """didSave from a bare JSON-RPC client -> stored, in ms."""
     workspace = tmp / "peer"
     (workspace / "src").mkdir(parents=True)
