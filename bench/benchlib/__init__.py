@@ -20,3 +20,9 @@ if str(ROOT) not in sys.path:
     # Right after the benchmark's own folder: before site-packages, where a distribution
     # that ships a top-level ``tests`` package would otherwise win.
     sys.path.insert(1, str(ROOT))
+
+
+def benchmarks() -> list[Path]:
+    """Every benchmark: each ``.py`` file directly in bench/ (support code lives here, in
+    bench/benchlib/). The tests run each one's ``--help`` and ``--quick`` from this list."""
+    return sorted(ROOT.joinpath("bench").glob("*.py"))

@@ -35,6 +35,13 @@ def load_average() -> str:
     return f"{one:.2f} {five:.2f} {fifteen:.2f} (1, 5, 15 min; {os.cpu_count()} CPUs)"
 
 
+def percentile(values: list[float], q: float) -> float:
+    """The value at quantile ``q`` (0.5 the median, 0.99 the p99) of the samples: one that was
+    measured, not an interpolation."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
 def number(value: float) -> str:
     """A figure with the digits that mean something at its size."""
     size = abs(value)
