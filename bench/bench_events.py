@@ -31,8 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchlib.event_store import PREVIOUS_SCHEMA, build_store
 from benchlib.harness import Bench
-from event_store import PREVIOUS_SCHEMA, build_store
 
 FIRST_LINE_MS = 100.0
 RSS_MB = 100.0
