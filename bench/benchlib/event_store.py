@@ -14,7 +14,6 @@ fixture, not a store to keep.
 from __future__ import annotations
 
 import random
-import sqlite3
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -24,7 +23,6 @@ from typing import Any, Final
 from mplp_lsp.protocol.envelope import build_envelope, utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.runtime.psg.graph_events import graph_update
-from mplp_lsp.store.database import MIGRATIONS, register_functions, split_script
 from mplp_lsp.store.dedup import event_key, id_key
 from mplp_lsp.store.events import encode_body
 
@@ -43,17 +41,12 @@ _INSERT: Final = (
 
 def build_store(path: Path, *, events: int, seed: int = 35) -> float:
     """Write ``events`` events into a new store at ``path``; returns the seconds it took."""
+    from tests.old_store import store_at_version
+
     began = time.perf_counter()
-    conn = sqlite3.connect(path, isolation_level=None)
+    conn = store_at_version(path, PREVIOUS_SCHEMA)
     try:
-        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-        conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = OFF")
-        register_functions(conn)
-        for script in MIGRATIONS[:PREVIOUS_SCHEMA]:
-            for statement in split_script(script):
-                conn.execute(statement)
-        conn.execute(f"PRAGMA user_version = {PREVIOUS_SCHEMA}")
         rows = _rows(random.Random(seed), events)
         while batch := [row for _, row in zip(range(_BATCH), rows, strict=False)]:
             conn.execute("BEGIN")

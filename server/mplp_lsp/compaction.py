@@ -20,7 +20,6 @@ next every ten minutes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import sqlite3
@@ -113,8 +112,7 @@ class Compaction:
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
 
     async def _run(self) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from mplp_lsp.compaction import Pass
 from mplp_lsp.runtime.drift import Strategy
 from mplp_lsp.sources.debounce import Change
 from mplp_lsp.workspace import Workspace
@@ -69,6 +70,20 @@ async def record(ws: Workspace, files: dict[str, str]) -> None:
     await ws.bus.drain()
 
 
+async def sent_then_waiting(
+    ws: Workspace, collector: Collector, sent: int, waiting: int
+) -> tuple[list[str], list[str], Pass]:
+    """``sent`` events delivered; the collector stopped; ``waiting`` more queued for it; then
+    a compaction pass a year and more later. The ids of both, and what the pass did."""
+    delivered = accepted_ids(await ws.intake.submit_many(submissions(sent)))
+    await ws.settle()
+    await drained(ws)
+    collector.stop()  # the remote goes away: what comes now waits in the outbox
+    queued = accepted_ids(await ws.intake.submit_many(submissions(waiting, first=sent)))
+    await ws.settle()
+    return delivered, queued, await ws.owner.compaction.run_once(now=LATER)
+
+
 async def test_nothing_still_to_be_sent_is_removed_and_all_of_it_arrives(
     tmp_path: Path, workspace: Path, state_dir: Path
 ) -> None:
@@ -76,13 +91,7 @@ async def test_nothing_still_to_be_sent_is_removed_and_all_of_it_arrives(
     collector = Collector(tmp_path / "collector.db", port)
     ws = await opened(workspace, state_dir, collector.url, retentionDays=30)
     try:
-        delivered = accepted_ids(await ws.intake.submit_many(submissions(300)))
-        await ws.settle()
-        await drained(ws)
-        collector.stop()  # the remote goes away: what comes now waits in the outbox
-        waiting = accepted_ids(await ws.intake.submit_many(submissions(200, first=300)))
-        await ws.settle()
-        done = await ws.owner.compaction.run_once(now=LATER)
+        delivered, waiting, done = await sent_then_waiting(ws, collector, 300, 200)
         kept = stored_ids(state_dir)
         assert done.events_removed >= len(delivered) and done.reason == "age"
         assert set(waiting) <= kept  # nothing unsent is removed
@@ -145,13 +154,7 @@ async def test_a_compacted_store_salvages_and_forwards_as_before(
     collector = Collector(tmp_path / "collector.db", port)
     ws = await opened(workspace, state_dir, collector.url, retentionDays=30)
     try:
-        await ws.intake.submit_many(submissions(1500))
-        await ws.settle()
-        await drained(ws)
-        collector.stop()
-        waiting = accepted_ids(await ws.intake.submit_many(submissions(1500, first=1500)))
-        await ws.settle()
-        done = await ws.owner.compaction.run_once(now=LATER)
+        _, waiting, done = await sent_then_waiting(ws, collector, 1500, 1500)
         assert done.events_removed >= 1500
     finally:
         await ws.close()
