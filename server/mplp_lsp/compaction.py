@@ -20,6 +20,7 @@ next every ten minutes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import sqlite3
@@ -105,34 +106,51 @@ class Compaction:
         self._quiet = quiet
         self._drain = drain
         self._task: asyncio.Task[None] | None = None
+        # Set by close: a store write the pass awaits completes even when cancelled (the
+        # writer commits what it began), so the pass also stops at this flag.
+        self._closing = asyncio.Event()
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="compaction")
 
     async def close(self) -> None:
+        self._closing.set()
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
 
     async def _run(self) -> None:
-        while True:
+        wait = QUIET_S  # the owner's own start-up first: a CLI process that stores one event
+        while not await self._closed_within(wait):
             await self._quiet(QUIET_S, QUIET_LIMIT_S)
+            if self._closing.is_set():
+                return
             try:
-                done = await self.run_once()
+                done = await self.run_once(stop=self._closing)
                 if done.events_removed or done.snapshots_removed or done.snapshots_compressed:
                     log.info("compaction: %s", done.to_json())
             except sqlite3.Error as error:
                 log.warning("compaction stopped: %s", error)
-            await asyncio.sleep(INTERVAL_S)
+            wait = INTERVAL_S
 
-    async def run_once(self, now: datetime | None = None) -> Pass:
+    async def _closed_within(self, seconds: float) -> bool:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._closing.wait(), seconds)
+        return self._closing.is_set()
+
+    async def run_once(
+        self, now: datetime | None = None, *, stop: asyncio.Event | None = None
+    ) -> Pass:
         """One pass (see the module docstring); ``now`` is the time retention's age counts
-        from (the clock when None)."""
+        from (the clock when None). It ends early, between two slices, once ``stop`` is set."""
+        stop = stop or asyncio.Event()
         writer = self._writer
         before = await writer.read(store_bytes)
         compressed = 0
-        while found := await writer.run(lambda c: snapshots.compress(c, _COMPRESS_SLICE)):
+        while not stop.is_set() and (
+            found := await writer.run(lambda c: snapshots.compress(c, _COMPRESS_SLICE))
+        ):
             compressed += found
             await self._quiet(QUIET_S / 5, QUIET_LIMIT_S)
         policy = self._policy()
@@ -147,7 +165,9 @@ class Compaction:
                 break
             reason = reason or cut.reason
             below = cut.seq
-            while gone := await writer.run(partial(remove_events, below=below)):
+            while not stop.is_set() and (
+                gone := await writer.run(partial(remove_events, below=below))
+            ):
                 removed += gone
                 await self._quiet(QUIET_S / 5, QUIET_LIMIT_S)
             pruned += await writer.run(partial(snapshots.prune, below_seq=below))

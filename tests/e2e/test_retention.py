@@ -221,3 +221,26 @@ def _status_text(workspace: Path, state: Path, *extra: str) -> str:
         check=True,
     )
     return done.stdout
+
+
+def test_a_recording_daemon_runs_its_first_pass_once_quiet(tmp_path: Path) -> None:
+    from tests.gitrepo import Repo
+    from tests.ui.daemon import Watch, base_env, wait_for
+
+    repo = Repo.create(tmp_path / "project")
+    (repo.path / "src").mkdir()
+    repo.commit("the first module", "src/app.py")
+    watch = Watch.start(repo.path, tmp_path / "state", base_env(tmp_path))
+    try:
+        (repo.path / "src" / "app.py").write_text("print('recorded, then compressed')\n" * 50)
+
+        def last_pass() -> Any:
+            report = _status(repo.path, watch.state_dir)
+            return report["retention"]["last_pass"]
+
+        done = wait_for("the daemon's first compaction pass", last_pass, timeout=60)
+        assert done["bytes_after"] > 0 and done["reason"] is None
+        retention = _status(repo.path, watch.state_dir)["retention"]
+        assert retention["snapshots_to_compress"] == 0
+    finally:
+        watch.stop()
