@@ -38,6 +38,13 @@ FIRST_LINE_MS = 100.0
 RSS_MB = 100.0
 RUNS = 5
 PEER_SQL = "SELECT body FROM events ORDER BY occurred_at, seq LIMIT 1"
+# What any Python command line reading a store pays before its own code: the interpreter and
+# the standard modules events uses (printed beside the figures, without a target).
+PYTHON_FLOOR = [
+    sys.executable,
+    "-c",
+    "import argparse, dataclasses, json, logging, pathlib, sqlite3, typing; print(1)",
+]
 
 bench = Bench(__doc__)
 bench.size("--events", full=1_000_000, quick=5_000, help="events in the store")
@@ -158,7 +165,11 @@ def measure(folder: Path, database: Path) -> None:
     if not all(peer_ms):
         raise SystemExit(f"the peer printed nothing: {' '.join(peer)}")
     peer_first = statistics.median(peer_ms)
+    floor = statistics.median(first_line(PYTHON_FLOOR)[0] for _ in range(RUNS))
     print(f"(each figure: the median of {RUNS} runs)")
+    bench.figure(
+        "the floor of a Python command (interpreter + the stdlib events uses)", floor, "ms"
+    )
     cases = {
         "events | head -1": ([], 1),
         "events --json | head -1": (["--json"], 1),
