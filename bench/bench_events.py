@@ -2,7 +2,7 @@
 
 Run from the repository root: python bench/bench_events.py [--events N] [--store DIR]
 
-The bench builds a store as a user of the previous release has it (bench/event_store.py: a
+The bench builds a store as a user of the previous release has it (bench/benchlib/event_store.py: a
 year of file changes, graph updates, commits, tool and CI runs, one event in a hundred
 reported late), opens it with this release (the upgrade to event-time order: its time, and
 that no row changed), then runs each command as a user does, in a pipe that closes after the
@@ -15,7 +15,8 @@ lines it wants, and measures from the process's start:
 
 The peer is the sqlite3 shell reading the first event in time order from the same file
 (`sqlite3 events.db 'select body ... limit 1'`; Python's sqlite3 module in a fresh process
-when the shell is not installed). `--store DIR` keeps the built store in DIR and reuses it
+when the shell is not installed); beside it, the floor of any Python command reading a store
+(the interpreter and the standard modules events uses). `--store DIR` keeps the built store in DIR and reuses it
 when it is there (then the upgrade is not measured again).
 """
 
