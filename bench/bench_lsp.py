@@ -48,14 +48,17 @@ def count(database: Path, sql: str, params: tuple[str, ...] = ()) -> int:
 
 async def bench_start_and_rss(bench: Bench, runs: int, idle: float, tmp: Path) -> None:
     mine, peer, mine_rss, peer_rss = [], [], [], []
+    mine_cpu, peer_cpu = [], []
     for run in range(runs):
         client, seconds = await started(MINIMAL, tmp)
         peer.append(seconds)
+        peer_cpu.append(client.cpu_ms())
         await asyncio.sleep(idle)
         peer_rss.append(client.rss_mib())
         await client.stop()
         client, seconds = await started(mplp_cmd(tmp / f"state-start-{run}"), tmp)
         mine.append(seconds)
+        mine_cpu.append(client.cpu_ms())  # nothing runs between the answer and initialized
         await wait_ready(client)
         await asyncio.sleep(idle)
         mine_rss.append(client.rss_mib())
@@ -67,6 +70,13 @@ async def bench_start_and_rss(bench: Bench, runs: int, idle: float, tmp: Path) -
         "ms",
         target="<= 1.0x the minimal server",
         met=a <= b,
+        peer=("minimal pygls server", b),
+    )
+    a, b = statistics.median(mine_cpu), statistics.median(peer_cpu)
+    bench.figure(
+        "  CPU time to the initialize result",
+        a,
+        "ms",
         peer=("minimal pygls server", b),
     )
     a, b = statistics.median(mine_rss), statistics.median(peer_rss)
