@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sqlite3
 import sys
@@ -166,11 +167,11 @@ def _line(row: paging.Row, *, as_json: bool) -> str:
     seq, _event_id, kind, occurred_at, received_at, body = row
     if as_json:
         return body + "\n"  # the envelope as stored: compact JSON, one line
-    import orjson
-
+    # json, not orjson: it is loaded already, and orjson's own imports cost more than the
+    # first page's lines (the first line is what a user waits for).
     try:
-        envelope = orjson.loads(body)
-    except orjson.JSONDecodeError:
+        envelope = json.loads(body)
+    except ValueError:
         envelope = {}
     what = summary(envelope if isinstance(envelope, dict) else {})
     return f"{seq:>7}  {occurred_at}  {kind:<14} {what}  (received {received_at})\n"

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,12 +101,16 @@ def file_layer(path: Path, table: tuple[str, ...], kind: str) -> Layer:
     where = f"{path}{''.join(f' [{part}]' for part in table[:1])}"
     layer = Layer(f"{kind} {path}")
     try:
-        document: Any = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return layer
     except (OSError, UnicodeDecodeError) as error:
         layer.warnings.append(f"{path}: cannot be read ({_reason(error)}); ignored")
         return layer
+    import tomllib  # at the first settings file: most commands find none to read
+
+    try:
+        document: Any = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         layer.warnings.append(f"{path}: not valid TOML ({error}); ignored")
         return layer
@@ -220,6 +223,8 @@ _SCHEMA_TYPES: Final[dict[str, Any]] = {
 
 
 def _has_table(pyproject: Path) -> bool:
+    import tomllib
+
     try:
         document = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
