@@ -33,6 +33,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchlib.event_store import commit_payload
 from benchlib.harness import Bench
 from mplp_lsp.intake import Submission
 from mplp_lsp.protocol.envelope import new_id, utc_timestamp
@@ -79,20 +80,7 @@ def day_of_work(rng: random.Random, clock: Clock) -> list[Submission]:
     at = clock.stamp
     out: list[Submission] = []
     for _ in range(COMMITS):
-        commit = {
-            "repo_url": "local:growth",
-            "commit_id": rng.randbytes(20).hex(),
-            "ref_name": "refs/heads/main",
-            "event_kind": "commit",
-            "author_name": "A. Developer",
-            "author_email": "dev@example.org",
-            "commit_message": "Tidy the handlers",
-            "timestamp": at(),
-            "files_changed": rng.randint(1, 8),
-            "insertions": rng.randint(1, 150),
-            "deletions": rng.randint(0, 80),
-        }
-        out.append(Submission(Kind.GIT, commit, "git"))
+        out.append(Submission(Kind.GIT, commit_payload(rng, at()), "git"))
     for _ in range(TOOL_RUNS):
         run = {"tool_id": "pytest-8.3.3", "tool_kind": "test_runner", "invocation_id": new_id()}
         out.append(Submission(Kind.TOOL, {**run, "status": "started", "started_at": at()}, "tool"))

@@ -5,11 +5,14 @@ from __future__ import annotations
 import copy
 import json
 import os
+import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from mplp_lsp.store.database import connect
 from tests.dist import Dist, build
 
 REPO = Path(__file__).resolve().parent.parent
@@ -46,6 +49,15 @@ def reference() -> Path:
             "upstream MPLP reference data is not beside this checkout (set MPLP_REFERENCE_DIR)"
         )
     return found
+
+
+@pytest.fixture(scope="module")
+def conn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sqlite3.Connection]:
+    """A real store shared by one module's tests: each test (and each hypothesis example)
+    empties the tables it fills before it stores anything."""
+    connection = connect(Path(tmp_path_factory.mktemp("store")) / "events.db")
+    yield connection
+    connection.close()
 
 
 @pytest.fixture(scope="session")

@@ -58,6 +58,23 @@ def build_store(path: Path, *, events: int, seed: int = 35) -> float:
     return time.perf_counter() - began
 
 
+def commit_payload(rng: random.Random, at: str) -> dict[str, Any]:
+    """A commit on main as the git source reports one (the author's address already hashed)."""
+    return {
+        "repo_url": "local:3f1c2a",
+        "commit_id": rng.randbytes(20).hex(),
+        "ref_name": "refs/heads/main",
+        "event_kind": "commit",
+        "author_name": "A. Developer",
+        "author_email": "3a7bd3e2360a3d29eea436fcfb7e44c7@hashed.invalid",
+        "commit_message": "Tidy the parser's error path",
+        "timestamp": at,
+        "files_changed": rng.randint(1, 9),
+        "insertions": rng.randint(1, 200),
+        "deletions": rng.randint(0, 90),
+    }
+
+
 def _rows(rng: random.Random, count: int) -> Iterator[tuple[Any, ...]]:
     step = _YEAR_S / count
     files = [f"src/pkg{n % 40}/module_{n}.py" for n in range(600)]
@@ -92,19 +109,7 @@ def _rows(rng: random.Random, count: int) -> Iterator[tuple[Any, ...]]:
             continue
         elif draw < 0.93:
             kind = Kind.GIT
-            payload = {
-                "repo_url": "local:3f1c2a",
-                "commit_id": rng.randbytes(20).hex(),
-                "ref_name": "refs/heads/main",
-                "event_kind": "commit",
-                "author_name": "A. Developer",
-                "author_email": "3a7bd3e2360a3d29eea436fcfb7e44c7@hashed.invalid",
-                "commit_message": "Tidy the parser's error path",
-                "timestamp": at,
-                "files_changed": rng.randint(1, 9),
-                "insertions": rng.randint(1, 200),
-                "deletions": rng.randint(0, 90),
-            }
+            payload = commit_payload(rng, at)
         elif draw < 0.98:
             kind = Kind.TOOL
             payload = {

@@ -70,6 +70,14 @@ async def record(ws: Workspace, files: dict[str, str]) -> None:
     await ws.bus.drain()
 
 
+async def forwarding_to(
+    tmp_path: Path, workspace: Path, state_dir: Path, port: int
+) -> tuple[Collector, Workspace]:
+    """A collector on ``port`` and a workspace forwarding to it that keeps 30 days."""
+    collector = Collector(tmp_path / "collector.db", port)
+    return collector, await opened(workspace, state_dir, collector.url, retentionDays=30)
+
+
 async def sent_then_waiting(
     ws: Workspace, collector: Collector, sent: int, waiting: int
 ) -> tuple[list[str], list[str], Pass]:
@@ -88,8 +96,7 @@ async def test_nothing_still_to_be_sent_is_removed_and_all_of_it_arrives(
     tmp_path: Path, workspace: Path, state_dir: Path
 ) -> None:
     port = free_port()
-    collector = Collector(tmp_path / "collector.db", port)
-    ws = await opened(workspace, state_dir, collector.url, retentionDays=30)
+    collector, ws = await forwarding_to(tmp_path, workspace, state_dir, port)
     try:
         delivered, waiting, done = await sent_then_waiting(ws, collector, 300, 200)
         kept = stored_ids(state_dir)
@@ -151,8 +158,7 @@ async def test_a_compacted_store_salvages_and_forwards_as_before(
     tmp_path: Path, workspace: Path, state_dir: Path
 ) -> None:
     port = free_port()
-    collector = Collector(tmp_path / "collector.db", port)
-    ws = await opened(workspace, state_dir, collector.url, retentionDays=30)
+    collector, ws = await forwarding_to(tmp_path, workspace, state_dir, port)
     try:
         _, waiting, done = await sent_then_waiting(ws, collector, 1500, 1500)
         assert done.events_removed >= 1500
@@ -163,8 +169,7 @@ async def test_a_compacted_store_salvages_and_forwards_as_before(
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
     truncate(state_dir / "events.db")
-    collector = Collector(tmp_path / "collector.db", port)
-    ws = await opened(workspace, state_dir, collector.url, retentionDays=30)
+    collector, ws = await forwarding_to(tmp_path, workspace, state_dir, port)
     try:
         await drained(ws)
         status = await ws.status()

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mplp_lsp.protocol.envelope import utc_timestamp
-from mplp_lsp.store.database import connect, transaction
+from mplp_lsp.store.database import transaction
 from mplp_lsp.store.retention import (
     REMOVED_COUNTER,
     Policy,
@@ -25,13 +22,6 @@ from mplp_lsp.store.retention import (
 from mplp_lsp.ui import timeline
 
 NOW = datetime(2027, 6, 1, tzinfo=UTC)
-
-
-@pytest.fixture(scope="module")
-def conn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sqlite3.Connection]:
-    connection = connect(Path(tmp_path_factory.mktemp("retention")) / "events.db")
-    yield connection
-    connection.close()
 
 
 def _reset(conn: sqlite3.Connection) -> None:

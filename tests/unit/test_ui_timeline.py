@@ -5,27 +5,17 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mplp_lsp.store.database import connect, transaction
+from mplp_lsp.store.database import transaction
 from mplp_lsp.ui import timeline
 from mplp_lsp.ui.login import CODE_TTL, SESSION_TTL, BrowserLogin
 
 START = datetime(2026, 1, 31, 22, tzinfo=UTC)
 KINDS = ("file_update", "git", "tool", "ci", "pipeline_stage", "graph_update", "runtime_execution")
-
-
-@pytest.fixture(scope="module")
-def conn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sqlite3.Connection]:
-    connection = connect(Path(tmp_path_factory.mktemp("timeline")) / "events.db")
-    yield connection
-    connection.close()
 
 
 def _reset(conn: sqlite3.Connection) -> None:
