@@ -143,9 +143,11 @@ async def lsp_session(
     client_factory: Callable[[], LanguageClient] = make_test_lsp_client,
     capabilities: types.ClientCapabilities | None = None,
     fast: bool = True,
+    notifications: tuple[str, ...] = ("mplp/status",),
 ) -> AsyncIterator[Session]:
     """``fast=False``: the editor sends only ``settings`` (not FAST_SETTINGS), so the
-    workspace's own settings file can show through."""
+    workspace's own settings file can show through. ``notifications``: the server's own
+    notifications the client asks for (the plugins ask for ``mplp/status``)."""
     client = client_factory()
     session = Session(client, workspace, state_dir)
 
@@ -178,7 +180,8 @@ async def lsp_session(
             root_uri=workspace.as_uri(),
             workspace_folders=[types.WorkspaceFolder(uri=r.as_uri(), name=r.name) for r in roots],
             initialization_options={
-                "mplp": {**(FAST_SETTINGS if fast else {}), **(settings or {})}
+                "mplp": {**(FAST_SETTINGS if fast else {}), **(settings or {})},
+                "notifications": list(notifications),
             },
         )
     )

@@ -199,6 +199,18 @@ async def test_status_notification_follows_commits(workspace: Path, state_dir: P
     assert session.statuses, "no mplp/status notification"
 
 
+async def test_no_status_notification_to_a_client_that_did_not_ask(
+    workspace: Path, state_dir: Path
+) -> None:
+    """Only the plugins handle mplp/status; lsp-mode would warn about each one in a window."""
+    async with lsp_session(workspace, state_dir, notifications=()) as session:
+        session.save("src/s.py", "x\n")
+        await session.wait_for_events(1, settle=1.0)
+        status = await session.status()  # the request still answers
+    assert status["workspaces"][0]["events_by_kind"]["file_update"] == 1
+    assert session.statuses == []
+
+
 async def test_a_second_server_on_the_same_state_dir_follows_the_first(
     workspace: Path, state_dir: Path
 ) -> None:

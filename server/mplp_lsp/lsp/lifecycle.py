@@ -1,7 +1,13 @@
 """The session's life: ``initialize``, ``initialized``, ``shutdown`` and ``exit``.
 
 Nothing heavy happens before ``initialized``; from there the engine starts in the background
-and the editor is asked to report file changes (when it can register watchers)."""
+and the editor is asked to report file changes (when it can register watchers).
+
+The initialization options are the editor's settings (:mod:`mplp_lsp.config`), except
+:data:`NOTIFICATIONS_OPTION`: the server's own notifications the client handles (the VS Code
+extension and the Neovim plugin list ``mplp/status``). Other clients are sent none: lsp-mode
+warns in a window about every notification it does not know.
+"""
 
 from __future__ import annotations
 
@@ -16,13 +22,20 @@ from mplp_lsp.lsp.stdio import exit_within, watch_parent
 # Named on their own, so a client that leaves dot-directories out of "**/*" still reports them.
 # A change there makes the Git source poll at once (Workspace.observe).
 _GIT_GLOBS = ("**/.git/HEAD", "**/.git/refs/**", "**/.git/packed-refs", "**/.git/logs/**")
+NOTIFICATIONS_OPTION = "notifications"
 
 
 class LifecycleFeature(Feature):
     @handles(types.INITIALIZE)
     def initialize(self, params: types.InitializeParams) -> None:
         server = self.server
-        server.initialization_options = params.initialization_options
+        options = params.initialization_options
+        if isinstance(options, dict) and NOTIFICATIONS_OPTION in options:
+            options = dict(options)
+            asked = options.pop(NOTIFICATIONS_OPTION)
+            if isinstance(asked, list):
+                server.client_notifications = frozenset(m for m in asked if isinstance(m, str))
+        server.initialization_options = options
         if params.process_id and params.process_id != os.getpid():
             server.parent_pid = params.process_id
 

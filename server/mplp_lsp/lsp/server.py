@@ -87,6 +87,8 @@ class MplpLanguageServer(LanguageServer):
         self.flags = flags  # the command line's settings, over every other source
         self.apis: ApiServers | None = None
         self.initialization_options: Any = None
+        # The server's own notifications this client asked for (lsp/lifecycle.py).
+        self.client_notifications: frozenset[str] = frozenset()
         self.workspaces: Workspaces | None = None
         self.ready = asyncio.Event()
         self._early: list[Callable[[], None]] = []
@@ -97,6 +99,11 @@ class MplpLanguageServer(LanguageServer):
         self.stop_reading: Callable[[], None] = self.shutdown
         self.features = [kind(self) for kind in FEATURES]
         feature.register(self, self.features)
+
+    def notify_client(self, method: str, params: Any) -> None:
+        """Send one of the server's own notifications, if the client asked for it."""
+        if method in self.client_notifications and not self.stopped:
+            self.protocol.notify(method, params)
 
     def get_feature(self, kind: type[F]) -> F:
         return next(f for f in self.features if isinstance(f, kind))
