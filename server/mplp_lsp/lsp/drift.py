@@ -3,8 +3,10 @@
 Diagnostics go one way per session: pulled (``textDocument/diagnostic`` and
 ``workspace/diagnostic``) when the client supports pull diagnostics *and* can be told to
 refresh them, pushed (``textDocument/publishDiagnostics``) otherwise. Pushing covers files
-that are not open, which is also what workspace diagnostics give pull clients. A finding that
-goes away (resolved, file deleted, now ignored) clears its diagnostic at once.
+that are not open, which is also what workspace diagnostics give pull clients; a pushed
+diagnostic is sent again when its file is opened, for clients that keep only those of open
+files. A finding that goes away (resolved, file deleted, now ignored) clears its diagnostic
+at once.
 
 The engine is imported only when used: this module is loaded before ``initialized``.
 """
@@ -85,6 +87,22 @@ class DriftFeature(Feature):
                 types.PublishDiagnosticsParams(
                     uri=(workspace.root / path).as_uri(),
                     diagnostics=self._diagnostics(workspace, drift),
+                )
+            )
+
+    def opened(self, uri: str) -> None:
+        """The editor opened a document: send its diagnostic again. Clients may drop what
+        was pushed for files they did not have open (eglot does), and a pull client asks by
+        itself."""
+        found = None if self.pull else self._locate(uri)
+        if found is None:
+            return
+        workspace, path = found
+        drift = workspace.drift.drifts.get(path)
+        if drift is not None and drift.state == "open":
+            self.server.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(
+                    uri=uri, diagnostics=self._diagnostics(workspace, drift)
                 )
             )
 
