@@ -48,6 +48,37 @@ async def test_a_thousand_saves_of_one_file_become_one_event(
     assert_all_valid(state_dir)
 
 
+async def test_each_event_has_its_own_documents_language(workspace: Path, state_dir: Path) -> None:
+    files = {"src/a.py": "python", "src/notes.txt": "markdown", "src/Makefile": "makefile"}
+    async with lsp_session(workspace, state_dir) as session:
+        for path, language_id in files.items():
+            (workspace / path).write_text("x\n")
+            session.open(path, "x\n", language_id)
+        for path in files:
+            session.save(path, "y\n")
+        events = await session.wait_for_events(3)
+    assert {e["payload"]["file_path"]: e["payload"]["language"] for e in events} == files
+
+
+async def test_a_client_that_gives_every_document_one_language_id_is_not_believed(
+    workspace: Path, state_dir: Path
+) -> None:
+    """eglot 1.9 labels every document with the mode its server was started for."""
+    async with lsp_session(workspace, state_dir) as session:
+        for path in ("src/a.py", "src/Makefile", "src/data.json", "src/LICENSE"):
+            (workspace / path).write_text("x\n")
+            session.open(path, "x\n", "python")
+            session.save(path, "y\n")
+        events = await session.wait_for_events(4)
+    languages = {e["payload"]["file_path"]: e["payload"].get("language") for e in events}
+    assert languages == {
+        "src/a.py": "python",
+        "src/Makefile": "makefile",
+        "src/data.json": "json",
+        "src/LICENSE": None,
+    }
+
+
 async def test_five_hundred_files_become_five_hundred_events(
     workspace: Path, state_dir: Path
 ) -> None:
