@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from mplp_lsp.config import Resolved
 from mplp_lsp.config.live import ConfigFileWatch, set_log_level
@@ -29,6 +30,7 @@ from mplp_lsp.sanitize.paths import DirectoryCache, PathRejected, relative_path
 from mplp_lsp.sanitize.redact import redact
 from mplp_lsp.settings import Settings
 from mplp_lsp.sources.debounce import WATCHER, Change
+from mplp_lsp.sources.temp_names import is_temp_name
 from mplp_lsp.workspace import Prepare, StateDirBusy, Workspace
 
 if TYPE_CHECKING:
@@ -256,9 +258,19 @@ class Workspaces:
         """Route one raw change; a refused path is counted and logged as an integration error.
         The answer is the workspace's (False: ignored, None: judged later).
 
+        Other programs' temporary names (:mod:`~mplp_lsp.sources.temp_names`) are judged by
+        the name as reported, before routing resolves links: Emacs's ``.#name`` lock is a
+        link to ``user@host.pid``, which must not become a path either. A temporary file
+        renamed over its target is that target modified. Every front end and every folder,
+        owned or followed, goes through this one filter.
+
         ``directories`` is shared by the changes of one synchronous batch (see
         :func:`relative_path`).
         """
+        if is_temp_name(_reported_name(raw)):
+            return False
+        if previous is not None and is_temp_name(_reported_name(previous)):
+            change, previous = Change.MODIFIED, None
         try:
             workspace, path = self.route(raw, directories=directories)
             previous_path = None
@@ -289,3 +301,11 @@ class Workspaces:
             await asyncio.gather(*self._background, return_exceptions=True)
         for root in [*self._followers, *self._by_root]:
             await self.remove(root)
+
+
+def _reported_name(raw: str | Path) -> str:
+    """The last name of a reported path or ``file:`` URI, as reported (no link resolved)."""
+    text = str(raw)
+    if text.startswith("file:"):
+        text = unquote(text)
+    return text.rstrip("/").rpartition("/")[2]

@@ -12,7 +12,7 @@ from lsprotocol import types
 
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import validate
-from tests.e2e.harness import lsp_session, read_events
+from tests.e2e.harness import Session, lsp_session, read_events
 
 CLIENTS = ["visual-studio-code", "neovim"]
 
@@ -258,6 +258,36 @@ async def test_a_second_server_on_the_same_state_dir_follows_the_first(
     assert folder["owner_pid"] == first.client._server.pid  # type: ignore[union-attr]
     # Handed over through the inbox: stored by the first server, once.
     assert [e["payload"]["file_path"] for e in events] == ["src/second.py"]
+
+
+def watched(session: Session, *changes: tuple[str, types.FileChangeType]) -> None:
+    session.client.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams(
+            changes=[types.FileEvent(uri=session.uri(path), type=kind) for path, kind in changes]
+        )
+    )
+
+
+async def test_editor_lock_files_are_no_event_for_the_owner_nor_a_follower(
+    workspace: Path, state_dir: Path
+) -> None:
+    """Emacs locks a modified buffer with a link ``.#name`` to ``user@host.pid``; both
+    servers' editors report it. Neither the link nor its target may become a path."""
+    created = types.FileChangeType.Created
+    async with (
+        lsp_session(workspace, state_dir) as first,
+        lsp_session(workspace, state_dir) as second,
+    ):
+        for session, name in ((first, "a.py"), (second, "b.py")):
+            lock = workspace / "src" / f".#{name}"
+            lock.symlink_to(f"someone@host.{os.getpid()}:1700000000")
+            watched(session, (f"src/.#{name}", created), (f"src/#{name}#", created))
+            session.save(f"src/{name}", "x\n")
+            watched(session, (f"src/{name}", types.FileChangeType.Changed))
+            lock.unlink()
+            watched(session, (f"src/.#{name}", types.FileChangeType.Deleted))
+        events = await first.wait_for_events(2, settle=1.5)
+    assert sorted(e["payload"]["file_path"] for e in events) == ["src/a.py", "src/b.py"]
 
 
 async def test_kill_minus_9_loses_nothing_committed(workspace: Path, state_dir: Path) -> None:

@@ -305,7 +305,10 @@ class Emacs:
         self.keys("C-x", "C-c")
         deadline = time.monotonic() + timeout
         while self.alive() and time.monotonic() < deadline:
-            screen = self.screen()
+            try:
+                screen = self.screen()
+            except subprocess.CalledProcessError:
+                break  # the terminal closed meanwhile
             if "(yes or no)" in screen:
                 self.keys("yes", "Enter")
             elif re.search(r"\(y or n\)|\[y/n\]|\(y, n", screen):
