@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -57,6 +58,12 @@ class StateDirBusy(RuntimeError):
         )
         self.state_dir = state_dir
         self.owner = owner
+
+    @property
+    def folder(self) -> str | None:
+        """The real path of the workspace its owner records, when it says."""
+        named = self.owner.get("workspace") if self.owner else None
+        return os.path.realpath(named) if isinstance(named, str) and named else None
 
 
 Prepare = Callable[["Workspace"], None]

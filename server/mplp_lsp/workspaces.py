@@ -110,9 +110,7 @@ class Workspaces:
         # An explicit --state-dir can serve one folder only: one store per workspace.
         state_dir = self._state_dir if not self._by_root and not self._followers else None
         try:
-            workspace = await Workspace.open(
-                root, settings, state_dir=state_dir, remote_url=self._remote_url, prepare=prepare
-            )
+            workspace = await self._open(root, settings, state_dir, prepare)
         except StateDirBusy as busy:
             if not self._follow_busy:
                 raise
@@ -131,6 +129,28 @@ class Workspaces:
         if catch_up:
             self.catch_up(workspace)
         return workspace
+
+    async def _open(
+        self,
+        root: Path,
+        settings: Settings,
+        state_dir: str | Path | None,
+        prepare: Prepare | None = None,
+    ) -> Workspace:
+        """Open the folder's store. A state dir is this folder's or another's
+        (:func:`~mplp_lsp.statedir.belongs_to`); when another folder's process locked it
+        between that look and the lock, it names that folder by now, and a second try opens
+        this folder's own. Busy with this folder's owner: :class:`StateDirBusy`."""
+        try:
+            return await Workspace.open(
+                root, settings, state_dir=state_dir, remote_url=self._remote_url, prepare=prepare
+            )
+        except StateDirBusy as busy:
+            if busy.folder in (None, str(root)):
+                raise
+            return await Workspace.open(
+                root, settings, state_dir=state_dir, remote_url=self._remote_url, prepare=prepare
+            )
 
     def _owned(self, workspace: Workspace, resolved: Resolved | None) -> None:
         """A store opened here: record its editor settings, watch its settings files."""
@@ -189,9 +209,7 @@ class Workspaces:
             if not follower.owner_gone():
                 continue
             try:
-                workspace = await Workspace.open(
-                    root, follower.settings, state_dir=state_dir, remote_url=self._remote_url
-                )
+                workspace = await self._open(root, follower.settings, state_dir)
             except StateDirBusy:
                 continue  # someone else was quicker: keep handing over, to them now
             except Exception:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from lsprotocol import types
+from pygls.uris import to_fs_path
 
 from mplp_lsp.lsp.drift import DriftFeature
 from mplp_lsp.lsp.feature import Feature, handles
@@ -17,12 +18,14 @@ from mplp_lsp.lsp.languages import ClientLanguages
 
 if TYPE_CHECKING:
     from mplp_lsp.lsp.server import MplpLanguageServer
+    from mplp_lsp.sanitize.paths import PathRejected
 
 
 class DocumentsFeature(Feature):
     def __init__(self, server: MplpLanguageServer) -> None:
         super().__init__(server)
         self.languages = ClientLanguages()
+        self._told: set[str] = set()  # documents outside every folder, the user was told of
 
     @handles(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(self, params: types.DidOpenTextDocumentParams) -> None:
@@ -35,7 +38,26 @@ class DocumentsFeature(Feature):
             workspace.documents.opened(path, language, item.text)
             self.server.get_feature(DriftFeature).opened(item.uri)
 
-        self.server.document(item.uri, opened)
+        self.server.document(item.uri, opened, lambda why: self._outside(item.uri, why))
+
+    def _outside(self, uri: str, rejected: PathRejected) -> None:
+        """Tell the user why a document they opened is not recorded: once shown, then logged
+        (once per file)."""
+        from mplp_lsp.protocol.result import ErrorCode
+
+        workspaces = self.server.workspaces
+        assert workspaces is not None  # documents are routed once the engine is ready
+        roots = [str(r) for r in (*workspaces.roots, *(f.root for f in workspaces.followers))]
+        if rejected.code is not ErrorCode.PATH_OUTSIDE_WORKSPACE or not roots or uri in self._told:
+            return  # without any folder, the start-up message said why
+        path = to_fs_path(uri) or uri
+        self.server.tell(
+            types.MessageType.Info,
+            f"mplp-lsp does not record {path}: it is outside the folders it records "
+            f"({', '.join(roots)}). Open its folder or project in the editor to record it.",
+            show=not self._told,
+        )
+        self._told.add(uri)
 
     def _forget_languages(self) -> None:
         workspaces = self.server.workspaces

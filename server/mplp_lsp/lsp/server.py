@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from mplp_lsp.api.server import ApiServers
     from mplp_lsp.config import Resolved
     from mplp_lsp.config.sources import Layer
+    from mplp_lsp.sanitize.paths import PathRejected
     from mplp_lsp.workspace import Workspace
     from mplp_lsp.workspaces import Workspaces
 
@@ -156,19 +157,27 @@ class MplpLanguageServer(LanguageServer):
                 directories=directories,
             )
 
-    def document(self, uri: str, action: Callable[[Any, str], None]) -> None:
+    def document(
+        self,
+        uri: str,
+        action: Callable[[Any, str], None],
+        refused: Callable[[PathRejected], None] | None = None,
+    ) -> None:
         """Run ``action(workspace, relative_path)`` for a document inside a workspace (one
-        this server records, or one it follows: both keep the editor's documents)."""
+        this server records, or one it follows: both keep the editor's documents), else
+        ``refused`` (the refusal is counted when the document's activity is observed)."""
         if self.workspaces is None:
             if len(self._early) < _EARLY_LIMIT:
-                self._early.append(lambda: self.document(uri, action))
+                self._early.append(lambda: self.document(uri, action, refused))
             return
         from mplp_lsp.sanitize.paths import PathRejected
 
         try:
             workspace, path = self.workspaces.route(uri)
-        except PathRejected:
-            return  # refused and counted when the document's activity is observed
+        except PathRejected as rejected:
+            if refused is not None:
+                refused(rejected)
+            return
         action(workspace, path)
 
     # --- engine life cycle ------------------------------------------------------------------
@@ -185,7 +194,15 @@ class MplpLanguageServer(LanguageServer):
             reconfigure=lambda root: self._settings_for(root.as_uri()),
         )
         workspaces.on_promoted(self.recording)
-        for root, folder_uri in self._folders():
+        folders = self._folders()
+        if not folders:
+            self.tell(
+                types.MessageType.Warning,
+                "mplp-lsp records the files of workspace folders, and the editor started it "
+                "with none (rootUri is null: a file opened outside any project or folder). "
+                "Nothing is recorded; open the file's folder or project to record it.",
+            )
+        for root, folder_uri in folders:
             try:
                 await self.add_folder(workspaces, root, folder_uri)
             except Exception as exc:
@@ -274,10 +291,16 @@ class MplpLanguageServer(LanguageServer):
             workspace.apply_config(await self._settings_for(workspace.root.as_uri()))
 
     def _warn(self, message: str) -> None:
-        log.warning("%s", message)
-        self.window_show_message(
-            types.ShowMessageParams(type=types.MessageType.Warning, message=message)
-        )
+        self.tell(types.MessageType.Warning, message)
+
+    def tell(self, kind: types.MessageType, message: str, *, show: bool = True) -> None:
+        """A message for the user: logged, and shown by the editor (``show``) or put in its
+        log of the server's messages."""
+        log.log(logging.WARNING if kind <= types.MessageType.Warning else logging.INFO, message)
+        if show:
+            self.window_show_message(types.ShowMessageParams(type=kind, message=message))
+        else:
+            self.window_log_message(types.LogMessageParams(type=kind, message=message))
 
     async def stop_engine(self) -> None:
         if self.stopped:
