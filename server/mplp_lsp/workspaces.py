@@ -6,7 +6,8 @@ else is refused with a stable code and counted.
 
 A folder whose store another process owns (a second editor on it) is *followed*
 (:mod:`mplp_lsp.follower`): its activity is handed to the owner, and the store is opened here
-once the owner lets go; ``on_promoted`` listeners then attach to the new workspace.
+once the owner lets go; ``on_promoted`` listeners then attach to the new workspace. Owned
+folders may be watched here too (``watch``), with the engine of ``mplp-lsp watch``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from urllib.parse import unquote
 from mplp_lsp.config import Resolved
 from mplp_lsp.config.live import ConfigFileWatch, set_log_level
 from mplp_lsp.config.sources import config_files
+from mplp_lsp.folder_watch import FolderWatch
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ValidationResult
 from mplp_lsp.sanitize.paths import DirectoryCache, PathRejected, relative_path
@@ -52,11 +54,17 @@ class Workspaces:
         remote_url: str | None = None,
         follow: bool = True,
         reconfigure: Reconfigure | None = None,
+        watch: bool = False,
     ) -> None:
         """``follow=False``: a folder whose store is busy raises StateDirBusy instead.
         ``reconfigure``: how to resolve a folder's configuration again; with it, each owned
-        folder's settings files are watched and a change is applied while running."""
+        folder's settings files are watched and a change is applied while running.
+        ``watch``: each owned folder is watched by the file-system watcher
+        (:mod:`mplp_lsp.folder_watch`); its start-up catch-up begins once the watches are
+        in place."""
         self._follow_busy = follow
+        self._watch_disk = watch
+        self._watches: dict[Path, FolderWatch] = {}
         self._by_root: dict[Path, Workspace] = {}
         self._state_dir = state_dir
         self._remote_url = remote_url
@@ -126,9 +134,27 @@ class Workspaces:
             return follower
         self._by_root[root] = workspace
         self._owned(workspace, resolved)
-        if catch_up:
-            self.catch_up(workspace)
+        self._start_recording(workspace, catch_up=catch_up)
         return workspace
+
+    def _start_recording(self, workspace: Workspace, *, catch_up: bool) -> None:
+        """The catch-up, after the folder's watches are in place when it is watched."""
+
+        def start() -> None:
+            if catch_up:
+                self.catch_up(workspace)
+
+        if self._watch_disk:
+            self._watches[workspace.root] = FolderWatch(self, workspace, ready=start)
+        else:
+            start()
+
+    def watch(self) -> None:
+        """Watch every owned folder from now on (and those opened later)."""
+        self._watch_disk = True
+        for root, workspace in self._by_root.items():
+            if root not in self._watches:
+                self._watches[root] = FolderWatch(self, workspace, ready=lambda: None)
 
     async def _open(
         self,
@@ -224,7 +250,7 @@ class Workspaces:
         await follower.close()
         log.info("%s: took the store over from pid %s", root, follower.owner_pid)
         self._owned(workspace, None)
-        self.catch_up(workspace)
+        self._start_recording(workspace, catch_up=True)
         for listener in self._promoted:
             try:
                 await listener(workspace)
@@ -241,6 +267,9 @@ class Workspaces:
         follower = self._followers.pop(root, None)
         if follower is not None:
             await follower.close()
+        watching = self._watches.pop(root, None)
+        if watching is not None:
+            await watching.close()
         watch = self._config_watches.pop(root, None)
         if watch is not None:
             await watch.close()

@@ -90,6 +90,8 @@ class MplpLanguageServer(LanguageServer):
         self.initialization_options: Any = None
         # The server's own notifications this client asked for (lsp/lifecycle.py).
         self.client_notifications: frozenset[str] = frozenset()
+        # Whether the server watches its folders itself (the editor does not: lifecycle.py).
+        self.watches_disk = False
         self.workspaces: Workspaces | None = None
         self.ready = asyncio.Event()
         self._early: list[Callable[[], None]] = []
@@ -100,6 +102,12 @@ class MplpLanguageServer(LanguageServer):
         self.stop_reading: Callable[[], None] = self.shutdown
         self.features = [kind(self) for kind in FEATURES]
         feature.register(self, self.features)
+
+    def watch_disk(self) -> None:
+        """Watch every folder this server records itself, from now on."""
+        self.watches_disk = True
+        if self.workspaces is not None:
+            self.workspaces.watch()
 
     def notify_client(self, method: str, params: Any) -> None:
         """Send one of the server's own notifications, if the client asked for it."""
@@ -192,6 +200,7 @@ class MplpLanguageServer(LanguageServer):
             state_dir=self.state_dir,
             remote_url=self.remote_url,
             reconfigure=lambda root: self._settings_for(root.as_uri()),
+            watch=self.watches_disk,
         )
         workspaces.on_promoted(self.recording)
         folders = self._folders()
@@ -209,6 +218,8 @@ class MplpLanguageServer(LanguageServer):
                 log.exception("cannot open workspace %s", root)
                 self._warn(f"mplp-lsp is not recording {root}: {exc}")
         self.workspaces = workspaces
+        if self.watches_disk:
+            workspaces.watch()  # the editor refused to watch while the folders opened
         early, self._early = self._early, []
         for replay in early:
             replay()
