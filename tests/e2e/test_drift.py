@@ -221,6 +221,10 @@ async def test_pull_diagnostics_and_the_scan_command(workspace: Path, state_dir:
     capabilities.workspace.diagnostics = types.DiagnosticWorkspaceClientCapabilities(
         refresh_support=True
     )
+    # An editor watcher that misses the change below (so the server does not watch itself).
+    capabilities.workspace.did_change_watched_files = types.DidChangeWatchedFilesClientCapabilities(
+        dynamic_registration=True, relative_pattern_support=True
+    )
     async with lsp_session(workspace, state_dir, capabilities=capabilities) as session:
         await asyncio.sleep(0.5)
         (workspace / "src/b.py").write_text("changed with the daemon running\n")

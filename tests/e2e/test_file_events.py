@@ -34,6 +34,7 @@ def assert_all_valid(state_dir: Path) -> None:
 async def test_a_thousand_saves_of_one_file_become_one_event(
     workspace: Path, state_dir: Path, client_name: str
 ) -> None:
+    (workspace / "src/app.py").write_text("print(1)\n")  # there before the editor
     async with lsp_session(workspace, state_dir, client_name=client_name) as session:
         session.open("src/app.py", "print(1)\n")
         (workspace / "src/app.py").write_text("print(1)\nprint(2)\n")

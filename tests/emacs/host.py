@@ -368,6 +368,8 @@ def running_emacs(
     )  # fmt: skip
     try:
         session.wait("the Emacs server", lambda: (sockets / "mplp").exists(), timeout=60)
+        # emacsclient is answered from the command loop: Emacs has started and reads keys
+        session.wait("Emacs reading keys", lambda: session.eval("t") is True)
         yield session
     finally:
         if session.alive():

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.harness import read_events
 from tests.emacs.host import Client, Emacs, running_emacs
 from tests.emacs.store import record
 
@@ -52,6 +53,15 @@ def fix(emacs: Emacs, title: str) -> None:
     emacs.command(PICK[emacs.client], title)
 
 
+def resolutions(state: Path) -> list[str]:
+    """The strategies of the drift resolutions the store records."""
+    return [
+        e["payload"]["strategy"]
+        for e in read_events(state, "graph_update")
+        if e["event_type"] == "file_drift_resolved"
+    ]
+
+
 def test_psg_wins_restores_the_buffer_and_the_file(
     client: Client, repo: Path, state: Path, drifted: Path, tmp_path: Path
 ) -> None:
@@ -65,6 +75,7 @@ def test_psg_wins_restores_the_buffer_and_the_file(
         assert emacs.buffer(drifted) == (RECORDED, False)
         assert "changed on disk" not in emacs.screen()
         # one undo brings the text of the disk back into the buffer
+        emacs.wait("the resolution recorded", lambda: resolutions(state) == ["psg"])
         emacs.keys("C-x", "u")
         emacs.wait("the undo", lambda: emacs.buffer(drifted)[0] == ON_DISK)
         emacs.quit()
@@ -85,4 +96,5 @@ def test_merge_conflicts_are_in_the_buffer_and_the_file(
         emacs.wait("the file saved", lambda: drifted.read_text() == merged)
         assert emacs.buffer(drifted) == (merged, False)
         assert "changed on disk" not in emacs.screen()
+        emacs.wait("the resolution recorded", lambda: resolutions(state) == ["merge"])
         emacs.quit()

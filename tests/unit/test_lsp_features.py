@@ -23,9 +23,10 @@ from typing import Any
 import pytest
 from pygls.io_ import run_async
 
-from mplp_lsp.lsp.drift import RESOLVE_COMMAND, SCAN_COMMAND
+from mplp_lsp.lsp.drift import SCAN_COMMAND
 from mplp_lsp.lsp.feature import Feature, command, handles, register
 from mplp_lsp.lsp.hooks import INSTALL_COMMAND
+from mplp_lsp.lsp.quick_fixes import EDITED_COMMAND, RESOLVE_COMMAND
 from mplp_lsp.lsp.server import FEATURES, MplpLanguageServer, create_server
 from mplp_lsp.lsp.tools import RUN_TOOL_COMMAND
 
@@ -144,6 +145,7 @@ async def test_every_feature_reaches_the_initialize_result() -> None:
     capabilities = answer["result"]["capabilities"]
     assert set(capabilities["executeCommandProvider"]["commands"]) >= {
         RESOLVE_COMMAND,
+        EDITED_COMMAND,
         SCAN_COMMAND,
         RUN_TOOL_COMMAND,
         INSTALL_COMMAND,

@@ -82,6 +82,11 @@ class DocumentsFeature(Feature):
         uri = params.text_document.uri
         document = server.workspace.text_documents.get(unquote(uri))
         text = params.text if params.text is not None else (document.source if document else None)
-        server.document(uri, lambda ws, path: ws.documents.saved(path, text))
+
+        def saved(workspace: Any, path: str) -> None:
+            workspace.documents.saved(path, text)
+            server.get_feature(DriftFeature).saved(uri)
+
+        server.document(uri, saved)
         language = self.languages.language(document.language_id) if document else None
         server.activity("modified", uri, language=language)

@@ -34,6 +34,7 @@ from mplp_lsp.lsp.hooks import HooksFeature
 from mplp_lsp.lsp.lifecycle import LifecycleFeature
 from mplp_lsp.lsp.plan_run import PlanRunFeature
 from mplp_lsp.lsp.protocol import MplpProtocol
+from mplp_lsp.lsp.quick_fixes import QuickFixesFeature
 from mplp_lsp.lsp.status import StatusFeature
 from mplp_lsp.lsp.stdio import exit_within, serve_stdio
 from mplp_lsp.lsp.tools import ToolsFeature
@@ -61,6 +62,7 @@ FEATURES: tuple[type[feature.Feature], ...] = (
     ConfigurationFeature,
     StatusFeature,
     DriftFeature,
+    QuickFixesFeature,
     ToolsFeature,
     HooksFeature,
     GraphRequestsFeature,
