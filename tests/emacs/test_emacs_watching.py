@@ -43,3 +43,27 @@ def test_a_directory_made_outside_emacs_is_recorded(
     assert [(e["file_path"], e["change_type"]) for e in payloads(state)] == [
         ("made/below/x.txt", "created")
     ]
+
+
+def test_a_binary_file_is_recorded_without_an_error(
+    client: Client, repo: Path, state: Path, tmp_path: Path
+) -> None:
+    """A client cannot send a binary buffer as JSON text: the configurations leave it
+    out, and the server's watcher records its save."""
+    binary = repo / "blob.bin"
+    binary.write_bytes(bytes(range(256)) * 4)
+    with running_emacs(client, tmp_path, cwd=repo, env={"MPLP_LSP_STATE_DIR": str(state)}) as emacs:
+        emacs.open(repo / "a.py")
+        emacs.ready(repo / "a.py")
+        emacs.keys("C-x", "C-f")
+        emacs.wait("the find-file prompt", lambda: "Find file:" in emacs.screen())
+        emacs.keys("C-a", "C-k", str(binary), "Enter")
+        emacs.wait("the binary buffer", lambda: "blob.bin" in emacs.screen())
+        emacs.type_and_save("x")
+        emacs.wait("the save stored", lambda: payloads(state))
+        messages = emacs.eval('(with-current-buffer "*Messages*" (buffer-string))')
+        emacs.quit()
+    assert "utf-8-string-p" not in messages and "error" not in messages.lower()
+    assert [(e["file_path"], e["change_type"]) for e in payloads(state)] == [
+        ("blob.bin", "modified")
+    ]
