@@ -37,10 +37,12 @@ __all__ = [
     "INBOX_NAME",
     "LOCK_NAME",
     "STATE_DIR_ENV",
+    "WORKSPACE_META_KEY",
     "StateDirLock",
     "StateDirLocked",
     "StatePaths",
     "default_state_dir",
+    "locate_state_dir",
     "resolve_state_dir",
 ]
 
@@ -49,6 +51,9 @@ DATABASE_NAME: Final = "events.db"
 ERROR_LOG_NAME: Final = "integration-errors.jsonl"
 LOCK_NAME: Final = "daemon.lock"
 INBOX_NAME: Final = "inbox"
+# meta key of the store: the workspace folder it records (a store the settings name is every
+# folder's alike; this says whose it is)
+WORKSPACE_META_KEY: Final = "workspace_root"
 
 _SLUG_MAX: Final = 40
 _ACQUIRE_ATTEMPTS: Final = 3
@@ -94,24 +99,34 @@ def _slug(real_path: str) -> str:
     return slug.rstrip(".-") or "workspace"
 
 
-def resolve_state_dir(
+def locate_state_dir(
     workspace: Path,
     override: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] = os.environ,
 ) -> Path:
-    """The state dir to use (``override`` > ``$MPLP_LSP_STATE_DIR`` > default), created 0700.
-
-    Directories that already exist keep their permissions; the ones created here (the
-    state dir and any missing parents) are private to the user, since the store holds
-    workspace activity.
-    """
+    """The state dir of a workspace (``override`` > ``$MPLP_LSP_STATE_DIR`` > default),
+    whether it exists or not: nothing is created (what a command that only reads uses)."""
     if override is not None and os.fspath(override) != "":
         chosen = Path(override).expanduser()
     elif env.get(STATE_DIR_ENV):
         chosen = Path(env[STATE_DIR_ENV]).expanduser()
     else:
         chosen = default_state_dir(workspace)
-    chosen = chosen.absolute()
+    return chosen.absolute()
+
+
+def resolve_state_dir(
+    workspace: Path,
+    override: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] = os.environ,
+) -> Path:
+    """The state dir to write (:func:`locate_state_dir`), created 0700.
+
+    Directories that already exist keep their permissions; the ones created here (the
+    state dir and any missing parents) are private to the user, since the store holds
+    workspace activity.
+    """
+    chosen = locate_state_dir(workspace, override, env)
     _make_private_dirs(chosen)
     return chosen
 
