@@ -197,10 +197,15 @@ def _recorded_root(paths: StatePaths, start: Path) -> Path | None:
     return root if start == root or root in start.parents else None
 
 
-def reading(command: str, workspace: Path, paths: StatePaths) -> None:
+def reading(
+    args: argparse.Namespace, command: str, workspace: Path, paths: StatePaths | None = None
+) -> None:
     """Say on stderr which workspace a command that reads a store reads (it may have been
-    found from a subdirectory)."""
-    print(f"mplp-lsp {command}: workspace {workspace} (store: {paths.database})", file=sys.stderr)
+    found from a subdirectory); with ``--json`` the output is a program's, which says it
+    (``workspace``) where it has a place for it, and stderr stays quiet."""
+    if not getattr(args, "json", False):
+        store = f" (store: {paths.database})" if paths is not None else ""
+        print(f"mplp-lsp {command}: workspace {workspace}{store}", file=sys.stderr)
 
 
 def add_log_options(parser: argparse.ArgumentParser) -> None:

@@ -13,6 +13,7 @@ from mplp_lsp.cli.common import (
     add_workspace_option,
     configuration,
     find_workspace,
+    reading,
 )
 
 
@@ -37,6 +38,7 @@ def register(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     root = find_workspace(args)
+    reading(args, "config", root)
     resolved = configuration(args, root)
     values = resolved.settings.model_dump(mode="json", by_alias=True)
     if args.json:

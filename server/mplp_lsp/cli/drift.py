@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     root = find_workspace(args)
     settings = configuration(args, root).settings
     paths = state_paths(root, settings.state_dir)
-    reading("drift", root, paths)
+    reading(args, "drift", root, paths)
     wanted = [_relative(root, raw) for raw in args.paths]
     owner = StateDirLock(paths.lock, workspace=root).owner()
     if owner is not None:

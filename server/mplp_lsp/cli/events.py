@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
 
     root = find_workspace(args)
     paths = state_paths(root, configuration(args, root).settings.state_dir)
-    reading("events", root, paths)
+    reading(args, "events", root, paths)
     conn = open_read_only(paths)
     while conn is None and args.follow:
         time.sleep(FOLLOW_POLL_SECONDS)

@@ -160,10 +160,11 @@ def _open(
 
     workspace = find_workspace(args)
     paths = state_paths(workspace, configuration(args, workspace).settings.state_dir)
-    reading("outbox", workspace, paths)
     conn = opener(paths)
     if conn is None:
-        _no_store(workspace, paths)
+        _no_store(workspace, paths)  # names the workspace it looked for
+    else:
+        reading(args, "outbox", workspace, paths)
     return conn
 
 
