@@ -60,10 +60,7 @@ class Rescans:
 
     def request(self, directory: str) -> None:
         """Compare ``directory`` ("" for the whole workspace) with the graph."""
-        if any(_covers(queued, directory) for queued in self._queue):
-            return
-        self._queue = [queued for queued in self._queue if not _covers(directory, queued)]
-        self._queue.append(directory)
+        self._queue = enqueue(self._queue, directory)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run(), name="mplp-rescan")
 
@@ -102,6 +99,14 @@ class Rescans:
             await self._decide(chunk)
 
 
+def enqueue(queue: list[str], directory: str) -> list[str]:
+    """The queue with ``directory`` in it: nothing added when a queued directory covers it,
+    and the queued ones it covers taken out (one comparison of the parent does them)."""
+    if any(_covers(queued, directory) for queued in queue):
+        return queue
+    return [queued for queued in queue if not _covers(directory, queued)] + [directory]
+
+
 def _covers(directory: str, other: str) -> bool:
     return not directory or other == directory or other.startswith(f"{directory}/")
 
@@ -118,4 +123,4 @@ def _not_files(root: str, paths: list[str]) -> list[str]:
     return out
 
 
-__all__ = ["Rescans"]
+__all__ = ["Rescans", "enqueue"]
