@@ -49,6 +49,7 @@ __all__ = [
     "StatePaths",
     "belongs_to",
     "default_state_dir",
+    "locate_state_dir",
     "resolve_state_dir",
 ]
 
@@ -113,20 +114,15 @@ def _slug(real_path: str) -> str:
     return slug.rstrip(".-") or "workspace"
 
 
-def resolve_state_dir(
+def locate_state_dir(
     workspace: Path,
     override: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] = os.environ,
 ) -> Path:
-    """The state dir to use (``override`` > ``$MPLP_LSP_STATE_DIR`` > default), created 0700.
-
-    A chosen state dir that belongs to another workspace gives way to this workspace's own
-    folder inside it (see the module's documentation).
-
-    Directories that already exist keep their permissions; the ones created here (the
-    state dir and any missing parents) are private to the user, since the store holds
-    workspace activity.
-    """
+    """The state dir of a workspace (``override`` > ``$MPLP_LSP_STATE_DIR`` > default),
+    whether it exists or not: nothing is created (what a command that only reads uses). A
+    chosen state dir that belongs to another workspace gives way to this workspace's own
+    folder inside it (see the module's documentation)."""
     if override is not None and os.fspath(override) != "":
         chosen = Path(override).expanduser().absolute()
     elif env.get(STATE_DIR_ENV):
@@ -135,6 +131,21 @@ def resolve_state_dir(
         chosen = default_state_dir(workspace).absolute()
     if not belongs_to(chosen, workspace):
         chosen = _per_workspace(chosen, workspace)
+    return chosen
+
+
+def resolve_state_dir(
+    workspace: Path,
+    override: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] = os.environ,
+) -> Path:
+    """The state dir to write (:func:`locate_state_dir`), created 0700.
+
+    Directories that already exist keep their permissions; the ones created here (the
+    state dir and any missing parents) are private to the user, since the store holds
+    workspace activity.
+    """
+    chosen = locate_state_dir(workspace, override, env)
     _make_private_dirs(chosen)
     return chosen
 

@@ -28,7 +28,7 @@ from mplp_lsp.config.sources import config_files
 from mplp_lsp.folder_watch import FolderWatch
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ValidationResult
-from mplp_lsp.sanitize.paths import DirectoryCache, PathRejected, relative_path
+from mplp_lsp.sanitize.paths import DirectoryCache, PathRejected, is_inside, relative_path
 from mplp_lsp.sanitize.redact import redact
 from mplp_lsp.settings import Settings
 from mplp_lsp.sources.debounce import WATCHER, Change
@@ -127,12 +127,14 @@ class Workspaces:
 
             follower = Follower(root, settings, StatePaths(busy.state_dir), busy.owner)
             self._followers[root] = follower
+            self._nest()
             self._following[root] = asyncio.get_running_loop().create_task(
                 self._follow(follower, state_dir), name=f"follow {root.name}"
             )
             log.info("%s: its store is owned by pid %s; following it", root, follower.owner_pid)
             return follower
         self._by_root[root] = workspace
+        self._nest()
         self._owned(workspace, resolved)
         self._start_recording(workspace, catch_up=catch_up)
         return workspace
@@ -198,27 +200,23 @@ class Workspaces:
         self._config_watches[root] = watch
 
     def catch_up(self, workspace: Workspace) -> None:
-        """Start the catch-up: files created while nothing recorded become ``created`` events
-        (recorded files that changed are the start-up drift scan's). A file watcher of the
-        daemon's own starts it once its watches are in place, so nothing falls between; what
-        changes from this call on is the live sources' to report."""
+        """Start the catch-up (:mod:`mplp_lsp.file_catch_up`): the graph learns the files
+        that were there (its baseline), and files created while nothing recorded become
+        ``created`` events (recorded files that changed are the start-up drift scan's). A
+        file watcher of the daemon's own starts it once its watches are in place, so nothing
+        falls between; what changes from this call on is the live sources' to report."""
         # A file's ctime comes from the kernel's coarse clock, which lags this one by up to a
         # tick: a file written just after this call may look a little older than it.
         until = time.time_ns() - _COARSE_CLOCK_NS
-        self._track(self._catch_up(workspace, until))
+        self._track(_reported(workspace.files.catch_up(until)))
 
-    async def _catch_up(self, workspace: Workspace, until_ns: int) -> None:
-        try:
-            found = await workspace.unrecorded_files(until_ns)
-        except (OSError, sqlite3.Error) as error:  # the store or the tree: one line, no trace
-            log.warning("the start-up catch-up scan failed: %s", error)
-            return
-        except Exception:
-            log.exception("the start-up catch-up scan failed")
-            return
-        if workspace.root in self._by_root:
-            for path in found:
-                self.observe(Change.CREATED, path, origin=WATCHER)
+    def _nest(self) -> None:
+        """Each folder leaves the folders inside it to their own store."""
+        roots = [*self._by_root, *self._followers]
+        for root, workspace in self._by_root.items():
+            workspace.ignore.nested_changed(
+                [other for other in roots if other != root and is_inside(other, root)]
+            )
 
     def _track(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
@@ -274,6 +272,7 @@ class Workspaces:
         if watch is not None:
             await watch.close()
         workspace = self._by_root.pop(root, None)
+        self._nest()
         if workspace is not None:
             await workspace.close()
 
@@ -285,11 +284,17 @@ class Workspaces:
         return self._by_root[root], relative
 
     def route(
-        self, raw: str | Path, *, directories: DirectoryCache | None = None
+        self,
+        raw: str | Path,
+        *,
+        directories: DirectoryCache | None = None,
+        follow_leaf: bool = True,
     ) -> tuple[Workspace | Follower, str]:
         """Like :meth:`locate`, followed folders included (where editor activity goes)."""
         roots = (*self._by_root, *self._followers)
-        root, relative = relative_path(str(raw), roots, directories=directories)
+        root, relative = relative_path(
+            str(raw), roots, directories=directories, follow_leaf=follow_leaf
+        )
         return self._by_root.get(root) or self._followers[root], relative
 
     def observe(
@@ -312,17 +317,21 @@ class Workspaces:
         owned or followed, goes through this one filter.
 
         ``directories`` is shared by the changes of one synchronous batch (see
-        :func:`relative_path`).
+        :func:`relative_path`). A watcher's report names a directory entry: a link there is
+        the link, not the file it points to (an editor's names the document it wrote).
         """
         if is_temp_name(_reported_name(raw)):
             return False
         if previous is not None and is_temp_name(_reported_name(previous)):
             change, previous = Change.MODIFIED, None
+        leaf = origin != WATCHER
         try:
-            workspace, path = self.route(raw, directories=directories)
+            workspace, path = self.route(raw, directories=directories, follow_leaf=leaf)
             previous_path = None
             if previous is not None:
-                previous_workspace, previous_path = self.route(previous, directories=directories)
+                previous_workspace, previous_path = self.route(
+                    previous, directories=directories, follow_leaf=leaf
+                )
                 if previous_workspace is not workspace:
                     # moved between folders: gone from one, new in the other
                     previous_workspace.observe(Change.DELETED, previous_path, origin=origin)
@@ -356,3 +365,12 @@ def _reported_name(raw: str | Path) -> str:
     if text.startswith("file:"):
         text = unquote(text)
     return text.rstrip("/").rpartition("/")[2]
+
+
+async def _reported(catching: asyncio.Task[None]) -> None:
+    try:
+        await catching
+    except (OSError, sqlite3.Error) as error:  # the store or the tree: one line, no trace
+        log.warning("the start-up catch-up failed: %s", error)
+    except Exception:
+        log.exception("the start-up catch-up failed")

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sqlite3
+import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,6 +125,83 @@ def watch_argv(workspace: Path, state_dir: Path, *extra: str) -> list[str]:
         str(state_dir),
         *extra,
     ]
+
+
+@dataclass
+class Watch:
+    """A real ``mplp-lsp watch`` process: what it printed (stdout) and logged (stderr)."""
+
+    process: subprocess.Popen[bytes]
+    output: Path
+    log: Path
+
+    def lines(self) -> list[str]:
+        return self.output.read_text(errors="replace").splitlines()
+
+    def logged(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def stop(self, signum: int = signal.SIGINT, timeout: float = 60.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signum)
+        return self.process.wait(timeout=timeout)
+
+
+@contextmanager
+def watching(
+    workspace: Path,
+    state_dir: Path | None,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    api: bool = False,
+) -> Iterator[Watch]:
+    """``mplp-lsp watch`` on ``workspace``, yielded once every directory is watched; stopped
+    with SIGINT at the end unless the test stopped it. ``state_dir=None``: the default one."""
+    stem = f"watch-{time.monotonic_ns()}"
+    scratch = (state_dir.parent if state_dir is not None else workspace.parent) / stem
+    output, log = scratch.with_suffix(".out"), scratch.with_suffix(".log")
+    argv = [sys.executable, "-m", "mplp_lsp", "watch", str(workspace), *extra]
+    if not api:
+        argv.append("--no-api")
+    if state_dir is not None:
+        argv += ["--state-dir", str(state_dir)]
+    with output.open("wb") as sink, log.open("wb") as errors:
+        process = subprocess.Popen(argv, stdout=sink, stderr=errors, env=server_env(env), cwd=cwd)
+    watch = Watch(process, output, log)
+    try:
+        wait_until(lambda: "watching" in watch.logged() or process.poll() is not None)
+        assert process.poll() is None, watch.logged()
+        yield watch
+    finally:
+        watch.stop()
+
+
+def file_events(state_dir: Path) -> list[dict[str, Any]]:
+    """The payloads of the stored ``file_update`` events, in the order they were stored."""
+    return [event["payload"] for event in read_events(state_dir, "file_update")]
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out: {getattr(condition, 'missing', '')}")
+        time.sleep(0.1)
+
+
+def recorded_paths(state_dir: Path) -> set[str]:
+    """The paths of the project graph's file nodes."""
+    database = state_dir / "events.db"
+    if not database.exists():
+        return set()
+    conn = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+    try:
+        return {row[0] for row in conn.execute("SELECT path FROM psg_files")}
+    except sqlite3.OperationalError:
+        return set()
+    finally:
+        conn.close()
 
 
 def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:

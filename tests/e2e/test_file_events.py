@@ -91,7 +91,9 @@ async def test_five_hundred_files_become_five_hundred_events(
         f"src/m{i}.py" for i in range(500)
     )
     # one PSG file node per file: small transactions one event each, big ones a bulk event
-    nodes = read_events(state_dir, "graph_update")
+    # (after the one bulk event of the baseline: the files that were there)
+    baseline, *nodes = read_events(state_dir, "graph_update")
+    assert baseline["event_type"] == "file_nodes_baseline"
     assert sum(n["node_delta"] for n in nodes) == 500
     assert {n["update_kind"] for n in nodes} <= {"node_add", "bulk"}
     assert_all_valid(state_dir)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import signal
 import sys
 from collections.abc import Mapping
 from functools import partial
@@ -13,11 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mplp_lsp.cli.common import (
+    WORKSPACE_DEFAULT,
     add_api_options,
     add_log_options,
     add_remote_option,
     add_state_options,
     configuration,
+    find_workspace,
     reconfiguration,
     workspace_path,
 )
@@ -38,10 +39,15 @@ def register(commands: Any) -> None:
             "nothing recorded are caught up as events at start; recorded files changed "
             "meanwhile become drift findings. Settings come from the files, the environment "
             "and the flags (`mplp-lsp config` shows them); a change to a settings file applies "
-            "while it runs. Ctrl-C stops after committing what is pending."
+            "while it runs. Ctrl-C, SIGTERM or SIGHUP stop it after committing what it has "
+            "seen."
         ),
     )
-    parser.add_argument("path", nargs="?", default=".", help="the folder to watch")
+    parser.add_argument(
+        "path",
+        nargs="?",
+        help=f"the folder to watch ({WORKSPACE_DEFAULT}); a folder given is watched as it is",
+    )
     parser.add_argument("--json", action="store_true", help="print each stored envelope as JSON")
     add_state_options(parser)
     add_remote_option(parser)
@@ -51,7 +57,7 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    root = workspace_path(args.path)
+    root = workspace_path(args.path) if args.path is not None else find_workspace(args)
     try:
         return asyncio.run(_watch(root, args))
     except KeyboardInterrupt:
@@ -60,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _watch(root: Path, args: argparse.Namespace) -> int:
     from mplp_lsp.api.server import api_port, start_api
+    from mplp_lsp.exit_bound import stop_on_signals
     from mplp_lsp.folder_watch import watch_folder
     from mplp_lsp.workspace import StateDirBusy, Workspace
     from mplp_lsp.workspaces import Workspaces
@@ -79,12 +86,10 @@ async def _watch(root: Path, args: argparse.Namespace) -> int:
     port = api_port(settings)
     api = await start_api(workspace, port) if port is not None else None
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+    stop_on_signals(asyncio.get_running_loop(), stop.set)
 
-    def ready() -> None:
-        workspaces.catch_up(workspace)
+    async def recording() -> None:
+        await workspace.files.learnt()  # "watching" once the graph knows what was there
         print(
             f"watching {root} (store: {workspace.paths.database}); Ctrl-C to stop",
             file=sys.stderr,
@@ -92,6 +97,12 @@ async def _watch(root: Path, args: argparse.Namespace) -> int:
         )
         if api is not None:
             print(f"HTTP API on {api.url} (token: {api.token_file})", file=sys.stderr, flush=True)
+
+    announced: list[asyncio.Task[None]] = []
+
+    def ready() -> None:
+        workspaces.catch_up(workspace)
+        announced.append(asyncio.get_running_loop().create_task(recording()))
 
     try:
         await watch_folder(workspaces, workspace, stop, ready)

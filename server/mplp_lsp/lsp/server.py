@@ -22,6 +22,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from mplp_lsp import __version__
+from mplp_lsp.exit_bound import exit_within, stop_on_signals
 from mplp_lsp.lsp import feature
 from mplp_lsp.lsp.configuration import ConfigurationFeature
 from mplp_lsp.lsp.dashboard import DashboardFeature
@@ -36,7 +37,7 @@ from mplp_lsp.lsp.plan_run import PlanRunFeature
 from mplp_lsp.lsp.protocol import MplpProtocol
 from mplp_lsp.lsp.quick_fixes import QuickFixesFeature
 from mplp_lsp.lsp.status import StatusFeature
-from mplp_lsp.lsp.stdio import exit_within, serve_stdio
+from mplp_lsp.lsp.stdio import serve_stdio
 from mplp_lsp.lsp.tools import ToolsFeature
 
 if TYPE_CHECKING:
@@ -99,6 +100,7 @@ class MplpLanguageServer(LanguageServer):
         self._early: list[Callable[[], None]] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self.stopped = False
+        self._stopping: asyncio.Task[None] | None = None
         self.parent_pid: int | None = None
         # How to stop reading input when the editor is gone; stdio replaces it.
         self.stop_reading: Callable[[], None] = self.shutdown
@@ -233,6 +235,9 @@ class MplpLanguageServer(LanguageServer):
 
         workspace = await workspaces.add(root, await self._settings_for(folder_uri))
         if isinstance(workspace, Workspace):
+            # Ready once the graph knows what was there: a change from then on is judged
+            # against it (what the editor reports meanwhile waits for it in any case).
+            await workspace.files.learnt()
             await self.recording(workspace)
         else:  # following another editor's server: its status shows what it handed over
             workspace.on_commit(lambda _count: self.status_changed())
@@ -316,9 +321,17 @@ class MplpLanguageServer(LanguageServer):
             self.window_log_message(types.LogMessageParams(type=kind, message=message))
 
     async def stop_engine(self) -> None:
-        if self.stopped:
-            return
-        self.stopped = True
+        """Commit what is pending and close every store. Every caller (``shutdown``, the end
+        of input, a signal) waits for the one stop to finish: the process must not end
+        while another caller's stop is still storing."""
+        if self._stopping is None:
+            self.stopped = True
+            self._stopping = asyncio.get_running_loop().create_task(
+                self._stop(), name="stop-engine"
+            )
+        await asyncio.shield(self._stopping)
+
+    async def _stop(self) -> None:
         if self.apis is not None:
             await self.apis.close_all()
         if self.workspaces is not None:
@@ -406,6 +419,7 @@ async def _serve_stdio(server: MplpLanguageServer) -> None:
         loop.call_soon_threadsafe(main.cancel)
 
     server.stop_reading = stop_reading
+    stop_on_signals(loop, stop_reading)
     try:
         await serve_stdio(server, server.stop_engine)
     except asyncio.CancelledError:

@@ -117,6 +117,7 @@ class DriftMonitor:
         self._reader = ReaderConnection(writer)
         self._index: Index | None = None  # recorded stat facts, kept in step with the PSG
         self._checked_epoch: int | None = None
+        self._stale = False  # nodes were added behind the index's back
         self._dirty: set[str] | None = None  # paths re-recorded while a full scan runs
         self._scan: asyncio.Future[ScanSummary] | None = None
         self._cancel: threading.Event | None = None
@@ -171,6 +172,10 @@ class DriftMonitor:
         """The monitor thread's read-only connection: scans never hold up the writer."""
         return self._reader.get()
 
+    def graph_learnt(self) -> None:
+        """Nodes were added without events (the baseline): the next scan reloads them."""
+        self._stale = True
+
     @property
     def open_drifts(self) -> dict[str, Drift]:
         return {path: d for path, d in self.drifts.items() if d.state == "open"}
@@ -192,8 +197,9 @@ class DriftMonitor:
         loop = asyncio.get_running_loop()
         started = loop.time()
         epoch = self._ignore_epoch()
-        if epoch != self._checked_epoch:
-            self._index = None  # the rules changed: reload every node and re-judge each
+        if epoch != self._checked_epoch or self._stale:
+            self._index = None  # the rules or the graph changed: reload every node, re-judge
+            self._stale = False
         items = list(self._index.items()) if self._index is not None else None
         if self._sync_repository is not None and self._git_dir is not None:
             try:

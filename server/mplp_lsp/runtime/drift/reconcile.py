@@ -2,8 +2,9 @@
 
 * file system wins: the node takes the disk's facts and content (or is removed when the
   file is gone);
-* PSG wins: the recorded content is written back (from the snapshot; a Git blob at HEAD
-  serves when it has the recorded hash), atomically, keeping the file's mode, never through
+* PSG wins: the recorded content is written back (from the snapshot; else from Git: the
+  blob a baseline node's hash names, or the blob at HEAD when it has the recorded hash),
+  atomically, keeping the file's mode, never through
   a link (:mod:`mplp_lsp.runtime.confined`: refused as ``path_symlink_escape``);
 * merge: see :mod:`mplp_lsp.runtime.drift.merge`; a clean merge is written and recorded, a
   conflicting one is written with markers and the drift stays, with a note.
@@ -30,9 +31,9 @@ from mplp_lsp.runtime import confined
 from mplp_lsp.runtime.drift import merge, records
 from mplp_lsp.runtime.drift.model import DiskFacts, Drift, Reason, Strategy
 from mplp_lsp.runtime.psg import snapshots
+from mplp_lsp.runtime.psg.content_hash import blob_oid, digest_bytes
 from mplp_lsp.runtime.psg.files import (
     FileFacts,
-    bytes_hash,
     delete_node,
     file_facts,
     record_node,
@@ -150,8 +151,7 @@ class Reconciler:
         recorded = await self._writer.read(lambda conn: _recorded(conn, drift.path))
         content = recorded[1] if recorded else None
         if recorded is not None and content is None and recorded[0] is not None:
-            blob = await loop.run_in_executor(pool, merge.head_blob, self._root, drift.path)
-            content = blob if blob is not None and bytes_hash(blob) == recorded[0] else None
+            content = await loop.run_in_executor(pool, self._blob, drift.path, recorded[0])
         if content is None:
             return Resolution(
                 drift.path, strategy, False,
@@ -230,6 +230,19 @@ class Reconciler:
             drift.path, Strategy.MERGE, True, "merged cleanly; the PSG records the result",
             event=_event(drift.path, Strategy.MERGE, "node_update", 0),
         )  # fmt: skip
+
+    def _blob(self, path: str, recorded_hash: str) -> bytes | None:
+        """The recorded content from Git: the blob the hash names (a node of the baseline
+        holds its index blob id), else the file's blob at HEAD if it has the recorded hash."""
+        oid = blob_oid(recorded_hash)
+        blob = (
+            merge.object_blob(self._root, oid)
+            if oid is not None
+            else merge.head_blob(self._root, path)
+        )
+        if blob is None or digest_bytes(blob, like=recorded_hash) != recorded_hash:
+            return None
+        return blob
 
     def _write(self, path: str, content: bytes) -> FileFacts | None:
         """Replace the file atomically (a reader never sees half of it), keeping its mode."""
