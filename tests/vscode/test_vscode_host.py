@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from mplp_lsp.sources.recorded import SCRATCH_PREFIX
 from tests.vscode.conftest import Host, git, open_host
 from tests.vscode.host import argv_of, base_settings, eventually, server_processes
 
@@ -213,9 +214,10 @@ def test_a_conflicted_merge_is_in_the_buffer_and_a_finding_until_saved(host: Hos
 
 
 def assert_no_temp_names(host: Host) -> None:
-    """No event names one of the daemon's own temporary files."""
+    """No event names one of the daemon's own temporary files (a settings file named
+    ``.mplp-lsp.toml`` is not one)."""
     for event in events(host):
-        assert ".mplp-" not in json.dumps(event["payload"]), event
+        assert SCRATCH_PREFIX not in json.dumps(event["payload"]), event
 
 
 COMMANDS = [
