@@ -15,7 +15,8 @@ from mplp_lsp.cli.common import (
     add_state_options,
     add_workspace_option,
     configuration,
-    workspace_path,
+    find_workspace,
+    reading,
 )
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.protocol.kinds import STORED_KINDS
@@ -96,8 +97,9 @@ def run(args: argparse.Namespace) -> int:
         usage = "mplp-lsp events: --oldest needs --limit N (see mplp-lsp events --help)"
         print(usage, file=sys.stderr)
         return 2
-    root = workspace_path(args.workspace)
+    root = find_workspace(args)
     paths = state_paths(root, configuration(args, root).settings.state_dir)
+    reading(args, "events", root, paths)
     conn = open_read_only(paths)
     while conn is None and args.follow:
         time.sleep(FOLLOW_POLL_SECONDS)
