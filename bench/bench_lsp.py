@@ -70,7 +70,11 @@ async def bench_start_and_rss(bench: Bench, runs: int, idle: float, tmp: Path) -
         await asyncio.sleep(idle)
         peer_rss.append(client.rss_mib())
         await client.stop()
-        client, seconds = await started(mplp_cmd(tmp / f"state-start-{run}"), tmp)
+        # A workspace of its own, its store beside it: a store folder of an earlier run inside
+        # the workspace would be another workspace's store to the daemon, and cost memory.
+        workspace = tmp / f"workspace-{run}"
+        workspace.mkdir(parents=True)
+        client, seconds = await started(mplp_cmd(tmp / f"state-start-{run}"), workspace)
         mine.append(seconds)
         mine_cpu.append(client.cpu_ms())  # nothing runs between the answer and initialized
         await wait_ready(client)
