@@ -41,6 +41,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -147,8 +149,26 @@ def start_collector(db: str, env: dict[str, str]) -> tuple[subprocess.Popen[str]
     while line := process.stderr.readline():
         found = re.search(r"listening on (http://\S+)", line)
         if found:
+            wait_ready(found.group(1))
             return process, found.group(1)
     raise RuntimeError(f"collector did not start: {process.stderr.read()}")
+
+
+def wait_ready(url: str) -> None:
+    """Until ``/ready`` says the database is migrated and takes writes (as a balancer waits);
+    a SQLite collector has no ``/ready`` and is ready once it listens."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/ready", timeout=5):
+                return
+        except urllib.error.HTTPError as error:
+            if error.code == 404:
+                return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"the collector at {url} did not get ready")
 
 
 async def drain(urls: list[str], per_stream: list[list[bytes]]) -> float:

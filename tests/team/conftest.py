@@ -12,6 +12,8 @@ import re
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,12 +93,19 @@ class Collector:
 
 
 def start_collector(
-    db_url: str, cluster: postgres.Cluster, work: Path, *extra: str, port: int = 0
+    db_url: str,
+    cluster: postgres.Cluster,
+    work: Path,
+    *extra: str,
+    port: int = 0,
+    ready: bool = True,
+    env: dict[str, str] | None = None,
 ) -> Collector:
-    """``mplp-lsp collector serve --db <url>`` as a process; returns once it listens."""
+    """``mplp-lsp collector serve --db <url>`` as a process; returns once it listens and,
+    with ``ready``, once ``/ready`` says its database takes writes (as a balancer waits)."""
     read_tokens = work / "read-tokens"
     read_tokens.write_text(READ_TOKEN + "\n")
-    env = {**cluster.env(), "MPLP_LSP_COLLECTOR_TOKEN": TOKEN}
+    env = {**cluster.env(), "MPLP_LSP_COLLECTOR_TOKEN": TOKEN, **(env or {})}
     process = subprocess.Popen(
         [
             sys.executable,
@@ -124,6 +133,27 @@ def start_collector(
             break
         found = re.search(r"listening on (http://\S+)", line)
         if found:
-            return Collector(process, found.group(1))
+            collector = Collector(process, found.group(1))
+            if ready:
+                wait_ready(collector.url, deadline)
+            return collector
     process.kill()
     raise RuntimeError(f"collector did not start: {process.stderr.read()}")
+
+
+def ready_status(url: str) -> int:
+    """``GET /ready``'s status; 0 when nothing answers."""
+    try:
+        with urllib.request.urlopen(f"{url}/ready", timeout=5) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return 0
+
+
+def wait_ready(url: str, deadline: float) -> None:
+    while ready_status(url) != 200:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the collector at {url} did not get ready")
+        time.sleep(0.05)

@@ -122,7 +122,8 @@ async def test_the_backlog_behind_each_batch_is_shown_per_stream(
             daemon = await start_watch(workspace, state, "--remote", remote)
 
             async def first_batch_in() -> bool:
-                return await stream_row(collector.url, stream) is not None
+                row = await stream_row(collector.url, stream)
+                return row is not None and row["batches"] > 0
 
             await until(first_batch_in)
             row = await stream_row(collector.url, stream)

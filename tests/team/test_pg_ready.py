@@ -1,0 +1,151 @@
+"""Liveness, readiness and recovery of a collector instance around its real PostgreSQL.
+
+Each test has a cluster of its own, stopped (``pg_ctl -m immediate``: a crash) and started
+again on the same port while a ``collector serve`` process runs, and asks it over HTTP as a
+balancer and a forwarder would: ``/health`` (the process serves), ``/ready`` (the database
+takes writes now) and ``POST /events``. The bounds asserted are the documented ones
+(docs/team.md): ``/ready`` turns 503 within 2 s of the database going away, the instance
+serves within 5 s of its return, and no request waits longer than the database timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from mplp_lsp.protocol.kinds import Kind
+from tests import postgres
+from tests.team.conftest import TOKEN, start_collector
+from tests.team.test_pg_collector import batch, envelope
+
+pytestmark = pytest.mark.e2e
+
+READY_WITHIN_S = 2.0  # docs/team.md: /ready answers 503 within 2 s of losing the database
+SERVES_WITHIN_S = 5.0  # and the instance serves within 5 s of its return
+DB_TIMEOUT_S = 2.0  # --db-timeout given here: no request waits longer (plus HTTP's own)
+
+
+@pytest.fixture
+def cluster() -> Iterator[postgres.Cluster]:
+    """A cluster of this test's own: it is stopped and started again."""
+    from tests.required import unavailable
+    from tests.team.conftest import _unavailable
+
+    reason = _unavailable()
+    if reason is not None:
+        unavailable(reason)
+    bin_dir = postgres.binaries()
+    assert bin_dir is not None
+    started = postgres.start(bin_dir)
+    yield started
+    started.stop()
+
+
+async def probe(url: str, path: str) -> int:
+    async with aiohttp.ClientSession() as session, session.get(f"{url}{path}") as answer:
+        return answer.status
+
+
+async def post_batch(url: str, stream: str) -> tuple[int, float]:
+    """One small batch; its status and how long the answer took."""
+    body = batch(stream, [envelope(Kind.FILE_UPDATE, "file_update")])
+    began = time.monotonic()
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session,
+        session.post(
+            f"{url}/events", data=body, headers={"Authorization": f"Bearer {TOKEN}"}
+        ) as answer,
+    ):
+        await answer.read()
+        return answer.status, time.monotonic() - began
+
+
+async def until_status(url: str, path: str, status: int, limit: float) -> float:
+    """Seconds until ``path`` answers ``status``; fails past ``limit``."""
+    began = time.monotonic()
+    while (await probe(url, path)) != status:
+        waited = time.monotonic() - began
+        assert waited < limit, f"{path} did not answer {status} within {limit} s"
+        await asyncio.sleep(0.05)
+    return time.monotonic() - began
+
+
+async def until_accepted(url: str, limit: float) -> tuple[float, list[float]]:
+    """Seconds until a batch is accepted, and how long each refused attempt waited."""
+    began = time.monotonic()
+    waits = []
+    while True:
+        status, took = await post_batch(url, "recovery")
+        if status == 200:
+            return time.monotonic() - began, waits
+        assert status == 503, status
+        waits.append(took)
+        assert time.monotonic() - began < limit, f"no batch accepted within {limit} s"
+        await asyncio.sleep(0.05)
+
+
+async def test_ready_follows_the_database_and_the_instance_serves_soon_after_it_returns(
+    cluster: postgres.Cluster, tmp_path: Path
+) -> None:
+    url = cluster.create_database("ready")
+    collector = start_collector(url, cluster, tmp_path, "--db-timeout", str(DB_TIMEOUT_S))
+    try:
+        assert (await post_batch(collector.url, "before"))[0] == 200
+        for outage in (1.0, 12.0):  # a blip, and long enough for reconnection backoff
+            cluster.halt()
+            went = await until_status(collector.url, "/ready", 503, READY_WITHIN_S + 3)
+            assert went <= READY_WITHIN_S, f"/ready still 200 {went:.1f} s after the loss"
+            assert await probe(collector.url, "/health") == 200  # alive: do not restart it
+            refused = [await post_batch(collector.url, "during") for _ in range(3)]
+            assert {status for status, _ in refused} == {503}
+            assert max(took for _, took in refused) <= DB_TIMEOUT_S + 1
+            await asyncio.sleep(outage)
+            cluster.resume()
+            back, waits = await until_accepted(collector.url, SERVES_WITHIN_S + 10)
+            assert back <= SERVES_WITHIN_S, f"served {back:.1f} s after the database returned"
+            assert all(took <= DB_TIMEOUT_S + 1 for took in waits), waits
+            assert await probe(collector.url, "/ready") == 200
+    finally:
+        collector.stop()
+    assert collector.process.stderr is not None
+    logged = collector.process.stderr.read()
+    assert "Traceback" not in logged
+    # One line when the database goes and one when it returns, not one per request.
+    assert logged.count("the database is unavailable") == 2, logged
+    assert logged.count("the database is available again") == 2, logged
+
+
+async def test_an_instance_started_before_its_database_serves_once_it_is_up(
+    cluster: postgres.Cluster, tmp_path: Path
+) -> None:
+    url = cluster.create_database("later")
+    cluster.halt()
+    collector = start_collector(url, cluster, tmp_path, ready=False)
+    try:
+        assert await probe(collector.url, "/health") == 200
+        assert await probe(collector.url, "/ready") == 503
+        status, took = await post_batch(collector.url, "early")
+        assert status == 503 and took <= DB_TIMEOUT_S + 1
+        await asyncio.sleep(3)  # several connection attempts fail meanwhile
+        assert collector.process.poll() is None, "the instance gave up"
+        cluster.resume()
+        back, _ = await until_accepted(collector.url, SERVES_WITHIN_S + 10)
+        assert back <= SERVES_WITHIN_S
+        assert await probe(collector.url, "/ready") == 200
+        answer: Any
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(
+                f"{collector.url}/stats", headers={"Authorization": f"Bearer {TOKEN}"}
+            ) as r,
+        ):
+            answer = await r.json()
+        assert answer["accepted"] == 1
+    finally:
+        collector.stop()
