@@ -11,6 +11,7 @@ serves within 5 s of its return, and no request waits longer than the database t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -149,3 +150,72 @@ async def test_an_instance_started_before_its_database_serves_once_it_is_up(
         assert answer["accepted"] == 1
     finally:
         collector.stop()
+
+
+class Stall:
+    """A TCP relay to PostgreSQL that can stop passing bytes (``hold``) and go on again
+    (``release``): a link that stops answering without closing, as a network partition
+    does; nothing is lost, as TCP retransmits once the path is back."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.flowing = asyncio.Event()
+        self.flowing.set()
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await self.flowing.wait()
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.port)
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError, asyncio.IncompleteReadError):
+            while data := await reader.read(65536):
+                await self.flowing.wait()
+                writer.write(data)
+                await writer.drain()
+        with contextlib.suppress(OSError):
+            writer.close()
+
+    def hold(self) -> None:
+        self.flowing.clear()
+
+    def release(self) -> None:
+        self.flowing.set()
+
+    async def stop(self) -> None:
+        assert self.server is not None
+        self.flowing.set()
+        self.server.close()
+
+
+async def test_a_database_that_stops_answering_is_not_waited_for(
+    pg_cluster: postgres.Cluster, pg_url: str, tmp_path: Path
+) -> None:
+    stall = Stall(pg_cluster.port)
+    port = await stall.start()
+    through = pg_url.replace(f":{pg_cluster.port}/", f":{port}/")
+    collector = await asyncio.to_thread(
+        start_collector, through, pg_cluster, tmp_path, "--db-timeout", str(DB_TIMEOUT_S)
+    )
+    try:
+        assert (await post_batch(collector.url, "before"))[0] == 200
+        stall.hold()
+        pending = asyncio.ensure_future(post_batch(collector.url, "in-flight"))
+        went = await until_status(collector.url, "/ready", 503, READY_WITHIN_S + 3)
+        assert went <= READY_WITHIN_S
+        status, took = await pending  # the request on the stalled link is not held up
+        assert status == 503 and took <= READY_WITHIN_S + 1
+        status, took = await post_batch(collector.url, "during")
+        assert status == 503 and took <= DB_TIMEOUT_S + 1
+        await asyncio.sleep(3)
+        stall.release()
+        back, _ = await until_accepted(collector.url, SERVES_WITHIN_S + 10)
+        assert back <= SERVES_WITHIN_S
+    finally:
+        await asyncio.to_thread(collector.stop)
+        await stall.stop()

@@ -87,7 +87,7 @@ def register(commands: Any) -> None:
         "--db-timeout",
         type=float,
         metavar="SECONDS",
-        help="the longest a request waits on the database before a 503 (default 5)",
+        help="the longest a request waits for a database connection before a 503 (default 5)",
     )
     team.add_argument(
         "--names",

@@ -86,7 +86,7 @@ class PgOptions:
     url: str
     password: str | None = field(default=None, repr=False)
     pool_size: int = DEFAULT_POOL_SIZE
-    timeout: float = DEFAULT_TIMEOUT_S  # the longest a request waits on the database
+    timeout: float = DEFAULT_TIMEOUT_S  # the longest a request waits for a connection
 
     def __post_init__(self) -> None:
         if self.pool_size < 1 or self.timeout <= 0:

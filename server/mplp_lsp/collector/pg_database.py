@@ -14,8 +14,12 @@ refused at once instead of waiting. When the probe succeeds again the pool is re
 by a new one: the old one's reconnection backoff (it doubles to a minute and more) would
 otherwise keep the instance refusing long after the database is back.
 
-A request's database work is abandoned after the pool's ``timeout`` (503); the abandoned
-work finishes or fails in the background, where it cannot hold the request up.
+A request waits at most the pool's ``timeout`` for a connection (503 then). Once it has
+one, its work is abandoned (503) as soon as the probe finds the database gone, or after
+:data:`WORK_LIMIT_S` in any case (a lock held forever elsewhere); the abandoned work
+finishes or fails in the background, where it cannot hold the request up. Work on a database
+that is only slow (a loaded machine) is not cut short: a forwarder would send it again and
+again, each try as slow as the last.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ T = TypeVar("T")
 PROBE_EVERY_S: Final = 0.5
 PROBE_TIMEOUT_S: Final = 1.0
 RETRY_EVERY_S: Final = 1.0
+# Below a forwarder's own request timeout (30 s), so the forwarder gets the collector's 503.
+WORK_LIMIT_S: Final = 25.0
 # An outage at least this long renews the pool when the database returns; a shorter one
 # (a probe that came late) leaves it: its first reconnection attempts are immediate.
 RENEW_AFTER_S: Final = 1.0
@@ -71,6 +77,7 @@ class Database:
         self._lost_at: float | None = None  # time.monotonic() the probe first failed
         self._failing = False  # the requests' own failures, logged once per episode
         self._probe_conn: AsyncConnection[Any] | None = None
+        self._gone = asyncio.Event()  # set while the probe finds the database unavailable
         self._task: asyncio.Task[None] | None = None
         self._stopping: set[asyncio.Task[Any]] = set()
 
@@ -159,22 +166,34 @@ class Database:
     # -- readiness -------------------------------------------------------------------------
 
     async def _probe(self) -> None:
-        try:
-            async with asyncio.timeout(PROBE_TIMEOUT_S):
-                if self._probe_conn is None or self._probe_conn.closed:
-                    self._probe_conn = await self.options.connect()
-                await self._probe_conn.execute("SELECT pg_current_xact_id()")
-        except (psycopg.Error, OSError, TimeoutError) as error:
-            self._lost(_first(error) if not isinstance(error, TimeoutError) else "no answer")
+        # In a task of its own: a query cancelled mid-way makes psycopg ask the server to
+        # cancel it and wait for that (seconds, or for ever on a silent link), so a late
+        # probe is left to end in the background rather than awaited.
+        probe = asyncio.ensure_future(self._probe_once())
+        await asyncio.wait({probe}, timeout=PROBE_TIMEOUT_S)
+        if not probe.done():
+            probe.cancel()
+            self._background(_quietly(probe))
+            self._lost("no answer")  # and its connection is closed once the probe lets go
+        elif (error := probe.exception()) is not None:
+            if not isinstance(error, psycopg.Error | OSError):
+                raise error
+            self._lost(_first(error))
         else:
             await self._back()
         self.checked_at = time.time()
+
+    async def _probe_once(self) -> None:
+        if self._probe_conn is None or self._probe_conn.closed:
+            self._probe_conn = await self.options.connect()
+        await self._probe_conn.execute("SELECT pg_current_xact_id()")
 
     def _lost(self, problem: str) -> None:
         if self.ready:
             log.warning("the database is unavailable (%s); refusing with 503", problem)
         if self._lost_at is None:
             self._lost_at = time.monotonic()
+        self._gone.set()
         self.ready = False
         self.problem = problem
         conn, self._probe_conn = self._probe_conn, None
@@ -191,6 +210,7 @@ class Database:
                 old, self.pool = self.pool, await self._new_pool()
                 self._background(old.close(timeout=_CLOSE_OLD_POOL_S))
             log.warning("the database is available again")
+        self._gone.clear()
         self.ready = True
         self.problem = None
         self._failing = False
@@ -209,15 +229,23 @@ class Database:
         return self.pool
 
     async def bounded(self, work: Awaitable[T]) -> T:
-        """``work``'s result, or :class:`DatabaseUnavailable` once the timeout has passed
-        (the work goes on in the background and is cancelled)."""
+        """``work``'s result, or :class:`DatabaseUnavailable` as soon as the database is
+        found gone, or after :data:`WORK_LIMIT_S` (the work is cancelled in the background)."""
         task = asyncio.ensure_future(work)
-        done, _ = await asyncio.wait({task}, timeout=self.options.timeout)
-        if task in done:
+        gone = asyncio.ensure_future(self._gone.wait())
+        try:
+            await asyncio.wait(
+                {task, gone}, timeout=WORK_LIMIT_S, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            gone.cancel()
+        if task.done():
             return task.result()
         task.cancel()
         self._background(_quietly(task))
-        raise DatabaseUnavailable(f"no answer within {self.options.timeout:g} s")
+        if self._gone.is_set():
+            raise DatabaseUnavailable(self.problem or "the database is unavailable")
+        raise DatabaseUnavailable(f"no answer within {WORK_LIMIT_S:g} s")
 
     def request_failed(self, error: BaseException) -> None:
         """A request met a database error: the first of an episode is logged."""
