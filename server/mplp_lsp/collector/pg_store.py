@@ -24,7 +24,7 @@ import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from psycopg import AsyncConnection, errors
@@ -139,7 +139,8 @@ class _Prepared:
     stream: str
     body_hash: str
     copy: bytes  # the events table's rows in seq order, as COPY's text format
-    items: list[Item]
+    items: list[Item]  # the events the graph is made of
+    ahead: dict[str, timedelta]  # events whose own time is ahead of their receipt
     graph: team_graph.GraphBatch  # the facts of every item
     clock: team_graph.Clock
     last_seq: int
@@ -311,6 +312,7 @@ class PgCollector:
             body_hash=body_hash,
             copy=_copy_text(rows),
             items=folded if self._graph_on else [],
+            ahead=team_graph.ahead_of((envelope for _, envelope in items), clock.received),
             graph=graph,
             clock=clock,
             last_seq=max((seq for seq, _ in items), default=0),
@@ -357,7 +359,10 @@ class PgCollector:
                         " SELECT * FROM unnest(%b::text[], %b::text[])",
                         (kinds, bodies),
                     )
-                ahead = clock.ahead
+                ahead = max(
+                    (lead for event_id, lead in prepared.ahead.items() if event_id in added),
+                    default=None,
+                )
                 await conn.execute(
                     _TOUCH_STREAM,
                     {

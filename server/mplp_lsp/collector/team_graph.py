@@ -47,6 +47,7 @@ __all__ = [
     "CLOCK_AHEAD_BOUND",
     "Clock",
     "GraphBatch",
+    "ahead_of",
     "apply",
     "author_hash",
     "emitted_rows",
@@ -88,15 +89,10 @@ class Clock:
     received: datetime
     bound: timedelta = CLOCK_AHEAD_BOUND
     clamped: int = 0  # events with at least one time clamped
-    ahead: timedelta | None = None  # the furthest ahead an event's own time was
     _clamped_now: bool = False
 
-    def start(self, envelope: Mapping[str, Any]) -> None:
-        """Begin an event: its envelope time says how far ahead its clock is."""
+    def next_event(self) -> None:
         self._clamped_now = False
-        lead = instant(envelope["timestamp"]) - self.received
-        if lead > self.bound and (self.ahead is None or lead > self.ahead):
-            self.ahead = lead
 
     def __call__(self, moment: datetime) -> datetime:
         if moment - self.received <= self.bound:
@@ -157,6 +153,15 @@ K = TypeVar("K")
 V = TypeVar("V", bound=tuple[Any, ...])
 
 
+def ahead_of(
+    envelopes: Iterable[Mapping[str, Any]], received: datetime, bound: timedelta = CLOCK_AHEAD_BOUND
+) -> dict[str, timedelta]:
+    """The events whose own time is more than ``bound`` ahead of ``received`` (a clock set
+    wrong), by event id, with how far ahead."""
+    leads = ((e["event_id"], instant(e["timestamp"]) - received) for e in envelopes)
+    return {event_id: lead for event_id, lead in leads if lead > bound}
+
+
 def _newer(table: dict[K, V], key: K, value: V) -> None:
     old = table.get(key)
     if old is None or value[:2] > old[:2]:
@@ -168,7 +173,7 @@ def fold(items: Iterable[tuple[str, Kind | None, Mapping[str, Any]]], clock: Clo
     too far ahead of ``clock.received`` are clamped to it."""
     batch = GraphBatch()
     for stream, kind, envelope in items:
-        clock.start(envelope)
+        clock.next_event()
         if kind is Kind.GIT:
             _fold_git(batch, stream, envelope, clock)
         elif kind is Kind.FILE_UPDATE:
