@@ -153,17 +153,14 @@ def start_collector(db: str, env: dict[str, str]) -> tuple[subprocess.Popen[str]
 
 
 def wait_ready(url: str) -> None:
-    """Until ``/ready`` says the database is migrated and takes writes (as a balancer waits);
-    a SQLite collector has no ``/ready`` and is ready once it listens."""
+    """Until ``/ready`` says the database is migrated and takes writes, as a balancer waits
+    (a PostgreSQL collector listens before it has reached its database)."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
             with urllib.request.urlopen(f"{url}/ready", timeout=5):
                 return
-        except urllib.error.HTTPError as error:
-            if error.code == 404:
-                return
-        except OSError:
+        except OSError:  # 503 (HTTPError) or no answer yet
             pass
         time.sleep(0.05)
     raise RuntimeError(f"the collector at {url} did not get ready")
