@@ -406,6 +406,19 @@ def run(bench: Bench, args: argparse.Namespace) -> None:
                 "SELECT count(*), count(DISTINCT event_id) FROM events"
             ).fetchone()
         print(f"  stored after two instances: {stored[0]:,} rows, {stored[1]:,} distinct")
+        with psycopg.connect(cluster.psql_url("one")) as conn:
+            events, database, body = conn.execute(
+                "SELECT pg_total_relation_size('events'), pg_database_size(current_database()),"
+                " avg(octet_length(body)) FROM events"
+            ).fetchone()
+        # What retention sizing needs (docs/team.md): the events table with its indexes,
+        # and the whole database with the team graph, per stored event; the peer is the
+        # envelope's own JSON.
+        print(
+            f"  stored size per event: {events / size:,.0f} B (events and their indexes),"
+            f" {database / size:,.0f} B (the whole database, graph included); the envelope"
+            f" JSON itself (peer) {body:,.0f} B"
+        )
 
         if args.prefill:
             big = cluster.create_database("big")

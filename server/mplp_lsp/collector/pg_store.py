@@ -61,11 +61,13 @@ _STAGING: Final = (
     b" ON COMMIT DELETE ROWS"
 )
 _COPY_STAGED: Final = f"COPY incoming ({_COLUMNS}) FROM STDIN".encode()
-# The ids of the rows this batch added: only their events change the graph.
 _INSERT_EVENTS: Final = (
     f"INSERT INTO events ({_COLUMNS}) SELECT {_COLUMNS} FROM incoming"  # noqa: S608
-    " ORDER BY seq ON CONFLICT DO NOTHING RETURNING event_id"
+    " ORDER BY seq ON CONFLICT DO NOTHING"
 ).encode()
+# When some were copies: the ids of the rows this batch did add (only their events change
+# the graph), the rows of this transaction, one range of the (txid, id) key.
+_ADDED: Final = b"SELECT event_id FROM events WHERE txid = pg_current_xact_id()"
 # A batch without a reported backlog (an older forwarder, a split part) keeps the last one.
 _TOUCH_STREAM: Final = b"""
 INSERT INTO streams AS s (stream, first_contact, last_contact, last_seq, batches, accepted,
@@ -324,8 +326,6 @@ class PgCollector:
     ) -> tuple[team_graph.GraphBatch, team_graph.Clock]:
         """The graph facts of the events this batch added, and what their times needed (a
         re-sent event's facts are in the graph already, folded when it was first stored)."""
-        if len(added) == prepared.count:
-            return prepared.graph, prepared.clock
         clock = team_graph.Clock(prepared.clock.received)
         fresh = [item for item in prepared.items if item[2]["event_id"] in added]
         if not fresh:
@@ -344,10 +344,15 @@ class PgCollector:
             async with conn.cursor().copy(_COPY_STAGED) as copy:
                 await copy.write(prepared.copy)
             inserted = await conn.execute(_INSERT_EVENTS)
-            added = {str(row[0]) for row in await inserted.fetchall()}
-            accepted = len(added)
+            accepted = max(inserted.rowcount, 0)
             duplicates = prepared.count - accepted
-            graph, clock = await self._graph_of(prepared, added)
+            added: set[str] | None = None
+            if duplicates:
+                rows = await (await conn.execute(_ADDED)).fetchall()
+                added = {str(row[0]) for row in rows}
+                graph, clock = await self._graph_of(prepared, added)
+            else:  # the common case: every event is new, folded off the loop already
+                graph, clock = prepared.graph, prepared.clock
             # The rest in pipeline mode: one round trip for the graph, one for the rest.
             async with conn.pipeline() as pipeline:
                 emitted = await team_graph.apply(conn, graph, self._graph_id) if graph else []
@@ -360,7 +365,11 @@ class PgCollector:
                         (kinds, bodies),
                     )
                 ahead = max(
-                    (lead for event_id, lead in prepared.ahead.items() if event_id in added),
+                    (
+                        lead
+                        for event_id, lead in prepared.ahead.items()
+                        if added is None or event_id in added
+                    ),
                     default=None,
                 )
                 await conn.execute(
