@@ -6,6 +6,7 @@ with the reason; with CI=true they must run (.ci/run installs both).
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import re
@@ -14,7 +15,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,8 +51,8 @@ def _unavailable() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
-def pg_cluster() -> Iterator[postgres.Cluster]:
+def throwaway_cluster() -> Iterator[postgres.Cluster]:
+    """A fixture's body: a cluster of its own, stopped at the end."""
     reason = _unavailable()
     if reason is not None:
         unavailable(reason)
@@ -60,6 +61,19 @@ def pg_cluster() -> Iterator[postgres.Cluster]:
     cluster = postgres.start(bin_dir)
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[postgres.Cluster]:
+    yield from throwaway_cluster()
+
+
+async def until(check: Callable[[], Awaitable[bool]], timeout: float = 120) -> None:
+    """Polls ``check`` until it holds; fails past ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not await check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.2)
 
 
 @pytest.fixture

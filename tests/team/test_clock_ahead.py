@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,19 +22,12 @@ import pytest
 from tests import postgres
 from tests.gitrepo import Repo
 from tests.required import unavailable
-from tests.team.conftest import TOKEN, start_collector
+from tests.team.conftest import TOKEN, start_collector, until
 from tests.team.test_pg_collector import get
 
 pytestmark = pytest.mark.e2e
 
 REPO_URL = "https://git.example.org/team/clock.git"
-
-
-async def until(check: Callable[[], Awaitable[bool]], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.3)
 
 
 def faketime_library() -> Path:

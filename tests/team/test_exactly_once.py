@@ -14,8 +14,6 @@ import asyncio
 import json
 import random
 import sqlite3
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,17 +24,10 @@ from mplp_lsp.collector.pg_schema import MIGRATIONS
 from mplp_lsp.forward.outbox import STREAM_META_KEY
 from mplp_lsp.protocol.kinds import Kind
 from tests import postgres
-from tests.team.conftest import TOKEN, Collector, start_collector
+from tests.team.conftest import TOKEN, Collector, start_collector, until
 from tests.team.test_pg_collector import batch, count, envelope, get, post
 
 pytestmark = pytest.mark.e2e
-
-
-async def until(check: Callable[[], Awaitable[bool]], timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.3)
 
 
 async def test_one_envelope_under_two_streams_is_stored_once_on_postgresql(
@@ -178,12 +169,12 @@ async def test_a_salvaged_store_sends_everything_again_and_adds_no_row(
             await wait_for_api(state, workspace)
             for n in range(100):
                 (workspace / f"sent{n:04d}.txt").write_text(f"{n}\n")
-            await until(delivered)
+            await until(delivered, timeout=180)
             delivered_before = local_events(state)
             collector.stop()  # what follows waits in the outbox
             for n in range(3000):
                 (workspace / f"queued{n:04d}.txt").write_text(f"{n}\n")
-            await until(queued)
+            await until(queued, timeout=180)
         finally:
             await stop(daemon)
         old_stream = stream_of(state)
@@ -194,7 +185,7 @@ async def test_a_salvaged_store_sends_everything_again_and_adds_no_row(
         collector = start_collector(pg_url, pg_cluster, tmp_path, port=port)
         daemon = await start_watch(workspace, state, "--remote", collector.url)
         try:
-            await until(lambda: delivered(not_from=old_stream))
+            await until(lambda: delivered(not_from=old_stream), timeout=180)
         finally:
             await stop(daemon)
         new_stream = stream_of(state)

@@ -22,7 +22,7 @@ import pytest
 
 from mplp_lsp.protocol.kinds import Kind
 from tests import postgres
-from tests.team.conftest import TOKEN, start_collector
+from tests.team.conftest import TOKEN, start_collector, throwaway_cluster
 from tests.team.test_pg_collector import batch, envelope
 
 pytestmark = pytest.mark.e2e
@@ -35,17 +35,7 @@ DB_TIMEOUT_S = 2.0  # --db-timeout given here: no request waits longer (plus HTT
 @pytest.fixture
 def cluster() -> Iterator[postgres.Cluster]:
     """A cluster of this test's own: it is stopped and started again."""
-    from tests.required import unavailable
-    from tests.team.conftest import _unavailable
-
-    reason = _unavailable()
-    if reason is not None:
-        unavailable(reason)
-    bin_dir = postgres.binaries()
-    assert bin_dir is not None
-    started = postgres.start(bin_dir)
-    yield started
-    started.stop()
+    yield from throwaway_cluster()
 
 
 async def probe(url: str, path: str) -> int:

@@ -15,8 +15,6 @@ import json
 import sqlite3
 import sys
 import time
-from collections.abc import Awaitable, Callable
-from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -27,8 +25,8 @@ from aiohttp import web
 
 from mplp_lsp.protocol.kinds import Kind
 from tests import postgres
-from tests.team.conftest import TOKEN, start_collector
-from tests.team.test_pg_collector import batch, envelope, get, post
+from tests.team.conftest import TOKEN, start_collector, until
+from tests.team.test_pg_collector import batch, envelope, get, instant, post
 
 pytestmark = pytest.mark.e2e
 
@@ -103,13 +101,6 @@ async def daemon_forwarding(state: Path, workspace: Path) -> dict[str, Any]:
     return dict(forward)
 
 
-async def until(check: Callable[[], Awaitable[bool]], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.2)
-
-
 async def settled_depth(state: Path, workspace: Path) -> int:
     """The daemon's outbox depth once it holds still (the files are recorded, and what a
     small batch could bring through is gone), with batches failing."""
@@ -139,10 +130,6 @@ def oldest_queued(state: Path) -> str:
     finally:
         conn.close()
     return str(row[0])
-
-
-def instant(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 async def test_the_backlog_shown_is_the_outbox_while_no_batch_gets_through(
