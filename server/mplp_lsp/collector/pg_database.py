@@ -51,6 +51,7 @@ WORK_LIMIT_S: Final = 25.0
 # An outage at least this long renews the pool when the database returns; a shorter one
 # (a probe that came late) leaves it: its first reconnection attempts are immediate.
 RENEW_AFTER_S: Final = 1.0
+_LOG_AGAIN_S: Final = 60.0  # a database error that goes on is logged once a minute
 _CLOSE_OLD_POOL_S: Final = 5.0
 Pool = AsyncConnectionPool[AsyncConnection[Any]]
 
@@ -75,7 +76,7 @@ class Database:
         self.problem: str | None = "not reached yet"
         self.checked_at: float | None = None  # time.time() of the last probe
         self._lost_at: float | None = None  # time.monotonic() the probe first failed
-        self._failing = False  # the requests' own failures, logged once per episode
+        self._logged_failure: float | None = None  # time.monotonic() of the last line
         self._probe_conn: AsyncConnection[Any] | None = None
         self._gone = asyncio.Event()  # set while the probe finds the database unavailable
         self._task: asyncio.Task[None] | None = None
@@ -213,7 +214,7 @@ class Database:
         self._gone.clear()
         self.ready = True
         self.problem = None
-        self._failing = False
+        self._logged_failure = None
 
     def _background(self, work: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(work)
@@ -248,9 +249,11 @@ class Database:
         raise DatabaseUnavailable(f"no answer within {WORK_LIMIT_S:g} s")
 
     def request_failed(self, error: BaseException) -> None:
-        """A request met a database error: the first of an episode is logged."""
-        if not self._failing:
-            self._failing = True
+        """A request met a database error: the first of an outage is logged, and then one
+        a minute while they go on (not one per request)."""
+        now = time.monotonic()
+        if self._logged_failure is None or now - self._logged_failure >= _LOG_AGAIN_S:
+            self._logged_failure = now
             log.warning("database error: %s", _first(error))
 
 

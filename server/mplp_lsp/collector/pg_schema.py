@@ -202,6 +202,8 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         ADD COLUMN clock_ahead_ms bigint,
         ADD COLUMN clamped bigint NOT NULL DEFAULT 0;
     CREATE INDEX streams_by_origin ON streams (origin) WHERE origin IS NOT NULL;
+    -- A CI run names its commit, not its repository: the DORA keys find the one by the other.
+    CREATE INDEX team_commits_by_id ON team_commits (commit_id);
 
     -- Who a hashed author is, as their commits and workstations name them (team names).
     CREATE TABLE team_people (
