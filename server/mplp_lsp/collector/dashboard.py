@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from mplp_lsp.api.dashboard_shell import add_shell
+from mplp_lsp.api.dashboard_shell import add_page_routes, add_shell
 from mplp_lsp.collector.pg_queries import Pool
 from mplp_lsp.ui import team_data
 
@@ -25,4 +25,4 @@ def add_team_ui(app: web.Application, pool: Callable[[], Pool]) -> None:
         return web.Response(body=orjson.dumps(view), content_type="application/json")
 
     add_shell(app, "team.html")
-    app.router.add_get("/ui/api/team", team)
+    add_page_routes(app, (("GET", "/ui/api/team", team),))
