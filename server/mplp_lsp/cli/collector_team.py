@@ -43,6 +43,7 @@ def run_team(args: argparse.Namespace) -> int:
         read_tokens=read_tokens,
         password=password,
         retention_days=args.retention_days,
+        require_stream_keys=args.require_stream_keys,
     )
 
     try:

@@ -3,6 +3,8 @@
 Every route but ``/health`` needs ``Authorization: Bearer <token>`` (compared in constant
 time). The database is used from one worker thread, so parsing, validating and committing
 a batch never block the event loop, and batches are applied one at a time in arrival order.
+Bodies are capped and admitted a few at a time, and a stream is written only with its own
+key (:mod:`.ingest`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import Any, Final, TypeVar
 
 from aiohttp import web
 
-from mplp_lsp.collector.serving import serve_app
+from mplp_lsp.collector.ingest import MAX_BODY_BYTES, STREAM_KEY_HEADER, IngestGate, offered_key
+from mplp_lsp.collector.serving import busy, serve_app, too_large
 from mplp_lsp.collector.store import CollectorStore
 from mplp_lsp.store.disk_full import MESSAGE as DISK_FULL
 from mplp_lsp.store.disk_full import FullDiskEpisodes, is_disk_full
@@ -27,15 +30,15 @@ __all__ = ["create_app", "run_collector"]
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-MAX_BODY_BYTES: Final = 64 * 2**20
-
 
 class _Worker:
     """The store on its own thread."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, require_stream_keys: bool) -> None:
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="collector")
-        self._store = self._executor.submit(CollectorStore, path).result()
+        self._store = self._executor.submit(
+            lambda: CollectorStore(path, require_stream_keys=require_stream_keys)
+        ).result()
 
     async def call(self, fn: Callable[[CollectorStore], T]) -> T:
         loop = asyncio.get_running_loop()
@@ -48,9 +51,10 @@ class _Worker:
 
 _STORE: Final = web.AppKey("store", _Worker)
 _DISK: Final = web.AppKey("disk", FullDiskEpisodes)
+_GATE: Final = web.AppKey("gate", IngestGate)
 
 
-def create_app(db: Path, token: str) -> web.Application:
+def create_app(db: Path, token: str, *, require_stream_keys: bool = False) -> web.Application:
     if not token:
         raise ValueError("the collector needs a token")
     expected = f"Bearer {token}".encode()
@@ -67,12 +71,15 @@ def create_app(db: Path, token: str) -> web.Application:
     app = web.Application(middlewares=[authorize], client_max_size=MAX_BODY_BYTES)
 
     async def open_store(app: web.Application) -> Any:
-        worker = await asyncio.get_running_loop().run_in_executor(None, _Worker, db)
+        worker = await asyncio.get_running_loop().run_in_executor(
+            None, _Worker, db, require_stream_keys
+        )
         app[_STORE] = worker
         yield
         await asyncio.get_running_loop().run_in_executor(None, worker.close)
 
     app[_DISK] = FullDiskEpisodes(log, "collector")
+    app[_GATE] = IngestGate()
     app.cleanup_ctx.append(open_store)
     app.router.add_post("/events", _receive)
     app.router.add_get("/events", _list)
@@ -82,16 +89,25 @@ def create_app(db: Path, token: str) -> web.Application:
 
 
 async def _receive(request: web.Request) -> web.Response:
-    body = await request.read()
-    key = request.headers.get("Idempotency-Key")
-    disk = request.app[_DISK]
-    try:
-        answer = await request.app[_STORE].call(lambda store: store.receive(body, key))
-    except Exception as error:
-        if not is_disk_full(error):
-            raise
-        disk.refused_one(error)  # 507: the forwarder keeps the batch and retries
-        return web.json_response({"error": "storage_full", "message": DISK_FULL}, status=507)
+    async with request.app[_GATE].slot() as admitted:
+        if not admitted:
+            return busy()
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return too_large()
+        key = request.headers.get("Idempotency-Key")
+        stream_key = offered_key(request.headers.get(STREAM_KEY_HEADER))
+        disk = request.app[_DISK]
+        try:
+            answer = await request.app[_STORE].call(
+                lambda store: store.receive(body, key, stream_key)
+            )
+        except Exception as error:
+            if not is_disk_full(error):
+                raise
+            disk.refused_one(error)  # 507: the forwarder keeps the batch and retries
+            return web.json_response({"error": "storage_full", "message": DISK_FULL}, status=507)
     if answer.status == 200:
         disk.stored()
     return web.json_response(answer.body, status=answer.status)
@@ -121,7 +137,14 @@ async def _health(_request: web.Request) -> web.Response:
 
 
 async def run_collector(
-    db: Path, token: str, host: str, port: int, *, ready: Callable[[str, int], None]
+    db: Path,
+    token: str,
+    host: str,
+    port: int,
+    *,
+    ready: Callable[[str, int], None],
+    require_stream_keys: bool = False,
 ) -> None:
     """Serve until cancelled; ``ready(host, port)`` is called once listening (port 0 = any)."""
-    await serve_app(create_app(db, token), host, port, ready=ready)
+    app = create_app(db, token, require_stream_keys=require_stream_keys)
+    await serve_app(app, host, port, ready=ready)

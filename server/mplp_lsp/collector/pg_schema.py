@@ -168,6 +168,15 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     CREATE INDEX events_by_author ON events (author, txid, id) WHERE author IS NOT NULL;
     ALTER TABLE streams ADD COLUMN backlog_oldest timestamptz;
     """,
+    # 3: each stream's write key (its hash), bound by the first batch that brings one; a
+    # stream written before keys existed has none until its forwarder sends one.
+    """
+    CREATE TABLE stream_keys (
+        stream   text PRIMARY KEY,
+        key_hash text NOT NULL,
+        bound_at timestamptz NOT NULL DEFAULT now()
+    );
+    """,
 )
 
 

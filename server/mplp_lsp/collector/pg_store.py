@@ -31,6 +31,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
 
 from mplp_lsp.collector import team_graph
+from mplp_lsp.collector.ingest import PROBLEMS, key_hash, stream_key_problem
 from mplp_lsp.collector.pg_schema import migrate
 from mplp_lsp.collector.store import (
     Answer,
@@ -113,18 +114,30 @@ class PgCollector:
     """Shared by every request of one instance; all state lives in the database."""
 
     def __init__(
-        self, pool: AsyncConnectionPool[AsyncConnection[Any]], graph_id: str, *, graph: bool
+        self,
+        pool: AsyncConnectionPool[AsyncConnection[Any]],
+        graph_id: str,
+        *,
+        graph: bool,
+        require_stream_keys: bool = False,
     ) -> None:
         self.pool = pool
         self._graph_id = graph_id
         self._graph_on = graph
+        self._require_keys = require_stream_keys
         self._validator: EventValidator = default_validator()
         # Parsing and validating a batch is CPU work: off the loop, one batch at a time.
         self._cpu = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="collector-cpu")
 
     @classmethod
     async def open(
-        cls, url: str, *, password: str | None = None, max_connections: int = 8, graph: bool = True
+        cls,
+        url: str,
+        *,
+        password: str | None = None,
+        max_connections: int = 8,
+        graph: bool = True,
+        require_stream_keys: bool = False,
     ) -> PgCollector:
         # Times come back in UTC whatever the server's default zone is.
         kwargs: dict[str, Any] = {
@@ -147,16 +160,23 @@ class PgCollector:
             configure=_create_staging,
         )
         await pool.open(wait=True, timeout=30)
-        return cls(pool, str(row[0]), graph=graph)
+        return cls(pool, str(row[0]), graph=graph, require_stream_keys=require_stream_keys)
 
     async def close(self) -> None:
         await self.pool.close()
         self._cpu.shutdown(wait=True)
 
     async def receive(
-        self, body: bytes, idempotency_key: str | None, backlog: ReportedBacklog | None = None
+        self,
+        body: bytes,
+        idempotency_key: str | None,
+        backlog: ReportedBacklog | None = None,
+        *,
+        stream_key: str | None = None,
     ) -> Answer:
-        """Handle one POSTed batch; the answer is what the HTTP response says."""
+        """Handle one POSTed batch; the answer is what the HTTP response says.
+
+        ``stream_key`` is the batch's ``Mplp-Stream-Key`` (:mod:`.ingest`)."""
         body_hash = hashlib.blake2b(body, digest_size=16).hexdigest()
         if idempotency_key is not None:
             replay = await self._replay(idempotency_key, body_hash)
@@ -168,7 +188,9 @@ class PgCollector:
             return prepared
         for attempt in range(_RETRIES):
             try:
-                return await self._write(prepared, idempotency_key, backlog)
+                return await self._write(prepared, idempotency_key, backlog, stream_key)
+            except _StreamRefused as refused:
+                return refused.answer
             except (errors.DeadlockDetected, errors.SerializationFailure):
                 if attempt == _RETRIES - 1:
                     raise
@@ -248,9 +270,14 @@ class PgCollector:
         )
 
     async def _write(
-        self, prepared: _Prepared, idempotency_key: str | None, backlog: ReportedBacklog | None
+        self,
+        prepared: _Prepared,
+        idempotency_key: str | None,
+        backlog: ReportedBacklog | None,
+        stream_key: str | None,
     ) -> Answer:
         async with self.pool.connection() as conn, conn.transaction():
+            await self._claim(conn, prepared.stream, stream_key)
             # COPY into a per-session staging table, then one INSERT ... SELECT: COPY's
             # row encoding is ~3x cheaper than binding 1000-element arrays of JSON bodies.
             # The rows were encoded off the loop; the loop only sends them.
@@ -293,6 +320,31 @@ class PgCollector:
                         (idempotency_key, prepared.body_hash, json.dumps(answer.body)),
                     )
         return answer
+
+    async def _claim(self, conn: AsyncConnection[Any], stream: str, offered: str | None) -> None:
+        """Bind a stream without a key to the offered one, or raise :class:`_StreamRefused`
+        (which rolls the batch's transaction back). Two instances binding the same new
+        stream at once: the second waits for the first's row, then is judged against it."""
+        if offered is not None:
+            await conn.execute(
+                "INSERT INTO stream_keys (stream, key_hash) VALUES (%s, %s)"
+                " ON CONFLICT (stream) DO NOTHING",
+                (stream, key_hash(offered)),
+            )
+        cursor = await conn.execute("SELECT key_hash FROM stream_keys WHERE stream = %s", (stream,))
+        row = await cursor.fetchone()
+        problem = stream_key_problem(
+            None if row is None else str(row[0]), offered, required=self._require_keys
+        )
+        if problem is not None:
+            log.warning("refused a batch for stream %s: %s", stream, problem)
+            raise _StreamRefused(Answer(403, {"error": problem, "message": PROBLEMS[problem]}))
+
+
+class _StreamRefused(Exception):
+    def __init__(self, answer: Answer) -> None:
+        super().__init__(answer.body["error"])
+        self.answer = answer
 
 
 async def _create_staging(conn: AsyncConnection[Any]) -> None:

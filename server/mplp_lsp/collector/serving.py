@@ -1,4 +1,5 @@
-"""Run an aiohttp application on one address until cancelled (both collectors use it)."""
+"""Run an aiohttp application on one address until cancelled, and the answers both
+collectors give alike."""
 
 from __future__ import annotations
 
@@ -8,7 +9,21 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-__all__ = ["serve_app"]
+from mplp_lsp.collector.ingest import MAX_BODY_BYTES
+
+__all__ = ["busy", "serve_app", "too_large"]
+
+
+def too_large() -> web.Response:
+    """413 for a body over the cap (once inflated): a forwarder splits the batch."""
+    message = f"the body is larger than {MAX_BODY_BYTES} bytes once inflated"
+    return web.json_response({"error": "body_too_large", "message": message}, status=413)
+
+
+def busy() -> web.Response:
+    """503 while every ingest slot stays taken: a forwarder retries after a while."""
+    answer = {"error": "busy", "message": "too many batches at once; retry"}
+    return web.json_response(answer, status=503, headers={"Retry-After": "1"})
 
 
 async def serve_app(

@@ -3,7 +3,7 @@
 Tokens: the ingest token (as the SQLite collector's) may do everything; read-only tokens
 (dashboards) may only ``GET``, and ask for a dashboard login code. Both are compared in
 constant time. ``/health`` and the dashboard's login page need none; a dashboard session
-(:mod:`mplp_lsp.api.dashboard_shell`) may only ``GET``.
+(:mod:`mplp_lsp.api.dashboard_shell`) may only load the team page and its data.
 Any failure of the database answers 503 with ``Retry-After`` (a forwarder retries it) and
 is logged; a request never gets a 500 or a traceback.
 """
@@ -25,18 +25,19 @@ import psycopg
 from aiohttp import web
 
 from mplp_lsp.collector import pg_queries
+from mplp_lsp.collector.ingest import MAX_BODY_BYTES, STREAM_KEY_HEADER, IngestGate, offered_key
 from mplp_lsp.collector.pg_store import PgCollector, ReportedBacklog
-from mplp_lsp.collector.serving import serve_app
+from mplp_lsp.collector.serving import busy, serve_app, too_large
 from mplp_lsp.forward.batching import BACKLOG_HEADER, BACKLOG_OLDEST_HEADER
 
 __all__ = ["TeamSettings", "create_team_app", "run_team_collector"]
 
 log = logging.getLogger(__name__)
 
-MAX_BODY_BYTES: Final = 64 * 2**20
 _PURGE_EVERY_S: Final = 3600.0
 
 _COLLECTOR: Final = web.AppKey("collector", PgCollector)
+_GATE: Final = web.AppKey("gate", IngestGate)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -51,6 +52,7 @@ class TeamSettings:
         retention_days: int | None = None,
         graph: bool = True,
         max_connections: int = 8,
+        require_stream_keys: bool = False,
     ) -> None:
         if not token:
             raise ValueError("the collector needs a token")
@@ -61,6 +63,7 @@ class TeamSettings:
         self.retention_days = retention_days
         self.graph = graph
         self.max_connections = max_connections
+        self.require_stream_keys = require_stream_keys
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
@@ -88,11 +91,10 @@ def create_team_app(settings: TeamSettings) -> web.Application:
 
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-        # A dashboard session (a one-time login code traded for a cookie) may only read.
+        # A dashboard session (a one-time login code traded for a cookie) may only load the
+        # team page and its data; the collector's API needs a token.
         reading = request.method in ("GET", "HEAD")
-        if request.path not in ("/health", shell.LOGIN_PATH) and not (
-            reading and request.path != shell.CODES_PATH and shell.has_session(request)
-        ):
+        if not (request.path == "/health" or shell.is_open(request) or shell.page_session(request)):
             given = request.headers.get("Authorization", "").encode()
             if _matches(given, (settings.token,)):
                 pass
@@ -115,6 +117,7 @@ def create_team_app(settings: TeamSettings) -> web.Application:
 
     app = web.Application(middlewares=[guard], client_max_size=MAX_BODY_BYTES)
     shell.protect(app)
+    app[_GATE] = IngestGate()
 
     async def open_database(app: web.Application) -> Any:
         collector = await PgCollector.open(
@@ -122,6 +125,7 @@ def create_team_app(settings: TeamSettings) -> web.Application:
             password=settings.password,
             max_connections=settings.max_connections,
             graph=settings.graph,
+            require_stream_keys=settings.require_stream_keys,
         )
         app[_COLLECTOR] = collector
         purge = (
@@ -163,10 +167,19 @@ async def _purge_forever(collector: PgCollector, days: int) -> None:
 
 
 async def _receive(request: web.Request) -> web.Response:
-    body = await request.read()
-    answer = await request.app[_COLLECTOR].receive(
-        body, request.headers.get("Idempotency-Key"), _backlog(request)
-    )
+    async with request.app[_GATE].slot() as admitted:
+        if not admitted:
+            return busy()
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return too_large()
+        answer = await request.app[_COLLECTOR].receive(
+            body,
+            request.headers.get("Idempotency-Key"),
+            _backlog(request),
+            stream_key=offered_key(request.headers.get(STREAM_KEY_HEADER)),
+        )
     return _json(answer.body, answer.status)
 
 
