@@ -19,7 +19,13 @@ from typing import Any, Final, TypeVar
 
 from aiohttp import web
 
-from mplp_lsp.collector.ingest import MAX_BODY_BYTES, STREAM_KEY_HEADER, IngestGate, offered_key
+from mplp_lsp.collector.ingest import (
+    MAX_BODY_BYTES,
+    STREAM_KEY_HEADER,
+    IngestGate,
+    offered_key,
+    read_body,
+)
 from mplp_lsp.collector.serving import busy, serve_app, too_large
 from mplp_lsp.collector.store import CollectorStore
 from mplp_lsp.store.disk_full import MESSAGE as DISK_FULL
@@ -92,9 +98,8 @@ async def _receive(request: web.Request) -> web.Response:
     async with request.app[_GATE].slot() as admitted:
         if not admitted:
             return busy()
-        try:
-            body = await request.read()
-        except web.HTTPRequestEntityTooLarge:
+        body = await read_body(request)
+        if body is None:
             return too_large()
         key = request.headers.get("Idempotency-Key")
         stream_key = offered_key(request.headers.get(STREAM_KEY_HEADER))

@@ -1,12 +1,15 @@
 """What a collector lets in: bounded bodies, a bounded number at a time, one writer per stream.
 
 Memory: a gzip body of 64 KiB can inflate to 64 MiB, and every request reads its body
-before it is handled. So a body is capped *after* inflation at :data:`MAX_BODY_BYTES`
-(aiohttp stops inflating there and the request is answered 413, which a forwarder answers
-by splitting the batch), and at most :data:`INGEST_SLOTS` bodies are read and stored at a
-time: the others wait, their bytes in the socket buffers, for :data:`SLOT_WAIT_S` at most,
-then get 503 with ``Retry-After``. Memory for ingest is thereby bounded by the number of
-slots, not the number of clients.
+before it is handled. So a body is read by :func:`read_body` in the small pieces aiohttp
+inflates it in (``request.read()`` would first raise the reader's buffer to the whole
+limit and inflate that much at once), and capped *after* inflation at
+:data:`MAX_BODY_BYTES`: past it the request is answered 413, which a forwarder answers by
+splitting the batch (aiohttp then drains the rest in those same small pieces, and the
+connection is closed after the answer). At most :data:`INGEST_SLOTS` bodies are read and
+stored at a time: the others wait, their bytes in the socket buffers, for
+:data:`SLOT_WAIT_S` at most, then get 503 with ``Retry-After``. Memory for ingest is
+thereby bounded by the number of slots, not the number of clients.
 
 Streams: the token lets a forwarder write; it does not tell streams apart, and every
 workstation of a team may hold it. A forwarder therefore sends its stream's own random
@@ -26,6 +29,8 @@ import hmac
 from collections.abc import AsyncIterator
 from typing import Final
 
+from aiohttp import web
+
 from mplp_lsp.forward.batching import STREAM_KEY_HEADER
 
 __all__ = [
@@ -34,6 +39,7 @@ __all__ = [
     "STREAM_KEY_HEADER",
     "IngestGate",
     "key_hash",
+    "read_body",
     "stream_key_problem",
 ]
 
@@ -63,6 +69,23 @@ class IngestGate:
             yield True
         finally:
             self._slots.release()
+
+
+async def read_body(request: web.Request) -> bytes | None:
+    """The body, inflated, or None when it grows past :data:`MAX_BODY_BYTES`."""
+    declared = request.content_length
+    if (
+        declared is not None
+        and declared > MAX_BODY_BYTES
+        and "Content-Encoding" not in request.headers
+    ):
+        return None
+    body = bytearray()
+    async for chunk in request.content.iter_any():
+        body += chunk
+        if len(body) > MAX_BODY_BYTES:
+            return None
+    return bytes(body)
 
 
 def key_hash(key: str) -> str:

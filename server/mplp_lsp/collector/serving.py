@@ -17,7 +17,9 @@ __all__ = ["busy", "serve_app", "too_large"]
 def too_large() -> web.Response:
     """413 for a body over the cap (once inflated): a forwarder splits the batch."""
     message = f"the body is larger than {MAX_BODY_BYTES} bytes once inflated"
-    return web.json_response({"error": "body_too_large", "message": message}, status=413)
+    response = web.json_response({"error": "body_too_large", "message": message}, status=413)
+    response.force_close()  # what is left of the body is drained, not kept for a next request
+    return response
 
 
 def busy() -> web.Response:

@@ -25,7 +25,13 @@ import psycopg
 from aiohttp import web
 
 from mplp_lsp.collector import pg_queries
-from mplp_lsp.collector.ingest import MAX_BODY_BYTES, STREAM_KEY_HEADER, IngestGate, offered_key
+from mplp_lsp.collector.ingest import (
+    MAX_BODY_BYTES,
+    STREAM_KEY_HEADER,
+    IngestGate,
+    offered_key,
+    read_body,
+)
 from mplp_lsp.collector.pg_store import PgCollector, ReportedBacklog
 from mplp_lsp.collector.serving import busy, serve_app, too_large
 from mplp_lsp.forward.batching import BACKLOG_HEADER, BACKLOG_OLDEST_HEADER
@@ -170,9 +176,8 @@ async def _receive(request: web.Request) -> web.Response:
     async with request.app[_GATE].slot() as admitted:
         if not admitted:
             return busy()
-        try:
-            body = await request.read()
-        except web.HTTPRequestEntityTooLarge:
+        body = await read_body(request)
+        if body is None:
             return too_large()
         answer = await request.app[_COLLECTOR].receive(
             body,
