@@ -29,7 +29,7 @@ import pytest
 from tests import postgres
 from tests.gitrepo import BASE_ENV, Repo
 from tests.hostile.test_secrets import read_all, read_db
-from tests.hostile.test_secrets_real_commands import CLI, wait_for
+from tests.hostile.test_secrets_real_commands import CLI, debug_watch, wait_for
 from tests.team.conftest import TOKEN, start_collector
 from tests.team.conftest import pg_cluster as pg_cluster
 from tests.team.conftest import pg_url as pg_url
@@ -127,20 +127,10 @@ def test_the_red_teams_secret_forms_reach_no_store_log_or_team_collector(
     repo.commit("initial")
     workspace, state, log_file = repo.path, tmp_path / "state", tmp_path / "watch.log"
     bin_dir = stand_ins(tmp_path / "bin")
-    env = {
-        **os.environ,
-        "MPLP_LSP_REMOTE_TOKEN": TOKEN,
-        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-    }
-    env.pop("MPLP_LSP_STATE_DIR", None)
-    watch = subprocess.Popen(
-        [CLI, "watch", str(workspace), "--state-dir", str(state), "--remote", collector.url,
-         "--log-level", "debug", "--log-file", str(log_file)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    env = {**os.environ, "PATH": path}
+    watch = debug_watch(workspace, state, collector.url, log_file, TOKEN, PATH=path)
     try:
-        assert watch.stderr is not None
-        assert b"watching" in watch.stderr.readline()
         outputs = [fill(template, form) for form, template in TEXT_FORMS.items()]
         for (form, command), output in zip(ARGV_FORMS.items(), outputs * 3, strict=False):
             subprocess.run(

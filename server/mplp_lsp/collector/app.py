@@ -14,19 +14,14 @@ import concurrent.futures
 import hmac
 import logging
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from aiohttp import web
 
-from mplp_lsp.collector.ingest import (
-    MAX_BODY_BYTES,
-    STREAM_KEY_HEADER,
-    IngestGate,
-    offered_key,
-    read_body,
-)
-from mplp_lsp.collector.serving import busy, serve_app, too_large
+from mplp_lsp.collector.ingest import MAX_BODY_BYTES, IngestGate, admit
+from mplp_lsp.collector.serving import serve_app
 from mplp_lsp.collector.store import CollectorStore
 from mplp_lsp.store.disk_full import MESSAGE as DISK_FULL
 from mplp_lsp.store.disk_full import FullDiskEpisodes, is_disk_full
@@ -95,24 +90,19 @@ def create_app(db: Path, token: str, *, require_stream_keys: bool = False) -> we
 
 
 async def _receive(request: web.Request) -> web.Response:
-    async with request.app[_GATE].slot() as admitted:
-        if not admitted:
-            return busy()
-        body = await read_body(request)
-        if body is None:
-            return too_large()
-        key = request.headers.get("Idempotency-Key")
-        stream_key = offered_key(request.headers.get(STREAM_KEY_HEADER))
-        disk = request.app[_DISK]
-        try:
-            answer = await request.app[_STORE].call(
-                lambda store: store.receive(body, key, stream_key)
-            )
-        except Exception as error:
-            if not is_disk_full(error):
-                raise
-            disk.refused_one(error)  # 507: the forwarder keeps the batch and retries
-            return web.json_response({"error": "storage_full", "message": DISK_FULL}, status=507)
+    return await admit(request, request.app[_GATE], partial(_store, request))
+
+
+async def _store(request: web.Request, body: bytes, stream_key: str | None) -> web.Response:
+    key = request.headers.get("Idempotency-Key")
+    disk = request.app[_DISK]
+    try:
+        answer = await request.app[_STORE].call(lambda store: store.receive(body, key, stream_key))
+    except Exception as error:
+        if not is_disk_full(error):
+            raise
+        disk.refused_one(error)  # 507: the forwarder keeps the batch and retries
+        return web.json_response({"error": "storage_full", "message": DISK_FULL}, status=507)
     if answer.status == 200:
         disk.stored()
     return web.json_response(answer.body, status=answer.status)

@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Final
 
 from aiohttp import web
@@ -38,6 +38,7 @@ __all__ = [
     "MAX_BODY_BYTES",
     "STREAM_KEY_HEADER",
     "IngestGate",
+    "admit",
     "key_hash",
     "read_body",
     "stream_key_problem",
@@ -69,6 +70,25 @@ class IngestGate:
             yield True
         finally:
             self._slots.release()
+
+
+StoreBatch = Callable[[bytes, str | None], Awaitable[web.Response]]
+
+
+async def admit(request: web.Request, gate: IngestGate, store: StoreBatch) -> web.Response:
+    """Read a batch within an ingest slot and hand it, with the stream key it came with, to
+    ``store``: 503 when no slot frees in time, 413 past the cap."""
+    async with gate.slot() as admitted:
+        if not admitted:
+            answer = {"error": "busy", "message": "too many batches at once; retry"}
+            return web.json_response(answer, status=503, headers={"Retry-After": "1"})
+        body = await read_body(request)
+        if body is None:
+            message = f"the body is larger than {MAX_BODY_BYTES} bytes once inflated"
+            refused = web.json_response({"error": "body_too_large", "message": message}, status=413)
+            refused.force_close()  # what is left of the body is drained, not kept for more
+            return refused
+        return await store(body, offered_key(request.headers.get(STREAM_KEY_HEADER)))
 
 
 async def read_body(request: web.Request) -> bytes | None:

@@ -1,5 +1,4 @@
-"""Run an aiohttp application on one address until cancelled, and the answers both
-collectors give alike."""
+"""Run an aiohttp application on one address until cancelled (both collectors use it)."""
 
 from __future__ import annotations
 
@@ -9,23 +8,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from mplp_lsp.collector.ingest import MAX_BODY_BYTES
-
-__all__ = ["busy", "serve_app", "too_large"]
-
-
-def too_large() -> web.Response:
-    """413 for a body over the cap (once inflated): a forwarder splits the batch."""
-    message = f"the body is larger than {MAX_BODY_BYTES} bytes once inflated"
-    response = web.json_response({"error": "body_too_large", "message": message}, status=413)
-    response.force_close()  # what is left of the body is drained, not kept for a next request
-    return response
-
-
-def busy() -> web.Response:
-    """503 while every ingest slot stays taken: a forwarder retries after a while."""
-    answer = {"error": "busy", "message": "too many batches at once; retry"}
-    return web.json_response(answer, status=503, headers={"Retry-After": "1"})
+__all__ = ["serve_app"]
 
 
 async def serve_app(

@@ -16,7 +16,7 @@ import hmac
 import logging
 from collections.abc import Awaitable, Callable, Collection
 from datetime import UTC, datetime, timedelta
-from functools import cache
+from functools import cache, partial
 from importlib import resources
 from typing import Any, Final
 
@@ -25,15 +25,9 @@ import psycopg
 from aiohttp import web
 
 from mplp_lsp.collector import pg_queries
-from mplp_lsp.collector.ingest import (
-    MAX_BODY_BYTES,
-    STREAM_KEY_HEADER,
-    IngestGate,
-    offered_key,
-    read_body,
-)
+from mplp_lsp.collector.ingest import MAX_BODY_BYTES, IngestGate, admit
 from mplp_lsp.collector.pg_store import PgCollector, ReportedBacklog
-from mplp_lsp.collector.serving import busy, serve_app, too_large
+from mplp_lsp.collector.serving import serve_app
 from mplp_lsp.forward.batching import BACKLOG_HEADER, BACKLOG_OLDEST_HEADER
 
 __all__ = ["TeamSettings", "create_team_app", "run_team_collector"]
@@ -173,18 +167,13 @@ async def _purge_forever(collector: PgCollector, days: int) -> None:
 
 
 async def _receive(request: web.Request) -> web.Response:
-    async with request.app[_GATE].slot() as admitted:
-        if not admitted:
-            return busy()
-        body = await read_body(request)
-        if body is None:
-            return too_large()
-        answer = await request.app[_COLLECTOR].receive(
-            body,
-            request.headers.get("Idempotency-Key"),
-            _backlog(request),
-            stream_key=offered_key(request.headers.get(STREAM_KEY_HEADER)),
-        )
+    return await admit(request, request.app[_GATE], partial(_store, request))
+
+
+async def _store(request: web.Request, body: bytes, stream_key: str | None) -> web.Response:
+    answer = await request.app[_COLLECTOR].receive(
+        body, request.headers.get("Idempotency-Key"), _backlog(request), stream_key=stream_key
+    )
     return _json(answer.body, answer.status)
 
 
