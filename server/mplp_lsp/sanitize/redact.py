@@ -394,18 +394,20 @@ _RULES: tuple[_Rule, ...] = (
 
 # The rows of PREFIXED as one pattern shaped as a trie of their prefixes (``d(?:o..|api..)``)
 # with no groups: rules of their own would each scan the whole text, and groups or one
-# branch per row would keep ``re`` from following one branch per character. A hit is then
-# told apart by each row's own pattern.
+# branch per row would keep ``re`` from following one branch per character. The boundary
+# before a token is checked once its whole prefix has matched, so the many letters that
+# begin a prefix cost one comparison each. A hit is then told apart by each row's own
+# pattern.
 _ENDS_HERE = r"(?![A-Za-z0-9\[])"
+
+
+def _prefixed_row(prefix: str, body: str) -> str:
+    literal = re.escape(prefix)
+    return rf"(?<![A-Za-z0-9\]]{literal}){body}{_ENDS_HERE}"
+
+
 _PREFIXED_ROWS = tuple(
-    (
-        kind,
-        re.compile(
-            rf"{re.escape(prefix[0])}(?<![A-Za-z0-9\]]{re.escape(prefix[0])})"
-            rf"{re.escape(prefix[1:])}{body}{_ENDS_HERE}",
-            re.ASCII,
-        ),
-    )
+    (kind, re.compile(re.escape(prefix) + _prefixed_row(prefix, body), re.ASCII))
     for kind, prefix, body in PREFIXED
 )
 
@@ -423,20 +425,10 @@ def _literal_trie(rows: Sequence[tuple[str, str]]) -> str:
     return branches[0] if len(branches) == 1 else f"(?:{'|'.join(branches)})"
 
 
-def _prefixed_pattern() -> re.Pattern[str]:
-    by_head: dict[str, list[tuple[str, str]]] = {}
-    for _kind, prefix, body in PREFIXED:
-        by_head.setdefault(prefix[0], []).append((prefix[1:], body + _ENDS_HERE))
-    return re.compile(
-        "|".join(
-            rf"{re.escape(head)}(?<![A-Za-z0-9\]]{re.escape(head)}){_literal_trie(rows)}"
-            for head, rows in by_head.items()
-        ),
-        re.ASCII,
-    )
-
-
-_PREFIXED = _prefixed_pattern()
+_PREFIXED = re.compile(
+    _literal_trie([(prefix, _prefixed_row(prefix, body)) for _kind, prefix, body in PREFIXED]),
+    re.ASCII,
+)
 
 
 def _prefixed_spans(text: str) -> Iterator[_Span]:
