@@ -134,6 +134,34 @@ async def test_the_same_batch_through_two_instances_is_stored_once(
     assert status == 422
 
 
+async def test_a_stream_is_bound_to_its_first_key_across_instances(
+    pg_cluster: postgres.Cluster, pg_url: str, two: tuple[Collector, Collector]
+) -> None:
+    first, second = two
+    files = [envelope(Kind.FILE_UPDATE, "file_update", file_path=f"k{i}") for i in range(6)]
+    # A stream from before keys: keyless batches are taken and bind nothing.
+    assert (await post(first.url, batch("legacy", files[:1])))[0] == 200
+    # Two forwarders claim one new stream at once, through two instances: one key wins.
+    claims = await asyncio.gather(
+        post(first.url, batch("new", files[1:2], 1), **{"Mplp-Stream-Key": "key-one"}),
+        post(second.url, batch("new", files[2:3], 2), **{"Mplp-Stream-Key": "key-two"}),
+    )
+    assert sorted(status for status, _ in claims) == [200, 403]
+    winner = "key-one" if claims[0][0] == 200 else "key-two"
+    assert (await post(second.url, batch("new", files[3:4], 3), **{"Mplp-Stream-Key": winner}))[
+        0
+    ] == 200
+    status, answer = await post(first.url, batch("new", files[4:5], 4))
+    assert (status, answer["error"]) == (403, "stream_key_mismatch")
+    # The legacy stream is bound by its forwarder's first keyed batch.
+    assert (await post(first.url, batch("legacy", files[5:6], 2), **{"Mplp-Stream-Key": "k"}))[
+        0
+    ] == 200
+    status, _ = await post(second.url, batch("legacy", files[:1], 3))
+    assert status == 403
+    assert count(pg_cluster, pg_url, "SELECT count(*) FROM stream_keys") == 2
+
+
 async def test_an_invalid_envelope_refuses_the_batch_and_stores_nothing(
     pg_cluster: postgres.Cluster, pg_url: str, two: tuple[Collector, Collector]
 ) -> None:

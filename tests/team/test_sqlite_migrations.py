@@ -35,12 +35,12 @@ def test_a_database_from_before_versioning_is_adopted(tmp_path: Path) -> None:
 def test_copies_of_one_event_under_other_sources_are_removed_keeping_the_first(
     tmp_path: Path,
 ) -> None:
-    """Before migration 2 an event was stored once per (source, event_id): a re-stream
+    """Before migration 3 an event was stored once per (source, event_id): a re-stream
     under another envelope source stored it again. The upgrade keeps the first received
     (its id, so page cursors stay valid) and counts the others as duplicates."""
     CollectorStore(tmp_path / "c.db").close()
     conn = sqlite3.connect(tmp_path / "c.db")
-    conn.execute("PRAGMA user_version = 1")
+    conn.execute("PRAGMA user_version = 2")
     conn.execute("DROP TABLE received")
     conn.execute(
         "CREATE TABLE received (id INTEGER PRIMARY KEY, source TEXT NOT NULL,"

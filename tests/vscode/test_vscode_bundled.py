@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.vscode.conftest import git, keep, open_host
+from tests.vscode.conftest import git, open_host
 from tests.vscode.host import (
     EXTENSION_DIR,
     argv_of,
@@ -90,8 +90,10 @@ def test_the_bundled_server_starts_with_no_setting_and_records_a_save(
     ) as host:
         [pid] = eventually("the server process", lambda: server_processes(host.state_dir) or None)
         argv = argv_of(pid)
-        # `python3` found on the PATH, isolated (-I) and without site-packages (-S).
-        assert argv[:3] == ["python3", "-I", "-S"], argv
+        # `python3` found on the PATH (by its absolute folders, so never a relative entry),
+        # isolated (-I) and without site-packages (-S).
+        assert Path(argv[0]).is_absolute() and Path(argv[0]).name == "python3", argv
+        assert argv[1:3] == ["-I", "-S"], argv
         launcher = Path(argv[3])
         assert launcher.name == "launch.py"
         assert launcher.is_relative_to(host.server.profile / "extensions"), launcher
@@ -155,11 +157,7 @@ def test_no_python_gets_a_message_naming_the_fix(
     with open_host(
         code_server_root, browser, tmp_path, workspace, artefacts, settings, vsix=vsix
     ) as other:
-        try:
-            [error] = eventually("the error message", lambda: other.bench.errors() or None)
-            assert f"No Python found to run mplp-lsp: {missing} (from mplp.interpreter)" in error
-            assert "Install Python 3.11 or newer" in error
-            assert "error" in other.bench.status_html()
-        except AssertionError:
-            keep(other, artefacts / "bundled-no-python")
-            raise
+        [error] = eventually("the error message", lambda: other.bench.errors() or None)
+        assert f"No Python found to run mplp-lsp: {missing} (from mplp.interpreter)" in error
+        assert "Install Python 3.11 or newer" in error
+        assert "error" in other.bench.status_html()

@@ -13,7 +13,8 @@ import {
   type ServerOptions,
 } from "vscode-languageclient/node";
 import { advertisedCommands, COMMANDS, describeResult, type ExtensionCommand } from "./commands";
-import { type Bundle, chooseLaunch, cliArgs, type Launch, probe, readBundle } from "./launch";
+import { HeldActivity } from "./heldActivity";
+import { type Bundle, chooseLaunch, cliArgs, type Launch, probe, readBundle, resolved } from "./launch";
 import { onPythonChanged, pythonFromExtension } from "./python";
 import { levelsIn, serverSection } from "./serverSettings";
 import { type ServerStatus, statusReport } from "./status";
@@ -44,6 +45,8 @@ class Extension implements vscode.Disposable {
     readonly trace: vscode.LogOutputChannel,
     /** The server packaged in this .vsix; undefined in one built without it. */
     readonly bundle: Bundle | undefined,
+    /** File activity while no client listens, sent once one does. */
+    readonly held: HeldActivity,
   ) {}
 
   /** Start, or stop and start again; calls are serialised. */
@@ -56,6 +59,7 @@ class Extension implements vscode.Disposable {
   }
 
   private async stopAndStart(): Promise<void> {
+    this.held.hold();
     await this.stop();
     this.bar.starting();
     this.problem = undefined;
@@ -67,11 +71,13 @@ class Extension implements vscode.Disposable {
       interpreter: config.get<string>("interpreter"),
       importStrategy: config.get<string>("importStrategy"),
     };
-    const launch = chooseLaunch(
-      settings,
-      // The Python extension may pick the workspace's own interpreter: not in Restricted Mode.
-      vscode.workspace.isTrusted ? await pythonFromExtension(folder?.uri) : undefined,
-      this.bundle,
+    const launch = resolved(
+      chooseLaunch(
+        settings,
+        // The Python extension may pick the workspace's own interpreter: not in Restricted Mode.
+        vscode.workspace.isTrusted ? await pythonFromExtension(folder?.uri) : undefined,
+        this.bundle,
+      ),
     );
     if (launch.python && !this.bundle && settings.importStrategy !== "fromEnvironment") {
       this.log.info("this build of the extension has no bundled server: using the interpreter's mplp-lsp");
@@ -99,6 +105,12 @@ class Extension implements vscode.Disposable {
       await client.start();
     } catch (error) {
       this.fail(`mplp-lsp did not start: ${error instanceof Error ? error.message : String(error)}`);
+      return;
+    }
+    try {
+      await this.held.send(client);
+    } catch (error) {
+      this.log.warn(`sending what the editor did while mplp-lsp started: ${String(error)}`);
     }
   }
 
@@ -173,9 +185,7 @@ class Extension implements vscode.Disposable {
           command: entry.server!,
           arguments: [],
         });
-        // A dashboard link logs a browser in (once): it is not written to the log.
-        const logged = JSON.stringify(result, (key, value) => (key === "url" ? "(one-time link)" : value));
-        this.log.info(`${entry.server}: ${logged}`);
+        this.log.info(`${entry.server}: ${JSON.stringify(result)}`);
         const outcome = describeResult(entry.server!, result);
         const show = outcome.failed ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
         void show(`MPLP: ${outcome.message}`);
@@ -201,7 +211,7 @@ class Extension implements vscode.Disposable {
     }
   }
 
-  /** The server has the editor open a one-time login link to the workspace's dashboard. */
+  /** The server has the editor open the private page that logs a browser in to the dashboard. */
   async openDashboard(): Promise<void> {
     if ((await this.serverCommand(COMMANDS.openDashboard)) === NOT_ADVERTISED) {
       void vscode.window.showWarningMessage(
@@ -219,9 +229,10 @@ class Extension implements vscode.Disposable {
     if (!folder || !this.launch) return;
     const root = folder.uri.fsPath;
     const stateDir = this.bar.last?.workspaces?.find((w) => w.root === root)?.state_dir;
+    // Like every process the extension starts: the resolved interpreter, outside the workspace.
     const terminal = vscode.window.createTerminal({
       name: `MPLP events: ${folder.name}`,
-      cwd: root,
+      cwd: this.neutralDir,
       shellPath: this.launch.command,
       shellArgs: cliArgs(
         this.launch,
@@ -287,7 +298,16 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const log = vscode.window.createOutputChannel("MPLP", { log: true });
   const bar = new StatusBar();
   const trace = traceChannel(log);
-  extension = new Extension(log, bar, context.extensionUri.fsPath, trace, readBundle(context.extensionUri.fsPath));
+  // First, so that nothing the editor does while the server starts is missed.
+  const held = new HeldActivity();
+  extension = new Extension(
+    log,
+    bar,
+    context.extensionUri.fsPath,
+    trace,
+    readBundle(context.extensionUri.fsPath),
+    held,
+  );
   const ext = extension;
   const handlers: Record<keyof typeof COMMANDS, () => unknown> = {
     restart: () => ext.restart(),
@@ -299,6 +319,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     openDashboard: () => ext.openDashboard(),
   };
   context.subscriptions.push(
+    held,
     log,
     trace,
     bar,

@@ -60,6 +60,14 @@ def register(commands: Any) -> None:
         help="SQLite database file, or a postgresql:// URL without a password",
     )
     serve.add_argument("--token-file", metavar="FILE", help="file holding the token")
+    serve.add_argument(
+        "--require-stream-keys",
+        action="store_true",
+        help=(
+            "refuse batches without an Mplp-Stream-Key (forwarders from before stream keys "
+            "send none); by default a stream that no key ever wrote stays writable without one"
+        ),
+    )
     team = serve.add_argument_group("PostgreSQL (--db postgresql://...)")
     team.add_argument(
         "--db-password-file",
@@ -110,25 +118,28 @@ def register(commands: Any) -> None:
     parser.set_defaults(handler=run)
     dashboard = actions.add_parser(
         "ui",
-        help="print (or open) a one-time login link to a team collector's dashboard",
+        help="log a browser in to a team collector's dashboard (--open: open it)",
         description=(
-            "Ask a PostgreSQL collector for a one-time login code and print the link to its "
-            f"team dashboard (/ui/). The token (the collector's, or a read-only one) comes from "
-            f"{TOKEN_ENV}, else --token-file. The link logs one browser in once, within a "
-            "minute; the session can only read. Sessions live in the instance that issued "
-            "them: behind a balancer, use one instance's own address."
+            "Ask a PostgreSQL collector for a one-time login code, write a page that hands it "
+            "to the team dashboard (/ui/) into a folder of yours (readable by you only), and "
+            "print that page's file:// URL. The token (the collector's, or a read-only one) "
+            f"comes from {TOKEN_ENV}, else --token-file. The page logs one browser in once, "
+            "within a minute; the session can only load the team page. Every instance "
+            "honours the link and the session: behind a balancer, use the balancer's address."
         ),
     )
     dashboard.add_argument("url", help="the collector's base URL, e.g. http://127.0.0.1:8765")
     dashboard.add_argument("--token-file", metavar="FILE", help="file holding the token")
-    dashboard.add_argument("--open", action="store_true", help="open the link in a web browser")
+    dashboard.add_argument("--open", action="store_true", help="open the page in a web browser")
     dashboard.set_defaults(handler=run_ui)
 
 
 def run_ui(args: argparse.Namespace) -> int:
     import urllib.error
 
-    from mplp_lsp.cli.ui import request_link, show
+    from mplp_lsp.cli.ui import hand_over, request_code
+    from mplp_lsp.private import NotPrivate
+    from mplp_lsp.ui.login_page import collector_login_folder
 
     try:
         token = given_token(args)
@@ -136,12 +147,41 @@ def run_ui(args: argparse.Namespace) -> int:
         return fail(f"cannot read the token file: {error}")
     if not token:
         return fail(f"no token: set {TOKEN_ENV} or give --token-file")
+    problem = _insecure(args.url)
+    if problem is not None:
+        return fail(problem)
     try:
-        link = request_link(args.url, token)
+        folder = collector_login_folder()
+    except (NotPrivate, OSError) as error:
+        return fail(str(error))
+    try:
+        login = request_code(args.url, token)
     except (OSError, urllib.error.URLError, ValueError, KeyError) as error:
         return fail(f"the collector at {args.url} did not give a login code: {error}")
-    show(link, open_it=args.open)
+    hand_over(login, folder, open_it=args.open)
     return 0
+
+
+def _insecure(url: str) -> str | None:
+    """Why the token may not be sent to ``url``: it would travel in clear, or to a URL
+    that holds credentials itself."""
+    from urllib.parse import urlsplit
+
+    from mplp_lsp.forward.config import is_loopback_host
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+    except ValueError:
+        return f"not a URL: {url}"
+    if "@" in parts.netloc or not host:
+        return "the collector URL needs a host and no user name or password"
+    if parts.scheme == "https" or (parts.scheme == "http" and is_loopback_host(host)):
+        return None
+    return (
+        "the collector URL must be https://, or http:// to this machine "
+        "(the token would travel in clear)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -167,7 +207,14 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         serve_until_stopped(
-            lambda ready: run_collector(db, token, args.host, args.port, ready=ready),
+            lambda ready: run_collector(
+                db,
+                token,
+                args.host,
+                args.port,
+                ready=ready,
+                require_stream_keys=args.require_stream_keys,
+            ),
             f"db: {db}",
         )
     except sqlite3.Error as error:

@@ -60,6 +60,7 @@ def run_team(args: argparse.Namespace) -> int:
         db_timeout=args.db_timeout or 5.0,
         naming=Naming(args.names or "hashed", aliases),
         deploy_pipelines=args.deploy_pipeline or DEFAULT_DEPLOY_PIPELINES,
+        require_stream_keys=args.require_stream_keys,
     )
 
     try:

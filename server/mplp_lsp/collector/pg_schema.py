@@ -168,12 +168,22 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     CREATE INDEX events_by_author ON events (author, txid, id) WHERE author IS NOT NULL;
     ALTER TABLE streams ADD COLUMN backlog_oldest timestamptz;
     """,
-    # 3: an event is stored once per team, whichever stream or instance brings it again (a
+    # 3: each stream's write key (its hash), bound by the first batch that brings one; a
+    # stream written before keys existed has none until its forwarder sends one.
+    """
+    CREATE TABLE stream_keys (
+        stream   text PRIMARY KEY,
+        key_hash text NOT NULL,
+        bound_at timestamptz NOT NULL DEFAULT now()
+    );
+    """,
+    # 4: an event is stored once per team, whichever stream or instance brings it again (a
     # salvaged store re-sends everything under a new stream). Copies stored before under
     # other streams are removed, the first committed kept; their streams count them as
     # duplicates instead of accepted. Retention goes by receive time (the BRIN index). The
     # streams keep what their forwarders report of themselves; replays are counted per
-    # stream; graph nodes whose time was clamped are flagged.
+    # stream; graph nodes whose time was clamped are flagged; dashboard logins are shared
+    # by every instance (only hashes of codes, nonces and sessions are kept).
     """
     WITH ranked AS (
         SELECT txid, id, row_number() OVER (PARTITION BY event_id::uuid ORDER BY txid, id) AS copy
@@ -215,6 +225,14 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     ALTER TABLE team_commits ADD COLUMN clamped boolean NOT NULL DEFAULT false;
     ALTER TABLE team_files ADD COLUMN clamped boolean NOT NULL DEFAULT false;
     ALTER TABLE team_pipeline_runs ADD COLUMN clamped boolean NOT NULL DEFAULT false;
+
+    CREATE TABLE dashboard_logins (
+        hash       text PRIMARY KEY,
+        kind       text NOT NULL,
+        expires_at timestamptz NOT NULL,
+        made_at    timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE INDEX dashboard_logins_by_kind ON dashboard_logins (kind, made_at);
     """,
 )
 

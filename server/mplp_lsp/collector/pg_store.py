@@ -31,6 +31,7 @@ from psycopg import AsyncConnection, errors
 from psycopg_pool import AsyncConnectionPool
 
 from mplp_lsp.collector import team_graph
+from mplp_lsp.collector.ingest import PROBLEMS, key_hash, stream_key_problem
 from mplp_lsp.collector.pg_connect import PgOptions
 from mplp_lsp.collector.pg_schema import migrate
 from mplp_lsp.collector.store import (
@@ -154,10 +155,18 @@ class PgCollector:
 
     ``pool`` gives the pool to use now (the instance renews it after an outage)."""
 
-    def __init__(self, pool: Callable[[], Pool], graph_id: str, *, graph: bool = True) -> None:
+    def __init__(
+        self,
+        pool: Callable[[], Pool],
+        graph_id: str,
+        *,
+        graph: bool = True,
+        require_stream_keys: bool = False,
+    ) -> None:
         self._pool = pool
         self._graph_id = graph_id
         self._graph_on = graph
+        self._require_keys = require_stream_keys
         self._validator: EventValidator = default_validator()
         # Parsing and validating a batch is CPU work: off the loop, one batch at a time.
         self._cpu = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="collector-cpu")
@@ -169,7 +178,13 @@ class PgCollector:
 
     @classmethod
     async def open(
-        cls, url: str, *, password: str | None = None, max_connections: int = 8, graph: bool = True
+        cls,
+        url: str,
+        *,
+        password: str | None = None,
+        max_connections: int = 8,
+        graph: bool = True,
+        require_stream_keys: bool = False,
     ) -> PgCollector:
         """A collector with a pool of its own, after the migrations (tools and tests; the
         server's instances use :class:`~mplp_lsp.collector.pg_database.Database`)."""
@@ -181,7 +196,9 @@ class PgCollector:
         assert row is not None  # written by the first migration
         pool = options.pool()
         await pool.open(wait=True, timeout=30)
-        collector = cls(lambda: pool, str(row[0]), graph=graph)
+        collector = cls(
+            lambda: pool, str(row[0]), graph=graph, require_stream_keys=require_stream_keys
+        )
         collector._own_pool = pool
         return collector
 
@@ -191,9 +208,16 @@ class PgCollector:
         self._cpu.shutdown(wait=True)
 
     async def receive(
-        self, body: bytes, idempotency_key: str | None, backlog: ReportedBacklog | None = None
+        self,
+        body: bytes,
+        idempotency_key: str | None,
+        backlog: ReportedBacklog | None = None,
+        *,
+        stream_key: str | None = None,
     ) -> Answer:
-        """Handle one POSTed batch; the answer is what the HTTP response says."""
+        """Handle one POSTed batch; the answer is what the HTTP response says.
+
+        ``stream_key`` is the batch's ``Mplp-Stream-Key`` (:mod:`.ingest`)."""
         body_hash = hashlib.blake2b(body, digest_size=16).hexdigest()
         if idempotency_key is not None:
             replay = await self._replay(idempotency_key, body_hash)
@@ -205,7 +229,9 @@ class PgCollector:
             return prepared
         for attempt in range(_RETRIES):
             try:
-                return await self._write(prepared, idempotency_key, backlog)
+                return await self._write(prepared, idempotency_key, backlog, stream_key)
+            except _StreamRefused as refused:
+                return refused.answer
             except (errors.DeadlockDetected, errors.SerializationFailure):
                 if attempt == _RETRIES - 1:
                     raise
@@ -230,11 +256,20 @@ class PgCollector:
                 await conn.commit()
         return Answer(int(row[1]), json.loads(row[2]))
 
-    async def report(self, report: StreamReport) -> None:
-        """Keep what a forwarder reported of its stream (:mod:`.stream_report`)."""
+    async def report(self, report: StreamReport, stream_key: str | None = None) -> Answer:
+        """Keep what a forwarder reported of its stream (:mod:`.stream_report`); written only
+        with the stream's key, as its batches are (403 otherwise)."""
+        try:
+            await self._keep_report(report, stream_key)
+        except _StreamRefused as refused:
+            return refused.answer
+        return Answer(200, {"ok": True})
+
+    async def _keep_report(self, report: StreamReport, stream_key: str | None) -> None:
         email = report.author_email
         author = team_graph.author_hash(email) if email else None
         async with self.pool.connection() as conn, conn.transaction():
+            await self._claim(conn, report.stream, stream_key)
             cursor = await conn.execute(
                 _REPORT,
                 {
@@ -334,9 +369,14 @@ class PgCollector:
         return await loop.run_in_executor(self._cpu, team_graph.fold, fresh, clock), clock
 
     async def _write(
-        self, prepared: _Prepared, idempotency_key: str | None, backlog: ReportedBacklog | None
+        self,
+        prepared: _Prepared,
+        idempotency_key: str | None,
+        backlog: ReportedBacklog | None,
+        stream_key: str | None,
     ) -> Answer:
         async with self.pool.connection() as conn, conn.transaction():
+            await self._claim(conn, prepared.stream, stream_key)
             # COPY into a staging table, then one INSERT ... SELECT: COPY's row encoding is
             # ~3x cheaper than binding 1000-element arrays of JSON bodies. The rows were
             # encoded off the loop; the loop only sends them.
@@ -398,6 +438,31 @@ class PgCollector:
                         ),
                     )
         return answer
+
+    async def _claim(self, conn: AsyncConnection[Any], stream: str, offered: str | None) -> None:
+        """Bind a stream without a key to the offered one, or raise :class:`_StreamRefused`
+        (which rolls the batch's transaction back). Two instances binding the same new
+        stream at once: the second waits for the first's row, then is judged against it."""
+        if offered is not None:
+            await conn.execute(
+                "INSERT INTO stream_keys (stream, key_hash) VALUES (%s, %s)"
+                " ON CONFLICT (stream) DO NOTHING",
+                (stream, key_hash(offered)),
+            )
+        cursor = await conn.execute("SELECT key_hash FROM stream_keys WHERE stream = %s", (stream,))
+        row = await cursor.fetchone()
+        problem = stream_key_problem(
+            None if row is None else str(row[0]), offered, required=self._require_keys
+        )
+        if problem is not None:
+            log.warning("refused a batch for stream %s: %s", stream, problem)
+            raise _StreamRefused(Answer(403, {"error": problem, "message": PROBLEMS[problem]}))
+
+
+class _StreamRefused(Exception):
+    def __init__(self, answer: Answer) -> None:
+        super().__init__(answer.body["error"])
+        self.answer = answer
 
 
 # COPY's text format: tab-separated, \N for NULL, and a backslash, tab, newline or carriage

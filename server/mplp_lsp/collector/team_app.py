@@ -3,7 +3,9 @@
 Tokens: the ingest token (as the SQLite collector's) may do everything; read-only tokens
 (dashboards) may only ``GET``, and ask for a dashboard login code. Both are compared in
 constant time. ``/health``, ``/ready`` and the dashboard's login page need none; a
-dashboard session (:mod:`mplp_lsp.api.dashboard_shell`) may only ``GET``.
+dashboard session (:mod:`mplp_lsp.api.dashboard_shell`) may only load the team page and its
+data. Batches and stream reports are admitted as on SQLite (:mod:`.ingest`): bounded
+bodies, a few at a time, each stream written only with its own key.
 
 Probes (docs/team.md): ``/health`` answers 200 while the process serves, database or not;
 ``/ready`` answers 200 only while the database takes writes (:mod:`.pg_database`), else 503.
@@ -22,7 +24,7 @@ import hmac
 import logging
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
-from functools import cache
+from functools import cache, partial
 from importlib import resources
 from typing import Any, Final
 
@@ -31,11 +33,13 @@ import psycopg
 from aiohttp import web
 
 from mplp_lsp.collector import pg_queries
+from mplp_lsp.collector.ingest import MAX_BODY_BYTES, IngestGate, admit
 from mplp_lsp.collector.pg_connect import PgOptions
 from mplp_lsp.collector.pg_database import Database, DatabaseUnavailable, Pool
 from mplp_lsp.collector.pg_store import PgCollector, ReportedBacklog
 from mplp_lsp.collector.serving import serve_app
 from mplp_lsp.collector.stream_report import REPORT_PATH, ReportRejected, parse_report
+from mplp_lsp.collector.team_login import SharedLogin
 from mplp_lsp.collector.team_names import Naming
 from mplp_lsp.forward.batching import BACKLOG_HEADER, BACKLOG_OLDEST_HEADER
 from mplp_lsp.store.disk_full import MESSAGE as DISK_FULL
@@ -45,7 +49,6 @@ __all__ = ["TeamSettings", "create_team_app", "run_team_collector"]
 
 log = logging.getLogger(__name__)
 
-MAX_BODY_BYTES: Final = 64 * 2**20
 _PURGE_EVERY_S: Final = 3600.0
 _PURGE_RETRY_S: Final = 5.0
 DEFAULT_DEPLOY_PIPELINES: Final = ("*deploy*", "*release*")
@@ -54,6 +57,7 @@ _OPEN_PATHS: Final = frozenset({"/health", "/ready"})
 _DATABASE: Final = web.AppKey("database", Database)
 _COLLECTOR: Final = web.AppKey("collector", PgCollector)
 _DISK: Final = web.AppKey("disk", FullDiskEpisodes)
+_GATE: Final = web.AppKey("gate", IngestGate)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -71,6 +75,7 @@ class TeamSettings:
         db_timeout: float = 5.0,
         naming: Naming | None = None,
         deploy_pipelines: Sequence[str] = DEFAULT_DEPLOY_PIPELINES,
+        require_stream_keys: bool = False,
     ) -> None:
         if not token:
             raise ValueError("the collector needs a token")
@@ -81,6 +86,7 @@ class TeamSettings:
         self.graph = graph
         self.naming = naming or Naming()
         self.deploy_pipelines = tuple(deploy_pipelines)
+        self.require_stream_keys = require_stream_keys
 
 
 _SETTINGS: Final = web.AppKey("settings", TeamSettings)
@@ -113,12 +119,11 @@ def create_team_app(settings: TeamSettings) -> web.Application:
 
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-        # A dashboard session (a one-time login code traded for a cookie) may only read.
+        # A dashboard session (a one-time login code traded for a cookie) may only load the
+        # team page and its data; the collector's API needs a token.
         reading = request.method in ("GET", "HEAD")
-        if (
-            request.path not in _OPEN_PATHS
-            and request.path != shell.LOGIN_PATH
-            and not (reading and request.path != shell.CODES_PATH and shell.has_session(request))
+        if not (
+            request.path in _OPEN_PATHS or shell.is_open(request) or shell.page_session(request)
         ):
             given = request.headers.get("Authorization", "").encode()
             if _matches(given, (settings.token,)):
@@ -152,9 +157,21 @@ def create_team_app(settings: TeamSettings) -> web.Application:
     app[_DATABASE] = database
     app[_SETTINGS] = settings
     app[_DISK] = FullDiskEpisodes(log, "collector")
+    app[_GATE] = IngestGate()
 
-    async def opened(_pool: Pool, graph_id: str) -> None:
-        collector = PgCollector(database.current_pool, graph_id, graph=settings.graph)
+    def query(work: Callable[[Pool], Awaitable[Any]]) -> Awaitable[Any]:
+        return database.bounded(work(database.current_pool()))
+
+    login = SharedLogin(query)
+
+    async def opened(pool: Pool, graph_id: str) -> None:
+        await login.load_key(pool)
+        collector = PgCollector(
+            database.current_pool,
+            graph_id,
+            graph=settings.graph,
+            require_stream_keys=settings.require_stream_keys,
+        )
         app[_COLLECTOR] = collector
         # As serve_app does at start: what lives as long as the process (the compiled
         # validators, the pool) is out of the collector's reach from now on.
@@ -189,7 +206,7 @@ def create_team_app(settings: TeamSettings) -> web.Application:
     app.router.add_get("/health", _health)
     app.router.add_get("/ready", _ready)
     options = team_data.TeamOptions(settings.naming, settings.deploy_pipelines)
-    add_team_ui(app, lambda work: database.bounded(work(database.current_pool())), options)
+    add_team_ui(app, query, options, login)
     return app
 
 
@@ -222,10 +239,15 @@ async def _purge_forever(database: Database, days: int) -> None:
 
 
 async def _receive(request: web.Request) -> web.Response:
-    collector = _collector(request)
-    body = await request.read()
+    _collector(request)  # 503 at once, before the body is read, while there is no database
+    return await admit(request, request.app[_GATE], partial(_store, request))
+
+
+async def _store(request: web.Request, body: bytes, stream_key: str | None) -> web.Response:
     answer = await request.app[_DATABASE].bounded(
-        collector.receive(body, request.headers.get("Idempotency-Key"), _backlog(request))
+        _collector(request).receive(
+            body, request.headers.get("Idempotency-Key"), _backlog(request), stream_key=stream_key
+        )
     )
     if answer.status == 200:
         request.app[_DISK].stored()
@@ -233,13 +255,17 @@ async def _receive(request: web.Request) -> web.Response:
 
 
 async def _report(request: web.Request) -> web.Response:
-    collector = _collector(request)
+    _collector(request)
+    return await admit(request, request.app[_GATE], partial(_keep_report, request))
+
+
+async def _keep_report(request: web.Request, body: bytes, stream_key: str | None) -> web.Response:
     try:
-        report = parse_report(orjson.loads(await request.read()))
+        report = parse_report(orjson.loads(body))
     except (orjson.JSONDecodeError, ReportRejected) as error:
         return _json({"error": "invalid_report", "message": str(error)[:200]}, 400)
-    await request.app[_DATABASE].bounded(collector.report(report))
-    return _json({"ok": True})
+    answer = await request.app[_DATABASE].bounded(_collector(request).report(report, stream_key))
+    return _json(answer.body, answer.status)
 
 
 def _backlog(request: web.Request) -> ReportedBacklog | None:

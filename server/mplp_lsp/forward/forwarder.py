@@ -24,9 +24,15 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 from mplp_lsp.forward import outbox
-from mplp_lsp.forward.batching import Batch, BatchLimits, encode_batch, split
+from mplp_lsp.forward.batching import (
+    STREAM_KEY_HEADER,
+    Batch,
+    BatchLimits,
+    encode_batch,
+    split,
+)
 from mplp_lsp.forward.identity import StreamIdentity
-from mplp_lsp.forward.outbox import Entry
+from mplp_lsp.forward.outbox import Backlog, Entry
 from mplp_lsp.forward.report import Reporter
 from mplp_lsp.forward.retry import Action, RetryPolicy, classify, parse_retry_after
 from mplp_lsp.forward.transport import Reply, Transport, TransportError
@@ -73,6 +79,7 @@ class Forwarder:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stream = ""
+        self._stream_key = ""
         self.state = "stopped"  # stopped | idle | sending | waiting
         self.consecutive_failures = 0
         self.last_error: str | None = None
@@ -87,7 +94,7 @@ class Forwarder:
                 identity,
                 every=report_every,
                 turn=self._turn,
-                headers=lambda: {},
+                headers=self._stream_headers,
             )
         )
         self._reporting: asyncio.Task[None] | None = None
@@ -105,7 +112,7 @@ class Forwarder:
 
     async def start(self) -> None:
         """Enable queuing in the store, apply the budget, and start sending in the background."""
-        self._stream = await self._writer.run(
+        self._stream, self._stream_key = await self._writer.run(
             partial(outbox.enable, budget_bytes=self._budget_bytes)
         )
         dropped = await self._writer.run(outbox.trim_to_budget)
@@ -191,7 +198,14 @@ class Forwarder:
         if not entries:
             return entries, None
         backlog = outbox.backlog_after(conn, entries[-1].seq)
-        return entries, encode_batch(self._stream, entries, backlog)
+        return entries, self._encode(entries, backlog)
+
+    def _stream_headers(self) -> dict[str, str]:
+        """What authenticates the stream's reports as its batches are: its write key."""
+        return {STREAM_KEY_HEADER: self._stream_key}
+
+    def _encode(self, entries: Sequence[Entry], backlog: Backlog | None = None) -> Batch:
+        return encode_batch(self._stream, entries, backlog, stream_key=self._stream_key)
 
     async def _deliver(self, entries: list[Entry], batch: Batch | None) -> _Ahead:
         """Deliver or dead-letter ``entries``; returns the pending entries that follow them.
@@ -219,9 +233,7 @@ class Forwarder:
         stack = [entries]
         while stack:
             part = stack.pop()
-            batch = (
-                ready if ready is not None and part is entries else encode_batch(self._stream, part)
-            )
+            batch = ready if ready is not None and part is entries else self._encode(part)
             action, reply = await self._send(batch)
             if action is Action.DELIVERED:
                 await self._writer.run(partial(outbox.ack, seqs=batch.seqs))
