@@ -134,5 +134,6 @@ class SharedLogin:
         )
 
     def cookie_name(self, port: int | None, kind: str) -> str:
-        """One name on every instance (and any port): the balancer's address is the site."""
-        return f"mplp_team_{kind}"
+        """One name on every instance (and any port): the balancer's address is the site.
+        The daemon's names and these share their prefixes (``mplp_ui_``, ``mplp_login_``)."""
+        return f"mplp_{kind}_team"
