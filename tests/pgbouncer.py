@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests import postgres
+from tests import postgres, processes
 
 SERVER_CONNECTIONS = 4  # per database: fewer than the clients, so they share
 
@@ -41,12 +41,7 @@ class Bouncer:
         return (self.root / "bouncer.log").read_text(errors="replace")
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        processes.stop(self.process)
         shutil.rmtree(self.root, ignore_errors=True)
 
 

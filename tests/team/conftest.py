@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import postgres
+from tests import postgres, processes
 from tests.required import unavailable
 
 _names = itertools.count()
@@ -97,13 +97,7 @@ class Collector:
         self.process.wait(timeout=30)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        processes.stop(self.process)
 
 
 def start_collector(
