@@ -133,18 +133,17 @@ class FileActivity:
                 lambda conn: (recorded_rows(conn, paths), recorded_hashes(conn, sources))
             )
             decided = self.disk_state.settle(batch, recorded, hashes)
-        self._look_below(batch, decided)
+        self._look_below()
         batch = await screen_settled(decided, self.recorded, self.documents)
         root = str(self.root) if self.settings.send_workspace_root else None
         await self._submit(file_submissions(batch, self.documents, root))
 
-    def _look_below(self, reported: list[Settled], decided: list[Settled]) -> None:
-        """A deletion that was no file's may have been a directory's (an editor's watcher
-        reports a deleted folder as one path): compare what the graph holds below it."""
-        kept = {settled.path for settled in decided}
-        for settled in reported:
-            if settled.change is Change.DELETED and settled.path not in kept:
-                self.recheck_tree(settled.path)
+    def _look_below(self) -> None:
+        """A path gone that was never a file here may have been a directory (an editor's
+        watcher reports a deleted folder as one path): compare what the graph holds below."""
+        gone, self.disk_state.gone_unknown = self.disk_state.gone_unknown, []
+        for path in gone:
+            self.recheck_tree(path)
 
     async def settle_now(self, paths: list[str]) -> None:
         """Decide these paths by the disk and the graph now, as windows that closed, and
