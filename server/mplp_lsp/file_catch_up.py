@@ -27,16 +27,15 @@ import logging
 import os
 import sqlite3
 import stat
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
 from mplp_lsp.ignore import IgnoreRules
 from mplp_lsp.intake import Submission
-from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.runtime.drift.scan import logged_not_applied, recorded_under
 from mplp_lsp.runtime.psg import baseline
@@ -107,13 +106,14 @@ class CatchUp:
         while found := await asyncio.to_thread(_next, walk, classify):
             created.extend(found.created)
             if found.nodes:
-                tally.add(await self._writer.run(partial(baseline.learn, nodes=found.nodes)))
+                added = await self._writer.run(partial(baseline.learn, nodes=found.nodes))
+                tally.add(found.nodes, added)
         if tally.count:
             self._on_learnt()
             event = tally.event(await self._writer.run(graph_id))
             await self._submit([Submission(Kind.GRAPH_UPDATE, event, "psg")])
         stamp = str(opened_ns)
-        cut = utc_timestamp(_moment(until_ns))
+        cut = _stamp(until_ns)
         try:
             await self._writer.run(lambda conn: _mark(conn, stamp, cut, first))
         except sqlite3.Error as error:  # a full disk, say: the next start looks further back
@@ -147,8 +147,16 @@ def _next(walk: Iterator[list[str]], classify: _Classifier) -> Found | None:
     return None if chunk is None else classify(chunk)
 
 
-def _moment(ns: int) -> datetime:
-    return datetime.fromtimestamp(ns / 1e9, UTC)
+@lru_cache(maxsize=64)
+def _second(second: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+
+
+def _stamp(ns: int) -> str:
+    """ISO 8601 UTC with milliseconds for a time in ns (files share their seconds: the
+    formatting is done once per second)."""
+    second, rest = divmod(ns, 1_000_000_000)
+    return f"{_second(second)}.{rest // 1_000_000:03d}Z"
 
 
 class _Classifier:
@@ -161,7 +169,7 @@ class _Classifier:
         self._until = until
         self._first = first
         self._cap = cap
-        self._cut = utc_timestamp(_moment(until))
+        self._cut = _stamp(until)
         self._index: IndexBlobs | None = None
 
     def index(self) -> IndexBlobs:
@@ -204,8 +212,7 @@ class _Classifier:
         return None  # created after the cut, or no birth time: the live report decides
 
     def _node(self, path: str, info: os.stat_result) -> BaselineNode | None:
-        modified = min(info.st_mtime_ns, self._until)
-        stamp = utc_timestamp(_moment(modified))
+        stamp = _stamp(min(info.st_mtime_ns, self._until))
         oid = self.index().clean(path)
         if oid is not None:
             return BaselineNode(
