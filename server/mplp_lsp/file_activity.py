@@ -31,16 +31,19 @@ from mplp_lsp.runtime.drift.scan import recorded_hashes, recorded_rows
 from mplp_lsp.runtime.psg.files import FileChange
 from mplp_lsp.sanitize.paths import PathRejected, check_name
 from mplp_lsp.settings import Settings
-from mplp_lsp.sources.debounce import EDITOR, Change, Debouncer, Observation, Settled
+from mplp_lsp.sources.debounce import EDITOR, WATCHER, Change, Debouncer, Observation, Settled
 from mplp_lsp.sources.disk_state import WROTE, DiskState
 from mplp_lsp.sources.files import LANGUAGE, TIMESTAMP, EditorDocuments, payload_for
 from mplp_lsp.sources.recorded import RecordedContent, graph_fingerprints, scratch_name
-from mplp_lsp.sources.tree import slices
+from mplp_lsp.sources.tree import SLICE, slices
 from mplp_lsp.store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
 
 Submit = Callable[[list[Submission]], Awaitable[Any]]
+# Reported changes held (in their quiet period, or settled and not yet stored) before a
+# watcher is asked to stop reading: what bounds memory in a mass deletion (about 1 KiB each).
+BACKLOG_LIMIT = 8 * SLICE
 Refuse = Callable[[str, PathRejected], None]
 _MAX_TICK = 0.001
 
@@ -119,6 +122,12 @@ class FileActivity:
         """Changes not yet emitted: waiting for their ignore verdict or their quiet period."""
         return self.debouncer.pending_count + self.judge.waiting
 
+    @property
+    def saturated(self) -> bool:
+        """Holding as much as it should: a watcher stops reading until this drains, and the
+        kernel keeps the rest (its overflow then makes a comparison, a slice at a time)."""
+        return self.debouncer.backlog + self.judge.waiting > BACKLOG_LIMIT
+
     async def learnt(self) -> None:
         """Wait until the graph knows the files that were there (the catch-up's baseline)."""
         if self._learning is not None:
@@ -148,9 +157,11 @@ class FileActivity:
     async def settle_now(self, paths: list[str]) -> None:
         """Decide these paths by the disk and the graph now, as windows that closed, and
         store the result (a slice of a rescan or of the catch-up). Paths with activity
-        waiting in the debouncer are left to it."""
+        waiting in the debouncer are left to it, and so are files changed within the quiet
+        period (being written, maybe: their window settles once they are quiet)."""
         stamp = utc_timestamp()
         now = time.monotonic()
+        recent = time.time_ns() - self.settings.debounce_ms * 1_000_000
         batch = []
         for path in paths:
             try:
@@ -158,7 +169,11 @@ class FileActivity:
             except PathRejected as rejected:
                 self._refuse(path, rejected)
                 continue
-            if not self.debouncer.holds(path) and not scratch_name(path):
+            if self.debouncer.holds(path) or scratch_name(path):
+                continue
+            if _changed_after(self.root / path, recent):
+                self.observe(Change.MODIFIED, path, origin=WATCHER)
+            else:
                 batch.append(Settled(path, Change.MODIFIED, None, now, now, 1, {TIMESTAMP: stamp}))
         if batch:
             await self._emit(batch)
@@ -234,12 +249,14 @@ class FileActivity:
         await self.debouncer.flush()
 
     async def close(self) -> None:
-        """Emit what is pending and stop: what was reported is stored before this returns."""
+        """Emit what is pending and stop: what was reported is stored before this returns,
+        first of all (then the catch-up and comparisons under way finish, and what they
+        handed to the debouncer is stored too)."""
+        await self.flush()
         if self._catching is not None:
             await asyncio.gather(self._catching, return_exceptions=True)
         await self.rescans.idle()
-        await self.judge.settled()
-        await self.debouncer.flush()
+        await self.flush()
         await self.debouncer.aclose()
 
 
@@ -329,6 +346,13 @@ def _settles_content(data: Any) -> bool:
         and isinstance(data.get("file_path"), str)
         and data.get("change_type") in _CONTENT_CHANGES
     )
+
+
+def _changed_after(path: Path, ns: int) -> bool:
+    try:
+        return path.lstat().st_ctime_ns > ns
+    except OSError:
+        return False
 
 
 def _utf8(text: str) -> bool:

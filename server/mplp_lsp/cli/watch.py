@@ -162,3 +162,6 @@ class _Sink:
 
     def lost(self, directory: str) -> None:
         self._workspace.recheck_tree(directory[self._cut :])
+
+    def saturated(self) -> bool:
+        return self._workspace.files.saturated
