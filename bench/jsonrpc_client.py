@@ -48,7 +48,10 @@ class RawClient:
         assert self.process is not None and self.process.stdout is not None
         stdout = self.process.stdout
         while True:
-            header = await stdout.readuntil(b"\r\n\r\n")
+            try:
+                header = await stdout.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                return  # the server ended (a test may end it without shutdown)
             length = int(header.split(b"Content-Length: ")[1].split(b"\r\n")[0])
             message = json.loads(await stdout.readexactly(length))
             if "method" in message and "id" in message:  # a request from the server

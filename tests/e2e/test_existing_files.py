@@ -27,6 +27,7 @@ from tests.e2e.harness import (
     wait_until,
     watching,
 )
+from tests.e2e.nvim_session import run
 from tests.gitrepo import Repo
 from tests.required import unavailable
 
@@ -330,8 +331,6 @@ finish(0)  -- :qall at once, well inside the quiet period
 def test_neovim_writes_then_quits_and_both_writes_are_true(repo: Repo, tmp_path: Path) -> None:
     """A file that was there is ``modified``, a new one ``created``, and neither is lost
     though Neovim quits right after writing them."""
-    from tests.e2e.nvim_session import run
-
     state = tmp_path / "state"
     session = run(
         tmp_path,
