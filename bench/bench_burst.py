@@ -1,8 +1,8 @@
 """Burst benchmark for ``mplp-lsp watch``: a 100,000-file tree written into a watched folder,
 and half of a 100,000-file repository that was there before the daemon started deleted.
 
-The tree is generated (bench/drift_tree.py: 100 files per directory, two levels). Printed,
-from one run:
+The tree is generated (bench/benchlib/drift_tree.py: 100 files per directory, two levels).
+Printed, from one run:
 
 extract: ``git archive HEAD | tar x`` of the tree into the folder a real ``mplp-lsp watch``
   records:
@@ -24,14 +24,16 @@ delete: a clone of the tree's repository (files and history there before the dae
   * the daemon's peak RSS while deleting, against its RSS once the baseline is learnt
     (target: below 1.5x).
 
-    python bench/bench_burst.py [--files 100000] [--tree DIR] [--timeout 600]
-                                [--only extract|delete] [--quick]
+    python bench/bench_burst.py [--quick] [--files N] [--tree DIR] [--timeout 600]
+                                [--only extract|delete]
+
+A file not recorded, recorded twice, a deletion not recorded or an event for an untouched file
+fails the run (exit status 1), --quick included; --quick does not judge the RSS target.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sqlite3
 import subprocess
@@ -43,11 +45,9 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchlib.drift_tree import make_tree
+from benchlib.harness import Bench
 
-from bench.drift_tree import make_tree
-
-QUICK_FILES = 5_000
 RSS_TARGET = 1.5
 
 
@@ -171,7 +171,7 @@ def wait_for(done: Callable[[], tuple[bool, object]], timeout: float, quiet: flo
         time.sleep(0.2)
 
 
-def bench_extract(base: Path, tree: Path, timeout: float) -> bool:
+def bench_extract(bench: Bench, base: Path, tree: Path, timeout: float) -> bool:
     archive = base / "tree.tar"
     subprocess.run(["git", "-C", str(tree), "archive", "-o", str(archive), "HEAD"], check=True)
     workspace, state = base / "watched", base / "state-extract"
@@ -199,17 +199,17 @@ def bench_extract(base: Path, tree: Path, timeout: float) -> bool:
         f"(target 100 %); paths stored more than once: {events - recorded} (target 0)"
     )
     print(f"daemon alive at the end: {alive}")
-    print(f"extraction start -> last file event stored: {until_last:.2f} s")
-    print(
-        f"peer, same run: tar x of the tree: {extract:.2f} s  (ratio {until_last / extract:.1f}x)"
+    bench.figure(
+        "extraction start -> last file event stored",
+        until_last,
+        "s",
+        peer=("tar x of the tree", extract),
     )
-    print(
-        f"peer, same run: find | wc -l on the tree: {find:.3f} s  (ratio {until_last / find:.0f}x)"
-    )
+    bench.figure("  the same, beside another peer", until_last, "s", peer=("find | wc -l", find))
     return recorded == on_disk and events == recorded and alive
 
 
-def bench_delete(base: Path, tree: Path, timeout: float) -> bool:
+def bench_delete(bench: Bench, base: Path, tree: Path, timeout: float) -> bool:
     workspace, state = base / "existing", base / "state-delete"
     subprocess.run(["git", "clone", "-q", str(tree), str(workspace)], check=True)
     find, on_disk_text = timed(f"find {workspace} -path '*/.git' -prune -o -type f -print | wc -l")
@@ -267,13 +267,16 @@ def bench_delete(base: Path, tree: Path, timeout: float) -> bool:
         f"stored more than once: {events - recorded} (target 0); "
         f"other file events: {others} (target 0)"
     )
-    print(
-        f"rm -rf start -> last deletion stored: {until_last:.2f} s; "
-        f"peer, same run: rm -rf itself {remove:.2f} s"
+    bench.figure(
+        "rm -rf start -> last deletion stored", until_last, "s", peer=("rm -rf itself", remove)
     )
-    print(
-        f"daemon RSS after the baseline {after_baseline / 1024:.0f} MiB, peak while deleting "
-        f"{peak.peak / 1024:.0f} MiB = {ratio:.2f}x (target < {RSS_TARGET}x)"
+    bench.figure(
+        "daemon peak RSS while deleting / RSS after the baseline "
+        f"({peak.peak / 1024:.0f} / {after_baseline / 1024:.0f} MiB)",
+        ratio,
+        "x",
+        target=f"< {RSS_TARGET}x",
+        met=ratio < RSS_TARGET,
     )
     print(f"daemon alive at the end: {alive}")
     return (
@@ -282,43 +285,31 @@ def bench_delete(base: Path, tree: Path, timeout: float) -> bool:
         and others == 0
         and graph_updates >= 1
         and file_updates == 0
-        and ratio < RSS_TARGET
+        and (bench.quick or ratio < RSS_TARGET)
         and alive
     )
 
 
-def load() -> str:
-    return " ".join(f"{value:.2f}" for value in os.getloadavg())
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    bench = Bench(__doc__)
+    bench.size("--files", full=100_000, quick=200, help="files in the tree")
+    bench.parser.add_argument("--tree", type=Path, help="reuse (or create) the source tree here")
+    bench.parser.add_argument("--timeout", type=float, default=600.0, help="give up after (s)")
+    bench.parser.add_argument(
+        "--only", choices=["extract", "delete"], action="append", help="run only this part"
     )
-    parser.add_argument("--files", type=int, default=100_000)
-    parser.add_argument("--tree", type=Path, help="reuse (or create) the source tree here")
-    parser.add_argument("--timeout", type=float, default=600.0, help="give up after (s)")
-    parser.add_argument("--only", choices=["extract", "delete"], action="append")
-    parser.add_argument(
-        "--quick", action="store_true", help=f"{QUICK_FILES:,} files, targets not judged"
-    )
-    args = parser.parse_args()
-    files = QUICK_FILES if args.quick else args.files
-    chosen = args.only or ["extract", "delete"]
-    print(f"load average at start: {load()}")
-    ok = True
-    with tempfile.TemporaryDirectory(prefix="mplp-burst-") as scratch:
-        base = Path(scratch)
-        tree = args.tree or base / "tree"
-        make_tree(tree, files)
-        if "extract" in chosen:
-            ok = bench_extract(base, tree, args.timeout) and ok
-        if "delete" in chosen:
-            ok = bench_delete(base, tree, args.timeout) and ok
-    print(f"load average at end: {load()}")
-    return 0 if ok or args.quick else 1
+    with bench.run() as args:
+        chosen = args.only or ["extract", "delete"]
+        ok = True
+        with tempfile.TemporaryDirectory(prefix="mplp-burst-") as scratch:
+            base = Path(scratch)
+            tree = args.tree or base / "tree"
+            make_tree(tree, args.files)
+            if "extract" in chosen:
+                ok = bench_extract(bench, base, tree, args.timeout) and ok
+            if "delete" in chosen:
+                ok = bench_delete(bench, base, tree, args.timeout) and ok
+        return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -40,7 +41,6 @@ from mplp_lsp.sources.debounce import Change
 from mplp_lsp.sources.git import EMAIL_POLICY_KEY, GitSource
 from mplp_lsp.sources.inbox import InboxSource
 from mplp_lsp.statedir import (
-    WORKSPACE_META_KEY,
     StateDirLock,
     StatePaths,
     resolve_state_dir,
@@ -64,6 +64,12 @@ class StateDirBusy(RuntimeError):
         )
         self.state_dir = state_dir
         self.owner = owner
+
+    @property
+    def folder(self) -> str | None:
+        """The real path of the workspace its owner records, when it says."""
+        named = self.owner.get("workspace") if self.owner else None
+        return os.path.realpath(named) if isinstance(named, str) and named else None
 
 
 Prepare = Callable[["Workspace"], None]
@@ -166,7 +172,6 @@ class Workspace:
             lock.release()
             raise
         workspace = cls(root, settings, paths, lock, writer)
-        workspace._record_meta(WORKSPACE_META_KEY, str(root), "the workspace folder")
         try:
             if prepare is not None:
                 prepare(workspace)

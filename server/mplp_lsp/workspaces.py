@@ -6,7 +6,8 @@ else is refused with a stable code and counted.
 
 A folder whose store another process owns (a second editor on it) is *followed*
 (:mod:`mplp_lsp.follower`): its activity is handed to the owner, and the store is opened here
-once the owner lets go; ``on_promoted`` listeners then attach to the new workspace.
+once the owner lets go; ``on_promoted`` listeners then attach to the new workspace. Owned
+folders may be watched here too (``watch``), with the engine of ``mplp-lsp watch``.
 """
 
 from __future__ import annotations
@@ -19,16 +20,19 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from mplp_lsp.config import Resolved
 from mplp_lsp.config.live import ConfigFileWatch, set_log_level
 from mplp_lsp.config.sources import config_files
+from mplp_lsp.folder_watch import FolderWatch
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ValidationResult
 from mplp_lsp.sanitize.paths import DirectoryCache, PathRejected, is_inside, relative_path
 from mplp_lsp.sanitize.redact import redact
 from mplp_lsp.settings import Settings
 from mplp_lsp.sources.debounce import WATCHER, Change
+from mplp_lsp.sources.temp_names import is_temp_name
 from mplp_lsp.workspace import Prepare, StateDirBusy, Workspace
 
 if TYPE_CHECKING:
@@ -50,11 +54,17 @@ class Workspaces:
         remote_url: str | None = None,
         follow: bool = True,
         reconfigure: Reconfigure | None = None,
+        watch: bool = False,
     ) -> None:
         """``follow=False``: a folder whose store is busy raises StateDirBusy instead.
         ``reconfigure``: how to resolve a folder's configuration again; with it, each owned
-        folder's settings files are watched and a change is applied while running."""
+        folder's settings files are watched and a change is applied while running.
+        ``watch``: each owned folder is watched by the file-system watcher
+        (:mod:`mplp_lsp.folder_watch`); its start-up catch-up begins once the watches are
+        in place."""
         self._follow_busy = follow
+        self._watch_disk = watch
+        self._watches: dict[Path, FolderWatch] = {}
         self._by_root: dict[Path, Workspace] = {}
         self._state_dir = state_dir
         self._remote_url = remote_url
@@ -108,9 +118,7 @@ class Workspaces:
         # An explicit --state-dir can serve one folder only: one store per workspace.
         state_dir = self._state_dir if not self._by_root and not self._followers else None
         try:
-            workspace = await Workspace.open(
-                root, settings, state_dir=state_dir, remote_url=self._remote_url, prepare=prepare
-            )
+            workspace = await self._open(root, settings, state_dir, prepare)
         except StateDirBusy as busy:
             if not self._follow_busy:
                 raise
@@ -128,9 +136,49 @@ class Workspaces:
         self._by_root[root] = workspace
         self._nest()
         self._owned(workspace, resolved)
-        if catch_up:
-            self.catch_up(workspace)
+        self._start_recording(workspace, catch_up=catch_up)
         return workspace
+
+    def _start_recording(self, workspace: Workspace, *, catch_up: bool) -> None:
+        """The catch-up, after the folder's watches are in place when it is watched."""
+
+        def start() -> None:
+            if catch_up:
+                self.catch_up(workspace)
+
+        if self._watch_disk:
+            self._watches[workspace.root] = FolderWatch(self, workspace, ready=start)
+        else:
+            start()
+
+    def watch(self) -> None:
+        """Watch every owned folder from now on (and those opened later)."""
+        self._watch_disk = True
+        for root, workspace in self._by_root.items():
+            if root not in self._watches:
+                self._watches[root] = FolderWatch(self, workspace, ready=lambda: None)
+
+    async def _open(
+        self,
+        root: Path,
+        settings: Settings,
+        state_dir: str | Path | None,
+        prepare: Prepare | None = None,
+    ) -> Workspace:
+        """Open the folder's store. A state dir is this folder's or another's
+        (:func:`~mplp_lsp.statedir.belongs_to`); when another folder's process locked it
+        between that look and the lock, it names that folder by now, and a second try opens
+        this folder's own. Busy with this folder's owner: :class:`StateDirBusy`."""
+        try:
+            return await Workspace.open(
+                root, settings, state_dir=state_dir, remote_url=self._remote_url, prepare=prepare
+            )
+        except StateDirBusy as busy:
+            if busy.folder in (None, str(root)):
+                raise
+            return await Workspace.open(
+                root, settings, state_dir=state_dir, remote_url=self._remote_url, prepare=prepare
+            )
 
     def _owned(self, workspace: Workspace, resolved: Resolved | None) -> None:
         """A store opened here: record its editor settings, watch its settings files."""
@@ -185,9 +233,7 @@ class Workspaces:
             if not follower.owner_gone():
                 continue
             try:
-                workspace = await Workspace.open(
-                    root, follower.settings, state_dir=state_dir, remote_url=self._remote_url
-                )
+                workspace = await self._open(root, follower.settings, state_dir)
             except StateDirBusy:
                 continue  # someone else was quicker: keep handing over, to them now
             except Exception:
@@ -202,7 +248,7 @@ class Workspaces:
         await follower.close()
         log.info("%s: took the store over from pid %s", root, follower.owner_pid)
         self._owned(workspace, None)
-        self.catch_up(workspace)
+        self._start_recording(workspace, catch_up=True)
         for listener in self._promoted:
             try:
                 await listener(workspace)
@@ -219,6 +265,9 @@ class Workspaces:
         follower = self._followers.pop(root, None)
         if follower is not None:
             await follower.close()
+        watching = self._watches.pop(root, None)
+        if watching is not None:
+            await watching.close()
         watch = self._config_watches.pop(root, None)
         if watch is not None:
             await watch.close()
@@ -261,10 +310,20 @@ class Workspaces:
         """Route one raw change; a refused path is counted and logged as an integration error.
         The answer is the workspace's (False: ignored, None: judged later).
 
+        Other programs' temporary names (:mod:`~mplp_lsp.sources.temp_names`) are judged by
+        the name as reported, before routing resolves links: Emacs's ``.#name`` lock is a
+        link to ``user@host.pid``, which must not become a path either. A temporary file
+        renamed over its target is that target modified. Every front end and every folder,
+        owned or followed, goes through this one filter.
+
         ``directories`` is shared by the changes of one synchronous batch (see
         :func:`relative_path`). A watcher's report names a directory entry: a link there is
         the link, not the file it points to (an editor's names the document it wrote).
         """
+        if is_temp_name(_reported_name(raw)):
+            return False
+        if previous is not None and is_temp_name(_reported_name(previous)):
+            change, previous = Change.MODIFIED, None
         leaf = origin != WATCHER
         try:
             workspace, path = self.route(raw, directories=directories, follow_leaf=leaf)
@@ -298,6 +357,14 @@ class Workspaces:
             await asyncio.gather(*self._background, return_exceptions=True)
         for root in [*self._followers, *self._by_root]:
             await self.remove(root)
+
+
+def _reported_name(raw: str | Path) -> str:
+    """The last name of a reported path or ``file:`` URI, as reported (no link resolved)."""
+    text = str(raw)
+    if text.startswith("file:"):
+        text = unquote(text)
+    return text.rstrip("/").rpartition("/")[2]
 
 
 async def _reported(catching: asyncio.Task[None]) -> None:

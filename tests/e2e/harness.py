@@ -210,6 +210,17 @@ def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return {**env, **(extra or {})}
 
 
+def editor_capabilities(client_name: str) -> types.ClientCapabilities:
+    """pytest-lsp's recorded capabilities of ``client_name``. Its VS Code is 1.65, from before
+    LSP 3.17: VS Code's client (vscode-languageclient 8 and later) declares the 3.17 file
+    watcher, with which the server lets the editor watch the workspace."""
+    capabilities = client_capabilities(client_name)
+    watched = capabilities.workspace and capabilities.workspace.did_change_watched_files
+    if client_name == "visual-studio-code" and watched:
+        watched.relative_pattern_support = True
+    return capabilities
+
+
 @asynccontextmanager
 async def lsp_session(
     workspace: Path,
@@ -222,9 +233,11 @@ async def lsp_session(
     client_factory: Callable[[], LanguageClient] = make_test_lsp_client,
     capabilities: types.ClientCapabilities | None = None,
     fast: bool = True,
+    notifications: tuple[str, ...] = ("mplp/status",),
 ) -> AsyncIterator[Session]:
     """``fast=False``: the editor sends only ``settings`` (not FAST_SETTINGS), so the
-    workspace's own settings file can show through."""
+    workspace's own settings file can show through. ``notifications``: the server's own
+    notifications the client asks for (the plugins ask for ``mplp/status``)."""
     client = client_factory()
     session = Session(client, workspace, state_dir)
 
@@ -252,12 +265,13 @@ async def lsp_session(
     roots = folders or [workspace]
     await client.initialize_session(
         types.InitializeParams(
-            capabilities=capabilities or client_capabilities(client_name),
+            capabilities=capabilities or editor_capabilities(client_name),
             process_id=os.getpid(),
             root_uri=workspace.as_uri(),
             workspace_folders=[types.WorkspaceFolder(uri=r.as_uri(), name=r.name) for r in roots],
             initialization_options={
-                "mplp": {**(FAST_SETTINGS if fast else {}), **(settings or {})}
+                "mplp": {**(FAST_SETTINGS if fast else {}), **(settings or {})},
+                "notifications": list(notifications),
             },
         )
     )

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from bench.jsonrpc_client import RawClient
+from bench.benchlib.jsonrpc_client import RawClient
 
 from mplp_lsp.cli.outbox import EXIT_NO_STORE
 from tests.e2e.harness import (

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import sqlite3
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -150,18 +149,16 @@ def find_workspace(args: argparse.Namespace, raw: str | None = None) -> Path:
     current directory), which may be any directory inside it: the nearest folder at or above
     it whose store exists, else the Git work tree around it, else the folder itself (as git
     finds its repository from a subdirectory). A store a setting names (``--state-dir``,
-    ``stateDir``) is every folder's alike, so it answers with the folder it records."""
+    ``stateDir``) is the store of the folder it names (:mod:`mplp_lsp.statedir`), so the
+    same look finds it."""
     from mplp_lsp.config.process import resolve_for_process
-    from mplp_lsp.statedir import DATABASE_NAME, StatePaths, default_state_dir, locate_state_dir
+    from mplp_lsp.statedir import DATABASE_NAME, locate_state_dir
 
     start = workspace_path(raw or getattr(args, "workspace", None) or ".")
     flags = command_line(args)
     for candidate in (start, *start.parents):
         named = resolve_for_process(candidate, flags).settings.state_dir
-        if named:
-            paths = StatePaths(locate_state_dir(candidate, named))
-            return _recorded_root(paths, start) or _work_tree(start)
-        if (default_state_dir(candidate) / DATABASE_NAME).is_file():
+        if (locate_state_dir(candidate, named) / DATABASE_NAME).is_file():
             return candidate
     return _work_tree(start)
 
@@ -171,30 +168,6 @@ def _work_tree(start: Path) -> Path:
 
     found = find_git_dir(start)
     return found[0] if found is not None else start
-
-
-def _recorded_root(paths: StatePaths, start: Path) -> Path | None:
-    """The folder a store records (when ``start`` lies in it), from the store itself."""
-    from mplp_lsp.cli.store_access import open_read_only
-    from mplp_lsp.statedir import WORKSPACE_META_KEY
-    from mplp_lsp.store.events import EventLog
-
-    try:
-        conn = open_read_only(paths)
-    except sqlite3.Error:
-        return None
-    if conn is None:
-        return None
-    try:
-        recorded = EventLog(conn).get_meta(WORKSPACE_META_KEY)
-    except sqlite3.Error:
-        return None
-    finally:
-        conn.close()
-    if recorded is None:
-        return None
-    root = Path(recorded)
-    return root if start == root or root in start.parents else None
 
 
 def reading(

@@ -22,12 +22,10 @@ from mplp_lsp.cli.common import (
     reconfiguration,
     workspace_path,
 )
-from mplp_lsp.sources.debounce import WATCHER, Change
 
 if TYPE_CHECKING:
     from mplp_lsp.runtime.drift.model import Drift
     from mplp_lsp.workspace import Workspace
-    from mplp_lsp.workspaces import Workspaces
 
 
 def register(commands: Any) -> None:
@@ -69,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
 async def _watch(root: Path, args: argparse.Namespace) -> int:
     from mplp_lsp.api.server import api_port, start_api
     from mplp_lsp.exit_bound import stop_on_signals
-    from mplp_lsp.sources.fswatch import watch_files
+    from mplp_lsp.folder_watch import watch_folder
     from mplp_lsp.workspace import StateDirBusy, Workspace
     from mplp_lsp.workspaces import Workspaces
 
@@ -107,14 +105,7 @@ async def _watch(root: Path, args: argparse.Namespace) -> int:
         announced.append(asyncio.get_running_loop().create_task(recording()))
 
     try:
-        await watch_files(
-            str(root),
-            _Sink(workspaces, workspace),
-            stop,
-            skip=(str(workspace.paths.root),),
-            ignored_dir=lambda relative: workspace.ignore.is_ignored(f"{relative}/"),
-            ready=ready,
-        )
+        await watch_folder(workspaces, workspace, stop, ready)
     finally:
         if api is not None:
             await api.stop()
@@ -147,21 +138,3 @@ def _print_all(as_json: bool, workspace: Workspace) -> None:
 
     workspace.bus.subscribe("print", show)
     workspace.drift.on_change(drifted)
-
-
-class _Sink:
-    """The watcher's reports, routed like any raw path (refusals are counted there)."""
-
-    def __init__(self, workspaces: Workspaces, workspace: Workspace) -> None:
-        self._workspaces = workspaces
-        self._workspace = workspace
-        self._cut = len(str(workspace.root)) + 1
-
-    def changed(self, change: Change, path: str, previous: str | None = None) -> None:
-        self._workspaces.observe(change, path, previous=previous, origin=WATCHER)
-
-    def lost(self, directory: str) -> None:
-        self._workspace.recheck_tree(directory[self._cut :])
-
-    def saturated(self) -> bool:
-        return self._workspace.files.saturated

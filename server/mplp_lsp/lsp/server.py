@@ -35,6 +35,7 @@ from mplp_lsp.lsp.hooks import HooksFeature
 from mplp_lsp.lsp.lifecycle import LifecycleFeature
 from mplp_lsp.lsp.plan_run import PlanRunFeature
 from mplp_lsp.lsp.protocol import MplpProtocol
+from mplp_lsp.lsp.quick_fixes import QuickFixesFeature
 from mplp_lsp.lsp.status import StatusFeature
 from mplp_lsp.lsp.stdio import serve_stdio
 from mplp_lsp.lsp.tools import ToolsFeature
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from mplp_lsp.api.server import ApiServers
     from mplp_lsp.config import Resolved
     from mplp_lsp.config.sources import Layer
+    from mplp_lsp.sanitize.paths import PathRejected
     from mplp_lsp.workspace import Workspace
     from mplp_lsp.workspaces import Workspaces
 
@@ -61,6 +63,7 @@ FEATURES: tuple[type[feature.Feature], ...] = (
     ConfigurationFeature,
     StatusFeature,
     DriftFeature,
+    QuickFixesFeature,
     ToolsFeature,
     HooksFeature,
     GraphRequestsFeature,
@@ -88,6 +91,10 @@ class MplpLanguageServer(LanguageServer):
         self.flags = flags  # the command line's settings, over every other source
         self.apis: ApiServers | None = None
         self.initialization_options: Any = None
+        # The server's own notifications this client asked for (lsp/lifecycle.py).
+        self.client_notifications: frozenset[str] = frozenset()
+        # Whether the server watches its folders itself (the editor does not: lifecycle.py).
+        self.watches_disk = False
         self.workspaces: Workspaces | None = None
         self.ready = asyncio.Event()
         self._early: list[Callable[[], None]] = []
@@ -99,6 +106,17 @@ class MplpLanguageServer(LanguageServer):
         self.stop_reading: Callable[[], None] = self.shutdown
         self.features = [kind(self) for kind in FEATURES]
         feature.register(self, self.features)
+
+    def watch_disk(self) -> None:
+        """Watch every folder this server records itself, from now on."""
+        self.watches_disk = True
+        if self.workspaces is not None:
+            self.workspaces.watch()
+
+    def notify_client(self, method: str, params: Any) -> None:
+        """Send one of the server's own notifications, if the client asked for it."""
+        if method in self.client_notifications and not self.stopped:
+            self.protocol.notify(method, params)
 
     def get_feature(self, kind: type[F]) -> F:
         return next(f for f in self.features if isinstance(f, kind))
@@ -151,19 +169,27 @@ class MplpLanguageServer(LanguageServer):
                 directories=directories,
             )
 
-    def document(self, uri: str, action: Callable[[Any, str], None]) -> None:
+    def document(
+        self,
+        uri: str,
+        action: Callable[[Any, str], None],
+        refused: Callable[[PathRejected], None] | None = None,
+    ) -> None:
         """Run ``action(workspace, relative_path)`` for a document inside a workspace (one
-        this server records, or one it follows: both keep the editor's documents)."""
+        this server records, or one it follows: both keep the editor's documents), else
+        ``refused`` (the refusal is counted when the document's activity is observed)."""
         if self.workspaces is None:
             if len(self._early) < _EARLY_LIMIT:
-                self._early.append(lambda: self.document(uri, action))
+                self._early.append(lambda: self.document(uri, action, refused))
             return
         from mplp_lsp.sanitize.paths import PathRejected
 
         try:
             workspace, path = self.workspaces.route(uri)
-        except PathRejected:
-            return  # refused and counted when the document's activity is observed
+        except PathRejected as rejected:
+            if refused is not None:
+                refused(rejected)
+            return
         action(workspace, path)
 
     # --- engine life cycle ------------------------------------------------------------------
@@ -178,15 +204,26 @@ class MplpLanguageServer(LanguageServer):
             state_dir=self.state_dir,
             remote_url=self.remote_url,
             reconfigure=lambda root: self._settings_for(root.as_uri()),
+            watch=self.watches_disk,
         )
         workspaces.on_promoted(self.recording)
-        for root, folder_uri in self._folders():
+        folders = self._folders()
+        if not folders:
+            self.tell(
+                types.MessageType.Warning,
+                "mplp-lsp records the files of workspace folders, and the editor started it "
+                "with none (rootUri is null: a file opened outside any project or folder). "
+                "Nothing is recorded; open the file's folder or project to record it.",
+            )
+        for root, folder_uri in folders:
             try:
                 await self.add_folder(workspaces, root, folder_uri)
             except Exception as exc:
                 log.exception("cannot open workspace %s", root)
                 self._warn(f"mplp-lsp is not recording {root}: {exc}")
         self.workspaces = workspaces
+        if self.watches_disk:
+            workspaces.watch()  # the editor refused to watch while the folders opened
         early, self._early = self._early, []
         for replay in early:
             replay()
@@ -272,10 +309,16 @@ class MplpLanguageServer(LanguageServer):
             workspace.apply_config(await self._settings_for(workspace.root.as_uri()))
 
     def _warn(self, message: str) -> None:
-        log.warning("%s", message)
-        self.window_show_message(
-            types.ShowMessageParams(type=types.MessageType.Warning, message=message)
-        )
+        self.tell(types.MessageType.Warning, message)
+
+    def tell(self, kind: types.MessageType, message: str, *, show: bool = True) -> None:
+        """A message for the user: logged, and shown by the editor (``show``) or put in its
+        log of the server's messages."""
+        log.log(logging.WARNING if kind <= types.MessageType.Warning else logging.INFO, message)
+        if show:
+            self.window_show_message(types.ShowMessageParams(type=kind, message=message))
+        else:
+            self.window_log_message(types.LogMessageParams(type=kind, message=message))
 
     async def stop_engine(self) -> None:
         """Commit what is pending and close every store. Every caller (``shutdown``, the end

@@ -9,6 +9,9 @@
 * merge: see :mod:`mplp_lsp.runtime.drift.merge`; a clean merge is written and recorded, a
   conflicting one is written with markers and the drift stays, with a note.
 
+An editor that has the file open gets the result for its buffer instead
+(:meth:`Reconciler.propose`), and the file changes when the editor saves it.
+
 Each resolution that changes the graph returns the ``graph_update`` it causes (built with
 :func:`~mplp_lsp.runtime.psg.graph_events.graph_update`); the monitor submits it to the intake.
 """
@@ -65,6 +68,7 @@ class Resolution:
         return out
 
 
+NOT_TEXT = "content_not_text"  # a proposal's refusal: an editor cannot hold this as text
 OwnWrite = Callable[[str, bytes], None]  # told before the daemon writes content to a path
 
 
@@ -87,6 +91,63 @@ class Reconciler:
     ) -> Resolution:
         if strategy is Strategy.FS:
             return await self._file_system_wins(drift, loop, pool)
+        content = await self.recorded_content(drift, strategy, loop, pool)
+        if isinstance(content, Resolution):
+            return content
+        try:
+            if strategy is Strategy.PSG:
+                return await self._psg_wins(drift, content, loop, pool)
+            return await self._merge(drift, content, loop, pool)
+        except confined.PathEscape as escape:
+            return Resolution(drift.path, strategy, False, escape.message, code=escape.code)
+
+    async def propose(
+        self,
+        drift: Drift,
+        strategy: Strategy,
+        editor_text: str,
+        loop: asyncio.AbstractEventLoop,
+        pool: Executor,
+    ) -> Proposal | Resolution:
+        """What "PSG wins" or a merge would make of the file, as text for an editor that has
+        it open (``editor_text``: its buffer, which is what a merge keeps as *ours*); the
+        disk and the graph are left alone. A refusal when the recorded content is missing,
+        and one with the code :data:`NOT_TEXT` when it is not UTF-8 text."""
+        content = await self.recorded_content(drift, strategy, loop, pool)
+        if isinstance(content, Resolution):
+            return content
+        if strategy is Strategy.MERGE and drift.reason is not Reason.MODIFIED:
+            return _cannot_merge(drift)
+
+        def work() -> Proposal:
+            disk = confined.read_bytes(self._root, drift.path) or b""
+            recorded = editor_form(content, disk, editor_text)
+            if strategy is Strategy.PSG:
+                return Proposal(drift.path, strategy, recorded, 0)
+            base = merge.head_blob(self._root, drift.path)
+            merged = merge.merge(
+                editor_text.encode(),
+                None if base is None else editor_form(base, disk, editor_text).encode(),
+                recorded.encode(),
+                name=drift.path,
+            )
+            return Proposal(drift.path, strategy, merged.content.decode(), merged.conflicts)
+
+        try:
+            return await loop.run_in_executor(pool, work)
+        except confined.PathEscape as escape:
+            return Resolution(drift.path, strategy, False, escape.message, code=escape.code)
+        except UnicodeDecodeError:
+            message = "the file's content is not UTF-8 text"
+            return Resolution(drift.path, strategy, False, message, code=NOT_TEXT)
+        except (OSError, RuntimeError) as error:
+            return Resolution(drift.path, strategy, False, f"merge failed: {error}")
+
+    async def recorded_content(
+        self, drift: Drift, strategy: Strategy, loop: asyncio.AbstractEventLoop, pool: Executor
+    ) -> bytes | Resolution:
+        """The content the PSG recorded for the file (its snapshot, or the blob at HEAD when
+        that has the recorded hash); a refusal when there is none."""
         recorded = await self._writer.read(lambda conn: _recorded(conn, drift.path))
         content = recorded[1] if recorded else None
         if recorded is not None and content is None and recorded[0] is not None:
@@ -97,12 +158,7 @@ class Reconciler:
                 "the PSG holds no recorded content for this file (binary, over the snapshot "
                 "size cap, or recorded before snapshots were kept)",
             )  # fmt: skip
-        try:
-            if strategy is Strategy.PSG:
-                return await self._psg_wins(drift, content, loop, pool)
-            return await self._merge(drift, content, loop, pool)
-        except confined.PathEscape as escape:
-            return Resolution(drift.path, strategy, False, escape.message, code=escape.code)
+        return content
 
     async def _file_system_wins(
         self, drift: Drift, loop: asyncio.AbstractEventLoop, pool: Executor
@@ -139,9 +195,7 @@ class Reconciler:
         self, drift: Drift, recorded: bytes, loop: asyncio.AbstractEventLoop, pool: Executor
     ) -> Resolution:
         if drift.reason is not Reason.MODIFIED:
-            return Resolution(
-                drift.path, Strategy.MERGE, False, f"cannot merge a file that is {drift.reason}"
-            )
+            return _cannot_merge(drift)
 
         def work() -> tuple[int, FileFacts | None]:
             disk = confined.read_bytes(self._root, drift.path)
@@ -198,6 +252,32 @@ class Reconciler:
         return file_facts(self._root / path, snapshot_cap=max(self._cap(), len(content)))
 
 
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """A resolution's result as text for the editor's buffer (:meth:`Reconciler.propose`)."""
+
+    path: str
+    strategy: Strategy
+    text: str
+    conflicts: int  # of a merge; 0 when it merged cleanly
+
+
+def editor_form(content: bytes, disk: bytes, editor_text: str) -> str:
+    """``content`` as the editor holds text. An editor that shows a file with CRLF line ends
+    without its CRs (Emacs's ``dos`` files, Vim's ``fileformat=dos``) writes them back
+    itself: it gets LF, or every line would end in a stray CR."""
+    text = content.decode("utf-8")
+    if b"\r\n" in disk and "\r" not in editor_text:
+        text = text.replace("\r\n", "\n")
+    return text
+
+
+def _cannot_merge(drift: Drift) -> Resolution:
+    return Resolution(
+        drift.path, Strategy.MERGE, False, f"cannot merge a file that is {drift.reason}"
+    )
+
+
 def _recorded(conn: sqlite3.Connection, path: str) -> tuple[str | None, bytes | None] | None:
     row = conn.execute("SELECT content_hash FROM psg_files WHERE path = ?", (path,)).fetchone()
     if row is None:
@@ -214,6 +294,11 @@ def _record(conn: sqlite3.Connection, path: str, now: str, facts: FileFacts | No
 def _remove_node(conn: sqlite3.Connection, path: str) -> None:
     delete_node(conn, path)
     records.clear(conn, path)
+
+
+def resolved_event(path: str, strategy: Strategy) -> EventFor:
+    """The ``graph_update`` recording that a file's drift was resolved with ``strategy``."""
+    return _event(path, strategy, "node_update", 0)
 
 
 def _event(path: str, strategy: Strategy, kind: Any, delta: int) -> EventFor:
