@@ -33,7 +33,6 @@ fails the run (exit status 1), --quick included; --quick does not judge the RSS 
 
 from __future__ import annotations
 
-import argparse
 import signal
 import sqlite3
 import subprocess

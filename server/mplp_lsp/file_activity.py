@@ -187,22 +187,23 @@ class FileActivity:
         if _utf8(directory):  # a name that is not UTF-8 was never recorded
             self.rescans.request(directory)
 
-    def catch_up(self, until_ns: int) -> asyncio.Task[None]:
+    def catch_up(self, heard_ns: int, until_ns: int) -> asyncio.Task[None]:
         """Start the start-up catch-up (:mod:`mplp_lsp.file_catch_up`): no window is decided
-        until the graph knows the files that were there; the files created while nothing
-        recorded are then decided like reports, a slice at a time."""
+        until the graph knows the files that were there; the files changed while nothing
+        recorded are then decided like reports, a slice at a time. ``heard_ns``: since when
+        this process could hear of the folder's changes."""
         loop = asyncio.get_running_loop()
         learning = self._learning = loop.create_future()
 
         async def run() -> None:
             try:
-                outcome = await self._catch_up.run(self.opened_ns, until_ns)
+                outcome = await self._catch_up.run(self.opened_ns, heard_ns, until_ns)
             finally:
                 if not learning.done():
                     learning.set_result(None)
                 if self._learning is learning:
                     self._learning = None
-            for chunk in slices(iter(outcome.created)):
+            for chunk in slices(iter(outcome.changed)):
                 await self.settle_now(chunk)
 
         self._catching = loop.create_task(run(), name="mplp-files-catch-up")

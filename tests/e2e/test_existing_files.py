@@ -19,6 +19,7 @@ import pytest
 from bench.benchlib.jsonrpc_client import RawClient
 
 from mplp_lsp.cli.outbox import EXIT_NO_STORE
+from mplp_lsp.sources.birth_time import birth_ns
 from tests.e2e.harness import (
     file_events,
     read_events,
@@ -257,6 +258,41 @@ async def test_a_cancelled_save_stores_nothing(workspace: Path, state_dir: Path)
     await client.stop()
     assert changes(state_dir) == [("src/after.py", "created")]
     assert "src/never.py" not in recorded_paths(state_dir)
+
+
+async def test_changes_made_while_serve_starts_are_recorded(repo: Repo, state_dir: Path) -> None:
+    """The first baseline is cut when the server process started, not when the folder
+    opened: what another program writes while the server starts is a change, not a file
+    that was there (a tracked file rewritten through a rename is still ``modified``)."""
+    workspace = repo.path
+    untouched = repo.files() - {"src/util.py", "README.md", "scratch.txt"}
+    client = RawClient()
+    await client.start(*serve_argv(state_dir), env=server_env())
+    # The process runs; its folder opens at initialize, which comes after these writes.
+    sed = await asyncio.create_subprocess_exec(
+        "sed", "-i", "s/hello/hi/", "src/util.py", cwd=workspace
+    )
+    assert await sed.wait() == 0
+    with (workspace / "README.md").open("a") as readme:  # written in place
+        readme.write("more\n")
+    (workspace / "scratch.txt").write_text("rewritten\n")  # untracked, born before the start
+    (workspace / "src/during.py").write_text("DURING = 1\n")
+    await client.initialize(workspace.as_uri(), {"mplp": {"debounceMs": 100}})
+    expected = {
+        ("README.md", "modified"),
+        ("src/util.py", "modified"),
+        ("src/during.py", "created"),
+        # where the file system records no birth time, an untracked file cannot be told
+        # from a new one (docs/daemon.md, the baseline's limits)
+        ("scratch.txt", "modified" if birth_ns(str(workspace / "scratch.txt")) else "created"),
+    }
+    try:
+        await asyncio.to_thread(wait_until, lambda: stored(state_dir, expected), 30)
+        await asyncio.sleep(1.0)  # an extra event would land now
+    finally:
+        await client.stop()
+    assert sorted(changes(state_dir)) == sorted(expected)
+    assert untouched <= recorded_paths(state_dir)  # learnt, with no event of their own
 
 
 def daemon_env(tmp_path: Path) -> dict[str, str]:
