@@ -30,7 +30,9 @@ def _from_kernel() -> int | None:
         per_second = os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return None
-    age_ns = time.clock_gettime_ns(boottime) - ticks * 1_000_000_000 // per_second
+    # The end of the tick it started in: a file written before the start (its ctime, from
+    # the kernel's coarse clock, is never later than the write) is never taken for a change.
+    age_ns = time.clock_gettime_ns(boottime) - (ticks + 1) * 1_000_000_000 // per_second
     return time.time_ns() - max(0, age_ns)
 
 

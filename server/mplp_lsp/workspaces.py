@@ -214,9 +214,9 @@ class Workspaces:
         first start's baseline is cut when this process began to hear of the folder (its
         start, for the folders it was started with): a file saved while it started is a
         change, not a file that was there."""
+        heard = self._heard.get(workspace.root, STARTED_NS)
         # A file's ctime comes from the kernel's coarse clock, which lags this one by up to a
-        # tick: a file written just after either moment may look a little older than it.
-        heard = self._heard.get(workspace.root, STARTED_NS) - _COARSE_CLOCK_NS
+        # tick: a file written just after this call may look a little older than it.
         until = time.time_ns() - _COARSE_CLOCK_NS
         self._track(_reported(workspace.files.catch_up(heard, until)))
 

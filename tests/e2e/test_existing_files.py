@@ -268,7 +268,9 @@ async def test_changes_made_while_serve_starts_are_recorded(repo: Repo, state_di
     untouched = repo.files() - {"src/util.py", "README.md", "scratch.txt"}
     client = RawClient()
     await client.start(*serve_argv(state_dir), env=server_env())
-    # The process runs; its folder opens at initialize, which comes after these writes.
+    # The process runs (its interpreter starts for far longer than this: the writes come
+    # a few clock ticks after the process began); its folder opens at initialize, after them.
+    await asyncio.sleep(0.1)
     sed = await asyncio.create_subprocess_exec(
         "sed", "-i", "s/hello/hi/", "src/util.py", cwd=workspace
     )
