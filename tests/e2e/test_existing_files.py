@@ -202,8 +202,10 @@ def test_watch_stores_a_write_it_saw_before_a_signal(
     assert sorted(changes(state_dir)) == [("src/new.py", "created"), ("src/util.py", "modified")]
 
 
-def serve_argv(state_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "mplp_lsp", "serve", "--state-dir", str(state_dir)]
+def serve_argv(state_dir: Path | None = None) -> list[str]:
+    """``serve`` recording into ``state_dir``, else each folder's store in its default place."""
+    where = [] if state_dir is None else ["--state-dir", str(state_dir)]
+    return [sys.executable, "-m", "mplp_lsp", "serve", *where]
 
 
 async def started_serve(workspace: Path, state_dir: Path) -> RawClient:
@@ -312,6 +314,44 @@ def mplp(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProc
 def state_folders(tmp_path: Path) -> list[str]:
     folder = tmp_path / "xdg-state" / "mplp-lsp" / "workspaces"
     return sorted(path.name for path in folder.iterdir()) if folder.is_dir() else []
+
+
+async def test_a_folder_added_later_is_cut_when_it_was_added(repo: Repo, tmp_path: Path) -> None:
+    """A folder the editor adds while the server runs was not heard of before: a file
+    changed in it before it was added is learnt as it is (no event), like a file changed
+    before the server started; what changes once it is recorded is an event."""
+    env = daemon_env(tmp_path)
+    other = Repo.existing(tmp_path / "other")
+    client = RawClient()
+    await client.start(*serve_argv(), env=server_env(env))
+    try:
+        await client.initialize(repo.path.as_uri(), {"mplp": {"debounceMs": 100}})
+        while not (await client.request("mplp/status"))["ready"]:
+            await asyncio.sleep(0.05)
+        (other.path / "src/util.py").write_text("changed before the folder was added\n")
+        await asyncio.sleep(0.1)  # a few clock ticks: the change is older than the add
+        folder = {"uri": other.path.as_uri(), "name": "other"}
+        client.notify(
+            "workspace/didChangeWorkspaceFolders", {"event": {"added": [folder], "removed": []}}
+        )
+        state = await store_of(client, other.path)
+        await asyncio.to_thread(wait_until, lambda: recorded_paths(state) == other.files())
+        saved(client, other.path / "src/new.py", "NEW = 1\n")
+        await asyncio.to_thread(wait_until, lambda: stored(state, {("src/new.py", "created")}), 30)
+        await asyncio.sleep(1.0)  # an extra event would land now
+    finally:
+        await client.stop()
+    assert changes(state) == [("src/new.py", "created")]
+
+
+async def store_of(client: RawClient, root: Path) -> Path:
+    """The state dir of the folder ``root`` once the server records it."""
+    while True:
+        status = await client.request("mplp/status")
+        for folder in status["workspaces"]:
+            if folder["root"] == str(root) and folder.get("role") == "owner":
+                return Path(folder["state_dir"])
+        await asyncio.sleep(0.05)
 
 
 def test_status_from_a_subdirectory_reads_the_daemon_recording_the_repository(
