@@ -147,6 +147,7 @@ class Settings:
     forward_retry_initial_ms: int = 1000
     forward_retry_max_ms: int = 300_000
     forward_disk_budget_mb: int = 1024
+    forward_report_s: int = 30
     drift_interval: int = 60
     drift_severity: DriftSeverity = "warning"
     snapshot_max_bytes: int = 1_048_576
