@@ -51,7 +51,14 @@ class Reply:
 
 
 class TransportError(Exception):
-    """No HTTP answer: connection refused or reset, timeout, TLS failure. Always retried."""
+    """No HTTP answer: connection refused or reset, timeout, TLS failure. Always retried.
+
+    ``unreachable``: no connection could be made at all (refused, unknown host, no route),
+    which a one-off run (``emit --remote``) does not wait out."""
+
+    def __init__(self, message: str, *, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable
 
 
 _Ahead = tuple[list[Entry], Batch | None]
@@ -91,6 +98,8 @@ class Forwarder:
         self.state = "stopped"  # stopped | idle | sending | waiting
         self.consecutive_failures = 0
         self.last_error: str | None = None
+        # The last attempt made no connection at all (see TransportError.unreachable).
+        self.unreachable = False
         self._retry_at: float | None = None
 
     @property
@@ -242,7 +251,9 @@ class Forwarder:
                 reply = await self._transport.send(batch)
             except TransportError as error:
                 reason = str(error)
+                self.unreachable = error.unreachable
             else:
+                self.unreachable = False
                 action = classify(reply.status, len(batch.entries))
                 if action is not Action.RETRY:
                     self.consecutive_failures = 0
