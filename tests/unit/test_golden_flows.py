@@ -36,7 +36,7 @@ from mplp_lsp.runtime.vsl import MemoryVsl
 from mplp_lsp.settings import Settings
 from mplp_lsp.store.events import EventLog
 from mplp_lsp.workspace import Workspace
-from tests.conftest import reference_dir
+from tests.conftest import reference_dir, require_reference
 
 IGNORED = (
     "context_id", "plan_id", "confirm_id", "trace_id", "step_id", "span_id", "target_id",
@@ -92,8 +92,7 @@ def test_the_comparison_can_fail() -> None:
 
 
 def test_there_are_flows() -> None:
-    if _REFERENCE is None:
-        pytest.skip("upstream MPLP reference data is not beside this checkout")
+    require_reference()
     assert len(FLOWS) >= 2
 
 
