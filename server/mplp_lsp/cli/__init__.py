@@ -9,6 +9,8 @@ import sys
 import traceback
 from collections.abc import Sequence
 
+# Imported before the commands: its clock is the process's start where /proc does not say.
+import mplp_lsp.process_start  # noqa: F401
 from mplp_lsp import __version__
 from mplp_lsp.cli import (
     collector,
