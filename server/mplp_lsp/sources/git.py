@@ -50,7 +50,9 @@ log = logging.getLogger(__name__)
 
 SOURCE_MODULE = "git"
 BASELINE_KEY = "git.baseline"
-HEAD_KEY = "git.head"  # the branch HEAD pointed to when the refs were recorded; "": detached
+# The branch HEAD pointed to when the refs were recorded ("": detached), named as the refs
+# are stored: redacted.
+HEAD_KEY = "git.head"
 EMAIL_POLICY_KEY = "git.author_email"  # read by hook processes, so both report alike
 _LAST = float("inf")
 
@@ -95,7 +97,7 @@ def save_refs(conn: sqlite3.Connection, refs: dict[str, str], head_target: str |
     conn.executemany("INSERT INTO git_refs VALUES (?, ?)", sorted(stored_refs(refs).items()))
     events = EventLog(conn)
     events.set_meta(BASELINE_KEY, "1")
-    events.set_meta(HEAD_KEY, head_target or "")
+    events.set_meta(HEAD_KEY, redact_name(head_target or ""))  # as the refs are stored
 
 
 def advance_refs(conn: sqlite3.Connection, updates: Sequence[RefUpdate], current: Snapshot) -> None:
@@ -113,7 +115,7 @@ def advance_refs(conn: sqlite3.Connection, updates: Sequence[RefUpdate], current
             conn.execute("DELETE FROM git_refs WHERE ref_name = ?", (stored,))
         else:
             conn.execute("INSERT OR REPLACE INTO git_refs VALUES (?, ?)", (stored, value))
-    events.set_meta(HEAD_KEY, current.head_target or "")
+    events.set_meta(HEAD_KEY, redact_name(current.head_target or ""))
 
 
 def diff_updates(repo: GitRepo, before: dict[str, str], after: Snapshot) -> list[RefUpdate]:
