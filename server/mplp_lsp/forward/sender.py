@@ -113,4 +113,7 @@ def _describe(error: BaseException) -> str:
 
 
 def _reason(error: OSError) -> str:
-    return (error.strerror or str(error) or "failed").lower()
+    # Lower-case as the start of a clause, but an OpenSSL reason code stays as it is: people
+    # search for CERTIFICATE_VERIFY_FAILED, not for its lower-case form.
+    text = error.strerror or str(error) or "failed"
+    return text[:1].lower() + text[1:]
