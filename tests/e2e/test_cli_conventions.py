@@ -338,3 +338,16 @@ def test_no_dead_letters_is_said(repo: Repo, tmp_path: Path) -> None:
     assert "no dead letters" in done.stderr
     done = mplp(repo, "outbox", "dead", "--json", "--state-dir", str(state))
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+def test_collector_ui_against_a_sqlite_collector_says_what_serves_a_team_view(
+    repo: Repo, collector: Collector
+) -> None:
+    done = mplp(repo, "collector", "ui", collector.url, env={"MPLP_LSP_COLLECTOR_TOKEN": TOKEN})
+    assert done.returncode != 0
+    assert "has no team dashboard" in done.stderr and "PostgreSQL" in done.stderr, done.stderr
+    assert "HTTP 404" not in done.stderr and "Traceback" not in done.stderr
+    refused = mplp(
+        repo, "collector", "ui", collector.url, env={"MPLP_LSP_COLLECTOR_TOKEN": "wrong"}
+    )
+    assert "refused the token" in refused.stderr, refused.stderr
