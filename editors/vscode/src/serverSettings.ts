@@ -40,9 +40,9 @@ export type Inspect = (key: string) => Levels | undefined;
 /** The levels of the settings as they apply to ``scopeUri`` (a workspace folder). */
 export function levelsIn(scopeUri?: string | null): Inspect {
   return (key) => {
-    // The test stub of `vscode` has no workspace: then nothing is known, and nothing passes.
-    const workspace = (vscode as { workspace?: typeof vscode.workspace }).workspace;
-    if (workspace === undefined) return undefined;
+    // The test stub of `vscode` has no configuration: then nothing is known, and nothing passes.
+    const workspace = (vscode as { workspace?: Partial<typeof vscode.workspace> }).workspace;
+    if (workspace?.getConfiguration === undefined) return undefined;
     const scope = scopeUri ? vscode.Uri.parse(scopeUri) : undefined;
     return workspace.getConfiguration(SECTION, scope).inspect(key);
   };

@@ -98,13 +98,22 @@ test("a save produces mplp/status; a change behind the server's back a drift dia
           workspaceFolders: true,
           didChangeConfiguration: { dynamicRegistration: true },
           diagnostics: { refreshSupport: true },
+          // VS Code watches the workspace for the server (this test's watcher reports nothing).
+          didChangeWatchedFiles: { dynamicRegistration: true, relativePatternSupport: true },
+          applyEdit: true,
+          workspaceEdit: { documentChanges: true },
         },
         window: { workDoneProgress: true },
         // What vscode-languageclient declares: pull diagnostics, refreshed by the server.
         textDocument: {
           synchronization: { didSave: true },
           diagnostic: { dynamicRegistration: true, relatedDocumentSupport: false },
-          codeAction: { codeActionLiteralSupport: { codeActionKind: { valueSet: ["quickfix"] } }, isPreferredSupport: true },
+          codeAction: {
+            codeActionLiteralSupport: { codeActionKind: { valueSet: ["quickfix"] } },
+            isPreferredSupport: true,
+            dataSupport: true,
+            resolveSupport: { properties: ["edit"] },
+          },
         },
       },
       initializationOptions: { mplp: serverSection(vscodeSection) },
