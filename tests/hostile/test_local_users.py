@@ -19,6 +19,7 @@ code, with the system's Python, as its own uid:
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -100,6 +101,25 @@ for item in items:
 print(json.dumps(report))
 """
 
+# The attacker's watch over every process it may look at while the owner logs in: each
+# argv and (where readable) environment, gathered until told to stop.
+WATCH_PROCESSES = r"""
+import os, sys, time
+stop = sys.argv[1]
+seen = set()
+print("watching", flush=True)
+while not os.path.exists(stop):
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        for part in ("cmdline", "environ"):
+            try:
+                with open(f"/proc/{pid}/{part}", "rb") as found:
+                    seen.add(found.read().replace(b"\0", b" ").decode(errors="replace"))
+            except OSError:
+                pass
+    time.sleep(0.01)
+print("\n".join(sorted(seen)))
+"""
+
 # The attacker's planted state dir: an endpoint file naming its own listener and the
 # victim's key, the lock held (a daemon "runs" there), every request's Authorization kept.
 PLANT_STATE_DIR = r"""
@@ -176,14 +196,25 @@ def test_the_browser_ui_open_starts_gives_no_other_user_a_session(browser: Any) 
         try:
             recorded = shared / "browser-argv.txt"
             record = shared / "browser.sh"
+            # The "browser" stays a while, as a real one does, for the watcher to see it.
             record.write_text(
-                f'#!/bin/sh\nprintf "%s\\n" "$@" > {recorded}\nchmod 644 {recorded}\n'
+                f'#!/bin/sh\nprintf "%s\\n" "$@" > {recorded}\nchmod 644 {recorded}\nsleep 1\n'
             )
             record.chmod(0o755)
+            stop = shared / "stop-watching"
+            script = attacker.python_script(shared, "watch.py", WATCH_PROCESSES)
+            watcher = attacker.popen(attacker.python, "-I", str(script), str(stop))
+            assert watcher.stdout is not None and watcher.stdout.readline().strip() == "watching"
             opened = mplp({**env, "BROWSER": str(record)}, "ui", "--open", "--state-dir",
                           str(state), "--workspace", str(workspace))  # fmt: skip
             assert opened is not None and opened.returncode == 0, opened
             wait_for("the browser started", recorded.exists)
+            stop.touch()
+            gathered, errors = watcher.communicate(timeout=30)
+            assert watcher.returncode == 0, errors
+            code = handed_code(state / "ui-login.html")
+            assert code not in gathered  # in no process's argv or environment
+            assert "ui-login.html" in gathered  # (the watcher did see the browser's argv)
             script = attacker.python_script(shared, "attack.py", ATTACK_LOGIN)
             attack = attacker.run(attacker.python, "-I", str(script), str(recorded), watch.url)
             assert attack.returncode == 0, attack.stderr
@@ -200,8 +231,30 @@ def test_the_browser_ui_open_starts_gives_no_other_user_a_session(browser: Any) 
                 page.wait_for_url(f"{watch.url}/ui/")
             finally:
                 context.close()
+            # Once used, the page is worth nothing even to one who later reads it (a copy,
+            # a backup, the browser's history): the attacker now gets its text and tries it.
+            leaked = shared / "leaked-login.html"
+            leaked.write_text((state / "ui-login.html").read_text())
+            leaked.chmod(0o644)
+            (shared / "leaked.txt").write_text(f"{leaked}\n")
+            (shared / "leaked.txt").chmod(0o644)
+            attack = attacker.run(
+                attacker.python, "-I", str(shared / "attack.py"), str(shared / "leaked.txt"),
+                watch.url,
+            )  # fmt: skip
+            assert attack.returncode == 0, attack.stderr
+            report = json.loads(attack.stdout)
+            assert report["readable"] == [str(leaked)], report  # it did read the code
+            assert report["sessions"] == [], report
         finally:
             watch.stop()
+
+
+def handed_code(page: Path) -> str:
+    """The code a login page hands over (in its URL's fragment)."""
+    found = re.search(r"#code=([\w\-]+)", page.read_text())
+    assert found is not None
+    return found.group(1)
 
 
 def plant(attacker: LocalUser, shared: Path, folder: Path, victim_key: Path) -> Any:
