@@ -333,3 +333,50 @@ def test_a_state_dir_others_can_write_is_refused_with_the_path_and_the_fix(
         assert done is not None and done.returncode != 0, command
         assert f"chmod go-w {state}" in done.stderr, (command, done.stderr)
     assert list(state.iterdir()) == []  # nothing was written into it
+
+
+def test_a_collector_database_in_a_shared_folder_takes_nothing_another_user_put_there() -> None:
+    """``collector serve --db /tmp/...``: the second user cannot hand the collector a token
+    they know (a planted ``<db>.token``) or a database they can read (a planted file), and
+    cannot read the ones the collector makes."""
+    attacker = second_user()
+    with shared_folder() as shared:
+        env = base_env(shared)
+        name = Path(tempfile.mktemp(prefix="mplp-collector-", dir="/tmp")).name
+        db, token = Path("/tmp", f"{name}.db"), Path("/tmp", f"{name}.db.token")
+        serve = ("collector", "serve", "--db", str(db), "--port", "0")
+        try:
+            planted = attacker.run("sh", "-c", f"umask 022; echo attacker-knows-it > {token}")
+            assert planted.returncode == 0, planted.stderr
+            done = mplp(env, *serve, timeout=30)
+            assert done is not None and done.returncode != 0, done  # it never served
+            assert f"{token} is not a private file of yours" in done.stderr, done.stderr
+            assert not db.exists()
+            token.unlink()
+            planted = attacker.run("sh", "-c", f"umask 0; : > {db}")
+            assert planted.returncode == 0, planted.stderr
+            done = mplp(env, *serve, timeout=30)
+            assert done is not None and done.returncode != 0, done
+            assert f"cannot make the database {db} private to you" in done.stderr, done.stderr
+            db.unlink()
+            token.unlink()
+            # Made by the collector itself: neither is the second user's to read.
+            collector = subprocess.Popen(
+                [sys.executable, "-I", "-m", "mplp_lsp", *serve],
+                env=env,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            try:
+                assert collector.stderr is not None
+                said = [collector.stderr.readline() for _ in range(2)]
+                assert "collector listening" in said[1], said  # (after the token's path)
+                for made in (db, token):
+                    assert attacker.run("cat", str(made)).returncode != 0, made
+                    assert made.stat().st_mode & 0o777 == 0o600, made
+            finally:
+                collector.terminate()
+                collector.wait(timeout=30)
+        finally:
+            for left in (db, token, Path(f"{db}-wal"), Path(f"{db}-shm")):
+                left.unlink(missing_ok=True)
