@@ -37,9 +37,10 @@ def register(commands: Any) -> None:
             "(source, event_id), honour Idempotency-Key, store to SQLite, and serve them on "
             "GET /events. Every request needs 'Authorization: Bearer <token>'; the token "
             f"comes from {TOKEN_ENV}, else --token-file, else <db>.token (used only if it "
-            "is yours and private; else a new random one is written there, mode 0600). With --db postgresql://... several instances share "
-            "one PostgreSQL database and keep the team project graph (docs/team.md); the "
-            "token must then come from the environment or --token-file."
+            "is yours and private; else a new random one is written there, mode 0600). "
+            "With --db postgresql://... several instances share one PostgreSQL database "
+            "and keep the team project graph (docs/team.md); the token must then come from "
+            "the environment or --token-file."
         ),
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
