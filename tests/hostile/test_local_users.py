@@ -338,7 +338,7 @@ def test_a_state_dir_others_can_write_is_refused_with_the_path_and_the_fix(
 def test_a_collector_database_in_a_shared_folder_takes_nothing_another_user_put_there() -> None:
     """``collector serve --db /tmp/...``: the second user cannot hand the collector a token
     they know (a planted ``<db>.token``) or a database they can read (a planted file), and
-    cannot read the ones the collector makes."""
+    cannot read the ones the collector makes, nor its ``--log-file``."""
     attacker = second_user()
     with shared_folder() as shared:
         env = base_env(shared)
@@ -360,9 +360,11 @@ def test_a_collector_database_in_a_shared_folder_takes_nothing_another_user_put_
             assert f"cannot make the database {db} private to you" in done.stderr, done.stderr
             db.unlink()
             token.unlink()
-            # Made by the collector itself: neither is the second user's to read.
+            # Made by the collector itself: none is the second user's to read, its log
+            # (paths, names, commands) included.
+            log = shared / "collector.log"
             collector = subprocess.Popen(
-                [sys.executable, "-I", "-m", "mplp_lsp", *serve],
+                [sys.executable, "-I", "-m", "mplp_lsp", *serve, "--log-file", str(log)],
                 env=env,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -371,7 +373,7 @@ def test_a_collector_database_in_a_shared_folder_takes_nothing_another_user_put_
                 assert collector.stderr is not None
                 said = [collector.stderr.readline() for _ in range(2)]
                 assert "collector listening" in said[1], said  # (after the token's path)
-                for made in (db, token):
+                for made in (db, token, log):
                     assert attacker.run("cat", str(made)).returncode != 0, made
                     assert made.stat().st_mode & 0o777 == 0o600, made
             finally:
