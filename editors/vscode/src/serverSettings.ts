@@ -87,3 +87,15 @@ export function serverSection(section: unknown, inspect: Inspect = levelsIn()): 
   }
   return out;
 }
+
+/** The server's status request, and its notification the status bar follows. */
+export const STATUS_METHOD = "mplp/status";
+
+/**
+ * The `initialize` request's options: the section, and the server's own notifications the
+ * extension handles (the server sends them only to a client that lists them).
+ */
+export function initializationOptions(section: unknown): Record<string, unknown> {
+  return { [SECTION]: serverSection(section), notifications: [STATUS_METHOD] };
+}
+

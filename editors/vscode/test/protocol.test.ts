@@ -16,7 +16,7 @@ import { after, test } from "node:test";
 import { createMessageConnection, StreamMessageReader, StreamMessageWriter } from "vscode-jsonrpc/node";
 import { advertisedCommands, COMMANDS, describeResult } from "../src/commands";
 import { chooseLaunch, cliArgs } from "../src/launch";
-import { serverSection } from "../src/serverSettings";
+import { initializationOptions, serverSection } from "../src/serverSettings";
 import { barText, type ServerStatus, summarise } from "../src/status";
 
 const PYTHON = process.env.MPLP_LSP_PYTHON || "python3";
@@ -116,7 +116,7 @@ test("a save produces mplp/status; a change behind the server's back a drift dia
           },
         },
       },
-      initializationOptions: { mplp: serverSection(vscodeSection) },
+      initializationOptions: initializationOptions(vscodeSection),
     })) as { capabilities: Record<string, unknown> };
     // Every server command the extension calls is advertised, and so is the quick fixes' one.
     const advertised = advertisedCommands(initialized.capabilities);

@@ -7,10 +7,11 @@ import sys
 from typing import Any
 
 from mplp_lsp.cli.common import (
+    WORKSPACE_DEFAULT,
     add_state_options,
     add_workspace_option,
     configuration,
-    workspace_path,
+    find_workspace,
 )
 from mplp_lsp.vcs.hook_names import HOOK_NAMES
 
@@ -25,7 +26,7 @@ def register(commands: Any) -> None:
         "polling.",
     )
     parser.add_argument("action", choices=("install", "uninstall", "status"))
-    add_workspace_option(parser, "the workspace (default: the current directory)")
+    add_workspace_option(parser, f"the workspace, or any directory inside it ({WORKSPACE_DEFAULT})")
     add_state_options(parser)
     parser.set_defaults(handler=run)
 
@@ -35,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from mplp_lsp.vcs import hooks
     from mplp_lsp.vcs.repo import GitRepo, RepoRefused
 
-    root = workspace_path(args.workspace)
+    root = find_workspace(args)
     try:
         repo = GitRepo.open(root)
     except RepoRefused as refused:
