@@ -45,13 +45,17 @@ require('mplp').setup({
   settings = { debounceMs = 100 },
 })
 
-local function stored_events()
-  local done = vim.system({ PYTHON, '-m', 'mplp_lsp', 'events', '--json', '--kind', 'file_update',
-    '--state-dir', STATE, '--workspace', ROOT }, { text = true }):wait()
+--- Stored events (of every kind when ``...`` is empty), read with the CLI as a user would.
+local function stored(...)
+  local command = { PYTHON, '-m', 'mplp_lsp', 'events', '--json', '--state-dir', STATE,
+    '--workspace', ROOT, ... }
+  local done = vim.system(command, { text = true }):wait()
   local events = {}
   for line in (done.stdout or ''):gmatch('[^\n]+') do table.insert(events, vim.json.decode(line)) end
   return events
 end
+
+local function stored_events() return stored('--kind', 'file_update') end
 
 -- What the plugin tells the user (vim.notify), kept for the assertions.
 result.notifications = {}
@@ -145,9 +149,11 @@ vim.api.nvim_create_autocmd('VimEnter', { nested = true, callback = function()
   vim.cmd('write')
   if not vim.wait(30000, function() return #stored_events() >= 1 end, 200) then return finish(5) end
   step('stored')
-  -- The status notification reaches the statusline function.
+  -- The status notification reaches the statusline function: every event stored (the
+  -- baseline's graph_update, the write and the graph's update for it) is counted.
   if not vim.wait(30000, function()
-    return require('mplp').statusline():match('^mplp [1-9]%d* today') ~= nil
+    local today = require('mplp').statusline():match('^mplp (%d+) today')
+    return today ~= nil and tonumber(today) == #stored()
   end, 100) then result.statusline = require('mplp').statusline() return finish(6) end
   result.statusline = require('mplp').statusline()
   result.mplp_status = vim.api.nvim_exec2('MplpStatus', { output = true }).output
