@@ -177,7 +177,7 @@ class Workspace:
                 prepare(workspace)
             await workspace.owner.start()
             workspace.forwarding = await Forwarding.start(
-                writer, workspace.bus, settings, remote_url
+                writer, workspace.bus, settings, remote_url, root
             )
             await workspace.inbox.start()
             await workspace.git.start()

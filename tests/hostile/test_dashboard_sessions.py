@@ -50,12 +50,14 @@ TEAM_PAGE_ROUTES: set[Route] = {
     ("GET", "/ui/static/{name}"),
     ("GET", "/ui/api/team"),
 }
-# Open to anyone: the login page, its script and style, its form; the collector's /health.
+# Open to anyone: the login page, its script and style, its form; the collector's probes
+# (/health, /ready: a balancer holds no token).
 OPEN_ROUTES: set[Route] = {
     ("GET", "/ui/login"),
     ("POST", "/ui/login"),
     ("GET", "/ui/login/{name}"),
     ("GET", "/health"),
+    ("GET", "/ready"),
 }
 PLAN_ID = "3f0c5e2a-8b1d-4c6e-9a2f-1b2c3d4e5f61"
 

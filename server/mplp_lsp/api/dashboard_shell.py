@@ -13,7 +13,7 @@ from typing import Final
 
 from aiohttp import web
 
-from mplp_lsp.ui.login import NONCE_TTL, SESSION_TTL, BrowserLogin
+from mplp_lsp.ui.login import NONCE_TTL, SESSION_TTL, LocalLogin, Login
 
 LOGIN_PATH: Final = "/ui/login"
 CODES_PATH: Final = "/ui/login-codes"
@@ -48,7 +48,7 @@ _OWN_WRITE: Final = frozenset({"same-origin"})
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Route = tuple[str, str]  # (method, canonical path), as the router knows it
-LOGIN = web.AppKey("browser_login", BrowserLogin)
+LOGIN = web.AppKey("browser_login", Login)
 # What a session may do: the routes of the pages themselves (what they show and their own
 # buttons), added by each dashboard as it adds them. Anything else needs the bearer token.
 PAGE_ROUTES = web.AppKey("page_routes", set[Route])
@@ -58,9 +58,15 @@ OPEN_ROUTES: Final[frozenset[Route]] = frozenset(
 )
 
 
-def cookie_name(port: int | None, kind: str = "ui") -> str:
-    """Per port: cookies do not tell ports apart, and two daemons share 127.0.0.1."""
-    return f"mplp_{kind}_{port or 0}"
+def _cookie(request: web.Request, kind: str = "ui") -> str:
+    """The name of a cookie of this server's login (the daemon's are per port)."""
+    return request.app[LOGIN].cookie_name(_port(request), kind)
+
+
+def _over_https(request: web.Request) -> bool:
+    """The browser's connection is HTTPS: this one, or a TLS proxy's in front that says so
+    (the header can only add ``Secure`` to a cookie, never take it away)."""
+    return request.secure or request.headers.get("X-Forwarded-Proto", "").lower() == "https"
 
 
 def _port(request: web.Request) -> int | None:
@@ -88,7 +94,7 @@ def page_session(request: web.Request) -> bool:
     allowed = _OWN_FETCH if request.method in ("GET", "HEAD") else _OWN_WRITE
     if request.headers.get("Sec-Fetch-Site") not in allowed:
         return False
-    return login.valid_session(request.cookies.get(cookie_name(_port(request))))
+    return login.valid_session(request.cookies.get(_cookie(request)))
 
 
 async def _secure(_request: web.Request, response: web.StreamResponse) -> None:
@@ -111,7 +117,7 @@ def add_page_routes(app: web.Application, routes: Iterable[tuple[str, str, Handl
 
 async def issue_code(request: web.Request) -> web.Response:
     """A one-time login code, for a client that already holds the bearer token."""
-    code = request.app[LOGIN].issue_code()
+    code = await request.app[LOGIN].issue_code()
     return web.json_response(
         {"code": code, "path": LOGIN_PATH}, headers={"Cache-Control": "no-store"}
     )
@@ -122,13 +128,13 @@ async def login_page(request: web.Request) -> web.Response:
     response = asset_response("login.html")
     response.headers["Cache-Control"] = "no-store"
     response.set_cookie(
-        cookie_name(_port(request), "login"),
-        request.app[LOGIN].issue_nonce(),
+        _cookie(request, "login"),
+        await request.app[LOGIN].issue_nonce(),
         max_age=int(NONCE_TTL),
         path=LOGIN_PATH,
         httponly=True,
         samesite="Strict",
-        secure=request.secure,
+        secure=_over_https(request),
     )
     return response
 
@@ -143,8 +149,8 @@ async def login(request: web.Request) -> web.StreamResponse:
             403, "Sec-Fetch-Site", ErrorCode.FORBIDDEN_ORIGIN, "log in from the login page"
         )
     code = await _posted_code(request)
-    nonce = request.cookies.get(cookie_name(_port(request), "login"))
-    session = request.app[LOGIN].redeem(code, nonce)
+    nonce = request.cookies.get(_cookie(request, "login"))
+    session = await request.app[LOGIN].redeem(code, nonce)
     if session is None:
         return error_response(
             401, "code", ErrorCode.UNAUTHORIZED, "this login code is used up or has expired"
@@ -152,15 +158,15 @@ async def login(request: web.Request) -> web.StreamResponse:
     response = web.json_response(
         {"ok": True, "next": "/ui/"}, headers={"Cache-Control": "no-store"}
     )
-    response.del_cookie(cookie_name(_port(request), "login"), path=LOGIN_PATH)
+    response.del_cookie(_cookie(request, "login"), path=LOGIN_PATH)
     response.set_cookie(
-        cookie_name(_port(request)),
+        _cookie(request),
         session,
         max_age=int(SESSION_TTL),
         path="/",
         httponly=True,
         samesite="Strict",
-        secure=request.secure,  # a team collector behind TLS: never sent over plain HTTP
+        secure=_over_https(request),  # a team collector behind TLS: never over plain HTTP
     )
     return response
 
@@ -199,9 +205,10 @@ def asset_response(name: str) -> web.Response:
     )
 
 
-def add_shell(app: web.Application, page: str) -> None:
-    """The login routes, ``/ui/`` (the ``page`` HTML file) and the shared assets."""
-    app[LOGIN] = BrowserLogin()
+def add_shell(app: web.Application, page: str, logins: Login | None = None) -> None:
+    """The login routes, ``/ui/`` (the ``page`` HTML file) and the shared assets; ``logins``
+    are the daemon's own (:class:`LocalLogin`) unless given."""
+    app[LOGIN] = logins or LocalLogin()
     app[PAGE_ROUTES] = set()
     names = _asset_names()
 

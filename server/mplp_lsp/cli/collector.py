@@ -20,6 +20,16 @@ _COLLECTOR_LOG_LEVEL = "info"  # a service: what it serves and refuses is worth 
 
 TOKEN_ENV: Final = "MPLP_LSP_COLLECTOR_TOKEN"  # noqa: S105 (a variable name)
 POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
+_TEAM_ONLY: Final = (
+    "db_password_file",
+    "read_token_file",
+    "retention_days",
+    "db_pool_size",
+    "db_timeout",
+    "names",
+    "aliases",
+    "deploy_pipeline",
+)
 
 
 def register(commands: Any) -> None:
@@ -33,8 +43,8 @@ def register(commands: Any) -> None:
         "serve",
         help="receive, validate, deduplicate and store forwarded batches",
         description=(
-            "Receive batches on POST /events, validate every envelope, deduplicate by "
-            "(source, event_id), honour Idempotency-Key, store to SQLite, and serve them on "
+            "Receive batches on POST /events, validate every envelope, store each event "
+            "once by its event_id, honour Idempotency-Key, store to SQLite, and serve them on "
             "GET /events. Every request needs 'Authorization: Bearer <token>'; the token "
             f"comes from {TOKEN_ENV}, else --token-file, else <db>.token (used only if it "
             "is yours and private; else a new random one is written there, mode 0600). "
@@ -74,7 +84,36 @@ def register(commands: Any) -> None:
         "--retention-days",
         type=int,
         metavar="N",
-        help="drop raw events older than N days (hourly); the team graph is kept",
+        help="drop raw events received over N days ago (hourly); the team graph is kept",
+    )
+    team.add_argument(
+        "--db-pool-size",
+        type=int,
+        metavar="N",
+        help="database connections of this instance at most (default 8)",
+    )
+    team.add_argument(
+        "--db-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="the longest a request waits for a database connection before a 503 (default 5)",
+    )
+    team.add_argument(
+        "--names",
+        choices=("hashed", "names"),
+        help="how the team view names people and machines: short hashes (default) or names",
+    )
+    team.add_argument(
+        "--aliases",
+        metavar="FILE",
+        help='TOML file of "<short hash>" = "Name" pairs the team view shows instead',
+    )
+    team.add_argument(
+        "--deploy-pipeline",
+        action="append",
+        metavar="GLOB",
+        help="a pipeline id pattern whose successful runs are deployments (DORA keys; "
+        "repeatable; default: *deploy* and *release*)",
     )
     add_log_options(serve)
     parser.set_defaults(handler=run)
@@ -86,8 +125,8 @@ def register(commands: Any) -> None:
             "to the team dashboard (/ui/) into a folder of yours (readable by you only), and "
             "print that page's file:// URL. The token (the collector's, or a read-only one) "
             f"comes from {TOKEN_ENV}, else --token-file. The page logs one browser in once, "
-            "within a minute; the session can only load the team page. Sessions live in the "
-            "instance that issued them: behind a balancer, use one instance's own address."
+            "within a minute; the session can only load the team page. Every instance "
+            "honours the link and the session: behind a balancer, use the balancer's address."
         ),
     )
     dashboard.add_argument("url", help="the collector's base URL, e.g. http://127.0.0.1:8765")
@@ -152,10 +191,10 @@ def run(args: argparse.Namespace) -> int:
         from mplp_lsp.cli.collector_team import run_team
 
         return run_team(args)
-    if args.db_password_file or args.read_token_file or args.retention_days is not None:
-        return fail(
-            "--db-password-file, --read-token-file and --retention-days need a PostgreSQL --db"
-        )
+    team_only = [name for name in _TEAM_ONLY if getattr(args, name) is not None]
+    if team_only:
+        given = ", ".join("--" + name.replace("_", "-") for name in team_only)
+        return fail(f"{given}: only with a PostgreSQL --db")
     db = Path(args.db).expanduser().absolute()
     if not db.parent.is_dir():
         return fail(f"the folder of --db does not exist: {db.parent}")

@@ -1,10 +1,14 @@
 """The collector's HTTP side (aiohttp): ``POST /events``, ``GET /events``, ``GET /health``.
 
-Every route but ``/health`` needs ``Authorization: Bearer <token>`` (compared in constant
-time). The database is used from one worker thread, so parsing, validating and committing
-a batch never block the event loop, and batches are applied one at a time in arrival order.
-Bodies are capped and admitted a few at a time, and a stream is written only with its own
-key (:mod:`.ingest`).
+A forwarder's stream reports (``POST /streams/report``) are acknowledged and not kept: this
+collector shows no streams (the team collector on PostgreSQL does).
+
+Every route but ``/health`` and ``/ready`` needs ``Authorization: Bearer <token>`` (compared
+in constant time). Both probes answer 200 once the database file is open: the SQLite
+collector has no database to lose. The database is used from one worker thread, so
+parsing, validating and committing a batch never block the event loop, and batches are
+applied one at a time in arrival order. Bodies are capped and admitted a few at a time, and
+a stream is written only with its own key (:mod:`.ingest`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from aiohttp import web
 from mplp_lsp.collector.ingest import MAX_BODY_BYTES, IngestGate, admit
 from mplp_lsp.collector.serving import serve_app
 from mplp_lsp.collector.store import CollectorStore
+from mplp_lsp.collector.stream_report import REPORT_PATH
 from mplp_lsp.store.disk_full import MESSAGE as DISK_FULL
 from mplp_lsp.store.disk_full import FullDiskEpisodes, is_disk_full
 
@@ -62,7 +67,7 @@ def create_app(db: Path, token: str, *, require_stream_keys: bool = False) -> we
 
     @web.middleware
     async def authorize(request: web.Request, handler: Any) -> web.StreamResponse:
-        if request.path != "/health":
+        if request.path not in ("/health", "/ready"):
             given = request.headers.get("Authorization", "").encode()
             if not hmac.compare_digest(given, expected):
                 return web.json_response({"error": "unauthorized"}, status=401)
@@ -86,6 +91,8 @@ def create_app(db: Path, token: str, *, require_stream_keys: bool = False) -> we
     app.router.add_get("/events", _list)
     app.router.add_get("/stats", _stats)
     app.router.add_get("/health", _health)
+    app.router.add_get("/ready", _health)
+    app.router.add_post(REPORT_PATH, _health)
     return app
 
 

@@ -2,10 +2,11 @@
 
 A batch is handled in one transaction at ``synchronous=FULL``: the 2xx goes out only after
 every envelope of the batch (and the key's answer) is durable, so a forwarder that saw the
-2xx may forget the batch. Envelopes are unique by (source, event_id), the CloudEvents rule:
-a re-sent envelope is counted as a duplicate and stored once. An Idempotency-Key seen before
-with the same body gets the first answer again without touching the envelopes; with a
-different body it is refused with 422 (the key was reused by mistake).
+2xx may forget the batch. An event is stored once by its event id (a UUID, unique across
+the team; case does not matter), whichever stream brings it: a re-sent envelope, or one a
+salvaged store sends again under a new stream, is counted as a duplicate. An
+Idempotency-Key seen before with the same body gets the first answer again without touching
+the envelopes; with a different body it is refused with 422 (the key was reused by mistake).
 """
 
 from __future__ import annotations
@@ -71,9 +72,32 @@ CREATE TABLE stream_keys (
     bound_at TEXT NOT NULL
 );
 """
+# 3: once per event id across streams (it was per (source, event_id)). Copies stored under
+# other sources are removed, the first received kept (ids, and so page cursors, stay); the
+# removed ones are counted as duplicates.
+_ONCE_PER_EVENT: Final = """
+CREATE TABLE received_once (
+    id          INTEGER PRIMARY KEY,
+    source      TEXT NOT NULL,
+    event_id    TEXT NOT NULL UNIQUE COLLATE NOCASE,
+    stream      TEXT NOT NULL,
+    seq         INTEGER NOT NULL,
+    received_at TEXT NOT NULL,
+    body        TEXT NOT NULL
+);
+INSERT INTO received_once (id, source, event_id, stream, seq, received_at, body)
+SELECT id, source, event_id, stream, seq, received_at, body FROM received WHERE true ORDER BY id
+ON CONFLICT DO NOTHING;
+INSERT INTO stats (name, value)
+SELECT 'duplicates', (SELECT count(*) FROM received) - (SELECT count(*) FROM received_once)
+WHERE (SELECT count(*) FROM received) > (SELECT count(*) FROM received_once)
+ON CONFLICT (name) DO UPDATE SET value = value + excluded.value;
+DROP TABLE received;
+ALTER TABLE received_once RENAME TO received;
+"""
 # Numbered migrations: entry n brings user_version n-1 to n. The first one's IF NOT EXISTS
 # also adopts a database made before versioning (user_version 0, tables present).
-MIGRATIONS: Final = (_SCHEMA, _STREAM_KEYS)
+MIGRATIONS: Final = (_SCHEMA, _STREAM_KEYS, _ONCE_PER_EVENT)
 _ACCEPTED_KINDS: Final = frozenset({Kind.ENVELOPE, *EVENT_FAMILY_KINDS})
 _ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 

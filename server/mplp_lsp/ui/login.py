@@ -15,7 +15,7 @@ import hmac
 import secrets
 import time
 from collections.abc import Callable
-from typing import Final
+from typing import Final, Protocol
 
 CODE_TTL: Final = 60.0  # seconds a login code stays valid: long enough to open the page
 NONCE_TTL: Final = 600.0  # seconds the login page stays usable: long enough to paste a code
@@ -99,3 +99,42 @@ class BrowserLogin:
 
     def valid_session(self, session: str | None) -> bool:
         return self._sessions.find(session) is not None
+
+
+class Login(Protocol):
+    """What the dashboards' shell needs of a login: codes and nonces (issued and spent by
+    handlers), sessions (checked on every request, so synchronously), and cookie names."""
+
+    async def issue_code(self) -> str: ...
+
+    async def issue_nonce(self) -> str: ...
+
+    async def redeem(self, code: str, nonce: str | None) -> str | None: ...
+
+    def valid_session(self, session: str | None) -> bool: ...
+
+    def cookie_name(self, port: int | None, kind: str) -> str: ...
+
+
+class LocalLogin:
+    """The daemon's login: a :class:`BrowserLogin` in this process's memory, with cookies
+    named after the port (cookies do not tell ports apart, and two daemons share
+    127.0.0.1)."""
+
+    def __init__(self, login: BrowserLogin | None = None) -> None:
+        self._login = login or BrowserLogin()
+
+    async def issue_code(self) -> str:
+        return self._login.issue_code()
+
+    async def issue_nonce(self) -> str:
+        return self._login.issue_nonce()
+
+    async def redeem(self, code: str, nonce: str | None) -> str | None:
+        return self._login.redeem(code, nonce)
+
+    def valid_session(self, session: str | None) -> bool:
+        return self._login.valid_session(session)
+
+    def cookie_name(self, port: int | None, kind: str) -> str:
+        return f"mplp_{kind}_{port or 0}"
