@@ -82,9 +82,24 @@ def test_the_login_page_opens_the_dashboard_once(browser: Any, daemon: Watch, pa
         again.goto(link)
         again.wait_for_selector("#login-state.error")
         assert again.url == f"{daemon.url}/ui/login"  # the code left the address bar
-        assert "used up or has expired" in again.inner_text("#login-state")
+        said = again.inner_text("#login-state")
+        assert "This login link was already used or has expired" in said
+        assert "This browser is logged in" in said  # pointed to, not sent to, the dashboard
+        again.click("#login-state a")
+        again.wait_for_url(f"{daemon.url}/ui/")
     finally:
         other.close()
+    # A browser with no session (the link copied elsewhere) is told how to get a new one.
+    fresh = browser.new_context()
+    try:
+        tab = fresh.new_page()
+        tab.goto(link)
+        tab.wait_for_selector("#login-state.error")
+        said = tab.inner_text("#login-state")
+        assert "already used or has expired" in said and "mplp-lsp ui --open" in said
+        assert not any(c["name"].startswith("mplp_ui_") for c in fresh.cookies())
+    finally:
+        fresh.close()
 
 
 def test_a_typed_code_logs_in_and_a_code_alone_opens_nothing(browser: Any, daemon: Watch) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
+import os
 import re
 import sys
 from pathlib import Path
@@ -262,13 +264,17 @@ def add_log_options(parser: argparse.ArgumentParser) -> None:
         choices=LOG_LEVELS,
         help="how much to log (the logLevel setting, over every other source)",
     )
-    parser.add_argument("--log-file", metavar="FILE", help="log here instead of stderr")
+    parser.add_argument(
+        "--log-file", metavar="FILE", help="log here instead of stderr (a new file: yours only)"
+    )
 
 
 def configure_logging(level: str, log_file: str | None) -> None:
     from mplp_lsp.config.live import set_log_level
     from mplp_lsp.sanitize.log_format import FORMAT, RedactingFormatter
 
+    if log_file:
+        _create_private(log_file)
     handler: logging.Handler = (
         logging.FileHandler(log_file, encoding="utf-8")
         if log_file
@@ -277,6 +283,14 @@ def configure_logging(level: str, log_file: str | None) -> None:
     handler.setFormatter(RedactingFormatter(FORMAT))
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
     set_log_level(level)
+
+
+def _create_private(log_file: str) -> None:
+    """A new log file is the user's to read only: it names the workspace's files, branches
+    and commands (redacted, but not for other users of the machine). One that exists (a
+    file the user chose, ``/dev/stderr``) keeps its mode."""
+    with contextlib.suppress(OSError):  # FileHandler then says what is wrong with the path
+        os.close(os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600))
 
 
 def workspace_path(raw: str) -> Path:

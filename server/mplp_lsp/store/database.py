@@ -24,6 +24,7 @@ version intact. Read-only connections never migrate.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sqlite3
@@ -562,6 +563,10 @@ def make_private(path: Path) -> None:
 def _tighten(name: str, create: int) -> None:
     fd = os.open(name, os.O_WRONLY | create | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
+        # Another user's file stays theirs to read whatever its mode (root could chmod it).
+        owner = os.fstat(fd).st_uid
+        if hasattr(os, "geteuid") and owner != os.geteuid():
+            raise PermissionError(errno.EPERM, f"it belongs to uid {owner}, not to you", name)
         os.fchmod(fd, 0o600)
     finally:
         os.close(fd)
