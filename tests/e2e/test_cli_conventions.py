@@ -275,9 +275,11 @@ def test_a_store_that_cannot_be_written_is_read(repo: Repo, tmp_path: Path) -> N
         for folder in (tmp_path, *tmp_path.parents):
             os.chmod(folder, os.stat(folder).st_mode | 0o005)
         os.chmod(repo.path, 0o755)
-        for path in state.iterdir():
-            os.chmod(path, 0o644)
-    os.chmod(state, 0o555)
+        # The reader's own store (a store of another user's is refused), on a folder it
+        # cannot write: a read-only disk, as its owner sees it.
+        for path in (state, *state.iterdir()):
+            os.chown(path, 65534, 65534)
+    os.chmod(state, 0o500)
     try:
         where = ("--workspace", str(repo.path), "--state-dir", str(state))
         done = subprocess.run(
