@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import urllib.error
 import urllib.request
 import uuid
@@ -175,6 +176,14 @@ def test_events_of_the_watch_session_appear_live(daemon: Watch, page: Any, pictu
         if page.locator("#bucket-events button").count():
             break
         page.keyboard.press("ArrowLeft")
+    # Each event of the list says what happened to which file.
+    files = {"notes.txt", "README.md", "live.txt"}
+    for line in page.locator("#bucket-events button").all_inner_texts():
+        assert re.search(r" (created|modified) (\S+)$", line) and line.split()[-1] in files, line
+    # "buckets of 1 second", "buckets of 10 seconds": one count per unit.
+    assert re.search(r"buckets of (1 [a-z]+|\d+ [a-z]+s)$", page.inner_text("#range")), (
+        page.inner_text("#range")
+    )
     page.locator("#bucket-events button").first.click()
     envelope = json.loads(page.inner_text("#envelope"))
     assert envelope["event_family"] == "ExternalIntegrationEvent"
@@ -197,6 +206,11 @@ def test_a_dead_letter_is_requeued_from_the_page(daemon: Watch, page: Any, remot
     wait_for("dead letters", lambda: daemon.get("/ui/api/forwarding")["dead_letters"])
     page.reload()
     page.wait_for_selector("#forwarding-body button[data-seq]")
+    # The remote's address in full, breakable after its separators only (never mid-word).
+    remote_url = daemon.get("/ui/api/forwarding")["status"]["remote"]
+    card = page.locator("#forwarding-body .card.wide b")
+    assert card.inner_text().replace("\n", "") == remote_url
+    assert card.evaluate("b => b.querySelectorAll('wbr').length") >= remote_url.count("/")
     seq = int(page.locator("#forwarding-body button[data-seq]").first.get_attribute("data-seq"))
     remote.status = 200
     page.locator(f'#forwarding-body button[data-seq="{seq}"]').click()

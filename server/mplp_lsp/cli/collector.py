@@ -157,10 +157,28 @@ def run_ui(args: argparse.Namespace) -> int:
         return fail(str(error))
     try:
         login = request_code(args.url, token)
+    except urllib.error.HTTPError as error:
+        return fail(_refusal(args.url, error.code))
     except (OSError, urllib.error.URLError, ValueError, KeyError) as error:
         return fail(f"the collector at {args.url} did not give a login code: {error}")
     hand_over(login, folder, open_it=args.open)
     return 0
+
+
+def _refusal(url: str, status: int) -> str:
+    """Why the collector gave no login code, and what to do."""
+    if status == 404:
+        return (
+            f"the collector at {url} has no team dashboard: only a collector on PostgreSQL "
+            "(mplp-lsp collector serve --db postgresql://...) serves one; a SQLite collector "
+            "only receives envelopes"
+        )
+    if status in (401, 403):
+        return (
+            f"the collector at {url} refused the token (HTTP {status}): give its token "
+            f"or a read-only one ({TOKEN_ENV} or --token-file)"
+        )
+    return f"the collector at {url} did not give a login code (HTTP {status})"
 
 
 def _insecure(url: str) -> str | None:
