@@ -3,7 +3,8 @@
 The schema is the one description of the settings (editors show it, users validate their
 files with it), so the daemon checks values against the schema itself rather than against
 a second description of the same rules. It uses a small part of draft-07: ``type``,
-``enum``, ``minimum``/``maximum``, ``minLength``, ``minItems``/``items`` and, for objects,
+``enum``, ``minimum``/``maximum``, ``minLength``, ``pattern``, ``minItems``/``items`` and, for
+objects,
 ``properties``/``required``/``additionalProperties``; a test holds this checker to
 ``jsonschema``'s verdicts on generated values. A checker this size costs nothing at start,
 where a validation library costs tens of milliseconds and megabytes of every process (the
@@ -15,6 +16,7 @@ The strictness is JSON Schema's: ``true`` is not an integer, ``1.0`` is, ``"500"
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -50,6 +52,9 @@ def problem(value: Any, spec: Mapping[str, Any]) -> str | None:
     if isinstance(value, str) and len(value) < spec.get("minLength", 0):
         least = spec["minLength"]
         return f"string should have at least {least} character{'s' * (least != 1)}"
+    # JSON Schema's pattern matches anywhere unless anchored (re.search, not re.match).
+    if isinstance(value, str) and "pattern" in spec and not re.search(spec["pattern"], value):
+        return f"string should match pattern '{spec['pattern']}'"
     if isinstance(value, list | tuple):
         return _array_problem(value, spec)
     if isinstance(value, dict):

@@ -229,7 +229,11 @@ class Problem:
     value: Any
 
     def __str__(self) -> str:
-        return f"{_ALIASES[self.name]}: {self.reason} (got {_shown(self.value)})"
+        return f"{_ALIASES[self.name]}: {self.described()}"
+
+    def described(self) -> str:
+        """The reason and the value, without the setting's name."""
+        return f"{self.reason} (got {_shown(self.value)})"
 
 
 def checked(values: dict[str, Any]) -> tuple[dict[str, Any], list[Problem]]:

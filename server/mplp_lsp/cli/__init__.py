@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from importlib import import_module
 
 # Imported before the commands: its clock is the process's start where /proc does not say.
 import mplp_lsp.process_start  # noqa: F401
 from mplp_lsp import __version__
-from mplp_lsp.cli.common import OneLineParser
+from mplp_lsp.cli.common import OneLineParser, UsageError, describe
 
 EXIT_OK = 0
 EXIT_INVALID = 1
@@ -34,6 +36,7 @@ _COMMANDS = (
     "outbox",
     "ui",
     "config",
+    "completion",
 )
 
 
@@ -79,9 +82,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         # report. Point stdout at nothing, so flushing it at exit cannot fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+    except UsageError as error:
+        command = f"mplp-lsp {args.command}"
+        print(f"{command}: {error} (see {command} --help)", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except Exception as error:  # the last net: one line, never a traceback (spec §7.7)
-        print(f"mplp-lsp {args.command}: {type(error).__name__}: {error}", file=sys.stderr)
+        print(f"mplp-lsp {args.command}: {describe(error)}", file=sys.stderr)
+        if logging.getLogger().isEnabledFor(logging.DEBUG):
+            traceback.print_exc()
         return EXIT_INVALID
     return result

@@ -20,6 +20,7 @@ from mplp_lsp.cli.common import (
 )
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.protocol.kinds import STORED_KINDS
+from mplp_lsp.protocol.summary import summary
 
 if TYPE_CHECKING:
     from mplp_lsp.store import paging
@@ -177,27 +178,3 @@ def _line(row: paging.Row, *, as_json: bool) -> str:
         envelope = {}
     what = summary(envelope if isinstance(envelope, dict) else {})
     return f"{seq:>7}  {occurred_at}  {kind:<14} {what}  (received {received_at})\n"
-
-
-def summary(envelope: dict[str, Any]) -> str:
-    """One human line about an event (any field may be missing: envelopes received from
-    elsewhere, and the upstream family's names, carry other fields)."""
-    payload = envelope.get("payload")
-    if not isinstance(payload, dict):
-        payload = {}
-    field = payload.get
-    if "file_path" in payload:
-        moved = f" (from {payload['previous_path']})" if field("previous_path") else ""
-        return f"{field('change_type', ''):<9} {payload['file_path']}{moved}"
-    if "event_kind" in payload:
-        commit = str(field("commit_id", ""))[:12]
-        return f"{payload['event_kind']:<9} {field('ref_name', '')} {commit}"
-    if "tool_id" in payload:
-        return f"{field('status', ''):<9} {payload['tool_id']} ({field('tool_kind', '')})"
-    if "ci_provider" in payload:
-        run = f"{field('pipeline_id', '?')} #{field('run_id', '?')}"
-        return f"{field('status', ''):<9} {payload['ci_provider']} {run}"
-    if envelope.get("event_family") == "graph_update":
-        node = field("node_id", "")
-        return f"{envelope.get('update_kind', ''):<11} {node}"
-    return str(envelope.get("event_type", ""))
