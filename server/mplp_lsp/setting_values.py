@@ -32,6 +32,9 @@ _TYPE_NAMES: Final = {
     "null": "null",
 }
 
+# What a pattern of the schema means, in the words a user reads (the regex is not that).
+_PATTERN_SAYS: Final = {r"^https?://[^\s/?#@]+": "not an http:// or https:// URL"}
+
 
 def problem(value: Any, spec: Mapping[str, Any]) -> str | None:
     """Why ``value`` does not satisfy ``spec`` (a property of the schema), or None."""
@@ -54,7 +57,7 @@ def problem(value: Any, spec: Mapping[str, Any]) -> str | None:
         return f"string should have at least {least} character{'s' * (least != 1)}"
     # JSON Schema's pattern matches anywhere unless anchored (re.search, not re.match).
     if isinstance(value, str) and "pattern" in spec and not re.search(spec["pattern"], value):
-        return f"string should match pattern '{spec['pattern']}'"
+        return _PATTERN_SAYS.get(spec["pattern"], f"string should match {spec['pattern']!r}")
     if isinstance(value, list | tuple):
         return _array_problem(value, spec)
     if isinstance(value, dict):
