@@ -66,8 +66,8 @@ async function showBucket({ from, to, lane }) {
   const items = events.map((event) =>
     el("li", {}, el("button", { type: "button", onclick: () => showEnvelope(event) },
       el("span", { class: `lane lane-${event.lane}` }, event.kind), " ", when(event.timestamp), " #", event.seq,
-      el("span", { class: "summary" }, " ", event.summary),
-      el("span", { class: "muted" }, " received ", when(event.received_at)))),
+      el("span", { class: "muted" }, " received ", when(event.received_at)),
+      el("span", { class: "summary" }, " ", event.summary))),
   );
   if (!items.length) items.push(el("li", {}, el("span", { class: "row" }, `no ${lane} events here`)));
   if (events.length === limit) items.push(el("li", {}, el("span", { class: "row muted" }, `first ${limit} shown: zoom in for the rest`)));
