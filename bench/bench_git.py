@@ -24,6 +24,7 @@ from pathlib import Path
 from tests.gitrepo import BASE_ENV, Repo
 
 from mplp_lsp.settings import Settings
+from mplp_lsp.statedir import StatePaths
 from mplp_lsp.store.database import connect
 from mplp_lsp.store.events import EventLog
 from mplp_lsp.vcs import hooks
@@ -171,7 +172,7 @@ async def main(commits: int) -> None:
         )
 
         opened = GitRepo.open(repo.path)
-        hooks.install(opened, repo.path, str(state))
+        hooks.install(opened, repo.path, StatePaths(state))
         opened.close()
         latencies = []
         for i in range(3):

@@ -34,6 +34,7 @@ from mplp_lsp.protocol.envelope import utc_timestamp
 __all__ = [
     "DATABASE_NAME",
     "ERROR_LOG_NAME",
+    "GIT_SPOOL_NAME",
     "INBOX_NAME",
     "LOCK_NAME",
     "STATE_DIR_ENV",
@@ -49,6 +50,7 @@ DATABASE_NAME: Final = "events.db"
 ERROR_LOG_NAME: Final = "integration-errors.jsonl"
 LOCK_NAME: Final = "daemon.lock"
 INBOX_NAME: Final = "inbox"
+GIT_SPOOL_NAME: Final = "git-spool"
 
 _SLUG_MAX: Final = 40
 _ACQUIRE_ATTEMPTS: Final = 3
@@ -78,6 +80,11 @@ class StatePaths:
     def inbox(self) -> Path:
         """Events handed over by CLI processes while a daemon owns the store."""
         return self.root / INBOX_NAME
+
+    @property
+    def git_spool(self) -> Path:
+        """What the git hooks recorded, for the store's owner to ingest (vcs/spool.py)."""
+        return self.root / GIT_SPOOL_NAME
 
 
 def default_state_dir(workspace: Path) -> Path:

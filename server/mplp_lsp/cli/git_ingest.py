@@ -1,0 +1,120 @@
+"""``mplp-lsp hooks ingest``: the background ingester a git hook starts when nobody takes the
+hooks' spool (no daemon records the workspace).
+
+It runs below git's priority, takes the store whenever it is free, turns what the hooks
+recorded into events (:meth:`mplp_lsp.sources.git.GitSource.ingest`) and lets the store go
+again. It stops being the ingester only with the spool's log empty, and looks once more
+after that: a hook that found it still named had written its record first, so either this
+process sees the record or the hook starts the next ingester. It never fails a git command
+(it runs detached, its output discarded); problems go to ``git-spool/ingester.log`` in the
+state dir.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import logging.handlers
+import os
+import time
+from pathlib import Path
+from typing import Literal
+
+from mplp_lsp.owner import StoreOwner
+from mplp_lsp.sanitize.log_format import FORMAT, RedactingFormatter
+from mplp_lsp.settings import Settings
+from mplp_lsp.sources.git import GitSource
+from mplp_lsp.statedir import StateDirLock, StatePaths, resolve_state_dir
+from mplp_lsp.store.salvage import ensure_usable
+from mplp_lsp.store.writer import StoreWriter
+from mplp_lsp.vcs.spool import Spool
+
+log = logging.getLogger(__name__)
+
+BUSY_WAIT = 0.2  # seconds between attempts at a store someone else holds
+BUSY_LIMIT = 600.0  # give up after this long: the records wait for the next process
+LOG_NAME = "ingester.log"
+_LOG_BYTES = 1 << 20
+_NICENESS = 10
+# After a round: "done", "waiting" (records wait for a push to end), "stop" (the repository
+# cannot be read, or the store stays taken: the records wait for the next process).
+Outcome = Literal["done", "waiting", "stop"]
+
+
+def run_ingester(root: Path, settings: Settings) -> int:
+    paths = StatePaths(resolve_state_dir(root, settings.state_dir))
+    spool = Spool(paths.git_spool)
+    spool.ensure()
+    _log_to(spool.directory / LOG_NAME)
+    me = os.getpid()
+    with contextlib.suppress(OSError, AttributeError):  # Git's work first
+        os.nice(_NICENESS)
+    try:
+        while True:
+            outcome = _take(root, paths, settings, spool)
+            spool.release(me)
+            more = outcome == "waiting" or (outcome == "done" and spool.has_new())
+            if not more or not spool.try_claim(me):
+                return 0
+            if outcome == "waiting":
+                time.sleep(BUSY_WAIT)  # a push the records wait for is still running
+    except Exception:
+        log.exception("the hooks' spool of %s could not be ingested", root)
+        return 1
+    finally:
+        spool.release(me)
+
+
+def _log_to(path: Path) -> None:
+    handler = logging.handlers.RotatingFileHandler(
+        path, maxBytes=_LOG_BYTES, backupCount=1, encoding="utf-8"
+    )
+    handler.setFormatter(RedactingFormatter(FORMAT))
+    logging.getLogger().addHandler(handler)
+
+
+def _take(root: Path, paths: StatePaths, settings: Settings, spool: Spool) -> Outcome:
+    """Ingest while holding the store."""
+    lock = StateDirLock(paths.lock, workspace=root)
+    deadline = time.monotonic() + BUSY_LIMIT
+    while not lock.acquire():
+        if not spool.has_new():
+            return "done"  # its owner took the records (a daemon, a `drift` run do)
+        if time.monotonic() > deadline:
+            return "stop"
+        time.sleep(BUSY_WAIT)
+    try:
+        return asyncio.run(_ingest(root, paths, settings, spool))
+    finally:
+        lock.release()
+
+
+async def _ingest(root: Path, paths: StatePaths, settings: Settings, spool: Spool) -> Outcome:
+    writer = StoreWriter(paths.database)
+    await asyncio.to_thread(ensure_usable, paths.database)  # salvage a damaged store
+    await writer.start()
+    owner = StoreOwner(root, settings, paths, writer)
+    try:
+        await owner.start()
+        source = GitSource(
+            root,
+            writer,
+            owner.intake,
+            poll_interval=0,
+            email_policy=settings.git_author_email,
+            spool=spool,
+        )
+        try:
+            if not await source.open():
+                log.warning("the hooks' records wait: %s", source.problem)
+                return "stop"
+            await source.ingest()
+            waiting = source.spool_pending()
+        finally:
+            await source.close()
+        await owner.drain()
+        return "waiting" if waiting else "done"
+    finally:
+        await owner.close()
+        await writer.close()
