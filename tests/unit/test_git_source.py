@@ -31,7 +31,7 @@ from mplp_lsp.vcs import hooks
 from mplp_lsp.vcs.hook_names import FALLBACK_HOOKS
 from mplp_lsp.vcs.repo import GitRepo, RepoRefused
 from mplp_lsp.workspace import Workspace
-from tests.gitrepo import Repo
+from tests.gitrepo import BASE_ENV, Repo
 
 Triple = tuple[str, str, str]  # (event_kind, ref_name, commit_id)
 
@@ -540,3 +540,24 @@ async def test_a_branch_merged_and_deleted_between_polls(rig: Rig) -> None:
         ("commit", "refs/heads/main", c),
         ("merge", "refs/heads/main", c),
     ]
+
+
+async def test_a_commit_and_a_branch_made_at_it_in_the_same_second(rig: Rig) -> None:
+    """Reflog times are whole seconds: a commit on main and a ``checkout -b`` of a branch
+    that sorts before main, in the same second, tie. The commit is reported all the same
+    (it was missed once in a soak without hooks)."""
+    rig.repo.commit("base")
+    await rig.poll()
+    in_one_second(rig.repo, "echo x >> f && git add f && git commit -qm tie && git checkout -qb aaa")
+    made = rig.repo.rev("HEAD")
+    assert await rig.poll() == [
+        ("commit", "refs/heads/main", made),
+        ("branch_create", "refs/heads/aaa", made),
+    ]
+
+
+def in_one_second(repo: Repo, script: str) -> None:
+    """``script`` with one fixed clock: every reflog entry it writes has the same time."""
+    same = {"GIT_AUTHOR_DATE": "1767400000 +0000", "GIT_COMMITTER_DATE": "1767400000 +0000"}
+    env = {**os.environ, **BASE_ENV, **same}
+    subprocess.run(["sh", "-c", script], cwd=repo.path, env=env, check=True)

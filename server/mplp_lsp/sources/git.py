@@ -199,6 +199,11 @@ class GitSource:
         )
         if ingested is None:
             return 0
+        log.debug(
+            "git: %d hook record(s) taken from the spool: %d event(s)",
+            len(ingested.used),
+            len(ingested.payloads),
+        )
         accepted = await self._submit(ingested.payloads)
         left = await loop.run_in_executor(
             self._executor, spool.finish, ingested.read, ingested.used

@@ -17,12 +17,12 @@ from typing import Any
 from mplp_lsp.settings import EmailPolicy
 from mplp_lsp.sources.git_diff import message_lookup
 from mplp_lsp.sources.git_state import Recorded, as_current
-from mplp_lsp.vcs.operations import RefUpdate, git_events
+from mplp_lsp.vcs.operations import git_events
 from mplp_lsp.vcs.refs import HEAD, read_snapshot
-from mplp_lsp.vcs.replay import TRANSACTION, Replay, observed, ref_lines, refs_before
+from mplp_lsp.vcs.replay import TRANSACTION, Replay, baseline_refs, observed, ref_lines
 from mplp_lsp.vcs.repo import GitRepo
 from mplp_lsp.vcs.spool import Offsets, Spool
-from mplp_lsp.vcs.spool_records import Spooled
+from mplp_lsp.vcs.spool_records import BASELINE, Spooled
 
 log = logging.getLogger(__name__)
 
@@ -52,38 +52,38 @@ class SpoolReader:
             return None
         info = repo.info
         now = read_snapshot(info.git_dir, info.common_dir)
+        replay = None if recorded.refs is None else Replay(as_current(recorded.refs, now.refs))
+        known = set() if replay is None else replay.tips()
         read: Offsets = {name: recorded.offsets.get(name, 0) for name in taken.offsets}
-        steps: list[tuple[Spooled, list[RefUpdate]]] = []
+        used: list[Spooled] = []
         for name, spooled in taken.records:
             record = spooled.record
-            if record.hook == TRANSACTION:
-                steps.append((spooled, ref_lines(record.lines)))
+            if record.hook == BASELINE:
+                if replay is None:  # the refs when the hooks were installed
+                    replay = Replay(baseline_refs(record.lines))
+                    known = replay.tips()
+            elif replay is None:
+                pass  # nothing to replay it against: the refs as they are now are the start
+            elif record.hook == TRANSACTION:
+                replay.transaction(record, ref_lines(record.lines))
             elif self._push_running(record.hook, record.git_pid, (name, spooled.end)):
                 break  # the rest waits: whether the push happened shows when it is over
             else:
-                steps.append((spooled, observed(record, info, now)))
+                for update in observed(record, info, now):
+                    replay.apply(record.git_pid, update)
             read[name] = spooled.end
+            used.append(spooled)
         else:
             read = dict(taken.offsets)  # to the end, lines that are not records included
-        if recorded.refs is None:
-            start = refs_before(now, [update for _, updates in steps for update in updates])
-        else:
-            start = as_current(recorded.refs, now.refs)
-        replay = Replay(dict(start))
-        for spooled, updates in steps:
-            if spooled.record.hook == TRANSACTION:
-                replay.transaction(spooled.record, updates)
-            else:
-                for update in updates:
-                    replay.apply(spooled.record.git_pid, update)
-        known = {value for ref, value in start.items() if ref != HEAD}
+        if replay is None:
+            replay = Replay(dict(now.refs))
         payloads = git_events(
             repo, replay.updates, known, message_lookup(repo), email_policy=policy
         )
         refs = {ref: value for ref, value in replay.refs.items() if ref != HEAD}
         if now.head_target is None and HEAD in now.refs:
             refs[HEAD] = now.refs[HEAD]
-        return Ingested(payloads, refs, now.head_target, read, [spooled for spooled, _ in steps])
+        return Ingested(payloads, refs, now.head_target, read, used)
 
     def _push_running(self, hook: str, pid: int, key: tuple[str, int]) -> bool:
         if hook != "pre-push" or not _alive(pid):

@@ -37,9 +37,19 @@ from pathlib import Path
 
 from mplp_lsp.statedir import StatePaths
 from mplp_lsp.vcs.hook_names import FALLBACK_HOOKS, HOOK_NAMES, TRANSACTION_HOOK
+from mplp_lsp.vcs.refs import read_snapshot
+from mplp_lsp.vcs.replay import baseline_lines
 from mplp_lsp.vcs.repo import LOCATION_VARIABLES, GitRepo
-from mplp_lsp.vcs.spool import LOG, MARKER
-from mplp_lsp.vcs.spool_records import FILE_TAG, INLINE_LIMIT, RECORD_TAG, SIDE_PREFIX, VERSION
+from mplp_lsp.vcs.spool import LOG, MARKER, Spool
+from mplp_lsp.vcs.spool_records import (
+    BASELINE,
+    FILE_TAG,
+    INLINE_LIMIT,
+    RECORD_TAG,
+    SIDE_PREFIX,
+    VERSION,
+    HookRecord,
+)
 
 MARKER_LINE = "# mplp-lsp-hook"
 CHAINED_SUFFIX = ".mplp-lsp-chained"
@@ -308,7 +318,7 @@ def install(
         chained = Path(str(path) + CHAINED_SUFFIX)
         if os.path.lexists(path) and not is_ours(path) and os.path.lexists(chained):
             raise FileExistsError(f"{chained} exists already; move it away first")
-    paths.git_spool.mkdir(mode=0o700, parents=True, exist_ok=True)
+    paths.git_spool.mkdir(mode=0o700, parents=True, exist_ok=True)  # no hook can make it
     # -I and the `cd /` of the script: nothing of the worktree is importable.
     command = [sys.executable, "-I", "-m", "mplp_lsp", "hooks", "ingest"]
     command += ["--workspace", str(workspace.absolute()), "--state-dir", str(paths.root)]
@@ -326,6 +336,10 @@ def install(
         temporary.write_text(script, encoding="utf-8")
         temporary.chmod(0o755)
         temporary.replace(path)
+    # The refs as they are now: what the records from here on move (vcs/replay.py).
+    now = read_snapshot(repo.info.git_dir, repo.info.common_dir)
+    baseline = HookRecord(BASELINE, os.getpid(), True, (), baseline_lines(now.refs))
+    Spool(paths.git_spool).append(baseline)
     return status(repo, wanted)
 
 

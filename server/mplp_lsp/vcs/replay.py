@@ -28,7 +28,7 @@ the remote-tracking refs a push updated, and those moves are replayed the same w
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from mplp_lsp.vcs.operations import MERGE_MESSAGES, RefUpdate
@@ -56,6 +56,10 @@ class Replay:
     refs: dict[str, str]
     updates: list[RefUpdate] = field(default_factory=list)
     _copied: set[tuple[int, str]] = field(default_factory=set)  # (git pid, ref) packed
+
+    def tips(self) -> set[str]:
+        """The commits the refs name now (``HEAD`` aside): what is known before a move."""
+        return {value for ref, value in self.refs.items() if ref != HEAD}
 
     def transaction(self, record: HookRecord, lines: Sequence[RefUpdate]) -> None:
         """The ref updates of one ``reference-transaction`` record (its :func:`ref_lines`)."""
@@ -106,20 +110,18 @@ def ref_lines(lines: Iterable[str]) -> list[RefUpdate]:
     return out
 
 
-def refs_before(now: Snapshot, updates: Iterable[RefUpdate]) -> dict[str, str]:
-    """The refs as they were before ``updates`` (for a store that recorded none yet): the
-    refs now, each ref the updates moved put back at its first old value."""
-    refs = dict(now.refs)
-    seen: set[str] = set()
-    for update in updates:
-        if update.ref in seen:
-            continue
-        seen.add(update.ref)
-        if update.old == ZERO:
-            refs.pop(update.ref, None)
-        else:
-            refs[update.ref] = update.old
+def baseline_refs(lines: Iterable[str]) -> dict[str, str]:
+    """The refs of a baseline record (``<oid> <ref>`` lines: see ``hooks install``)."""
+    refs = {}
+    for line in lines:
+        value, _, ref = line.partition(" ")
+        if is_oid(value) and (ref == HEAD or ref.startswith(WATCHED_NAMESPACES)):
+            refs[ref] = value
     return refs
+
+
+def baseline_lines(refs: Mapping[str, str]) -> tuple[str, ...]:
+    return tuple(f"{value} {ref}" for ref, value in sorted(refs.items()))
 
 
 # --- the hooks of a git without reference-transaction -------------------------------------

@@ -27,7 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from mplp_lsp.vcs.spool_records import Spooled, parse
+from mplp_lsp.vcs.spool_records import (
+    FILE_TAG,
+    INLINE_LIMIT,
+    SIDE_PREFIX,
+    HookRecord,
+    Spooled,
+    format_record,
+    parse,
+)
 
 LOG: Final = "log"
 MARKER: Final = "ingester"
@@ -53,6 +61,28 @@ class Spool:
 
     def ensure(self) -> None:
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    def append(self, record: HookRecord) -> None:
+        """Append ``record`` as a hook does: one write of a short line, or a side file
+        written first and a short line naming it."""
+        self.ensure()
+        line = (format_record(record) + "\n").encode("utf-8", "surrogateescape")
+        if len(line) > INLINE_LIMIT:
+            for number in range(100):
+                name = f"{SIDE_PREFIX}{os.getpid()}.{number}"
+                try:
+                    fd = os.open(self.directory / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                except FileExistsError:
+                    continue
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(line)
+                line = f"{FILE_TAG} {name}\n".encode("ascii")
+                break
+        fd = os.open(self.directory / LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
 
     def has_new(self) -> bool:
         """Whether hooks wrote since the log was last taken (one ``stat``)."""

@@ -13,6 +13,10 @@ tab (ref names cannot). A longer record goes to a file of its own, written first
 log gets a line naming it (``mplp-hook-file <name>``), so the order of the log is the order
 of the hook runs either way.
 
+``hooks install`` writes the first record itself, a :data:`BASELINE`: the refs as they are
+when the hooks start recording (``<oid> <ref>`` lines), the state the records that follow
+move. A store that recorded no refs yet starts from it.
+
 Everything here is untrusted input: a line that is not a record of this shape is skipped
 (and counted), never executed or trusted as a path (a file name is one path component).
 """
@@ -29,6 +33,7 @@ FILE_TAG: Final = "mplp-hook-file"
 VERSION: Final = "1"
 INLINE_LIMIT: Final = 512  # bytes: POSIX's smallest PIPE_BUF (macOS), so one write anywhere
 SIDE_PREFIX: Final = "big."
+BASELINE: Final = "baseline"
 _SIDE_NAME: Final = re.compile(r"big\.[0-9]+\.[0-9]+")
 _HOOK_NAME: Final = re.compile(r"[a-z-]{1,40}")
 
@@ -76,6 +81,12 @@ def parse(data: bytes, directory: Path) -> Parsed:
         else:
             records.append(Spooled(record, position, side))
     return Parsed(records, complete, malformed)
+
+
+def format_record(record: HookRecord) -> str:
+    """The line the hook script would write for ``record`` (newline excluded)."""
+    head = [RECORD_TAG, VERSION, record.hook, str(record.git_pid), "1" if record.here else "0"]
+    return "\t".join([" ".join([*head, *record.args]), *record.lines])
 
 
 def parse_line(line: str) -> HookRecord | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from mplp_lsp.sanitize.redact import redact_name
 from mplp_lsp.store.events import EventLog
 from mplp_lsp.vcs.gitfile import find_git_dir
 
@@ -55,7 +56,8 @@ def git_dir(root: Path) -> Path | None:
 
 
 def read_state(directory: Path) -> RepositoryState | None:
-    """HEAD and branch from the files of a git dir; None if HEAD cannot be read."""
+    """HEAD and branch from the files of a git dir; None if HEAD cannot be read. The branch
+    is named as events and the store name it: redacted (``fix/password=...``)."""
     try:
         head = (directory / "HEAD").read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError):
@@ -63,7 +65,7 @@ def read_state(directory: Path) -> RepositoryState | None:
     if not head.startswith("ref:"):
         return RepositoryState(head or None, None)
     ref = head.removeprefix("ref:").strip()
-    branch = ref.removeprefix("refs/heads/")
+    branch = redact_name(ref).removeprefix("refs/heads/")
     return RepositoryState(_resolve_ref(directory, ref), branch)
 
 
