@@ -548,7 +548,9 @@ async def test_a_commit_and_a_branch_made_at_it_in_the_same_second(rig: Rig) -> 
     (it was missed once in a soak without hooks)."""
     rig.repo.commit("base")
     await rig.poll()
-    in_one_second(rig.repo, "echo x >> f && git add f && git commit -qm tie && git checkout -qb aaa")
+    in_one_second(
+        rig.repo, "echo x >> f && git add f && git commit -qm tie && git checkout -qb aaa"
+    )
     made = rig.repo.rev("HEAD")
     assert await rig.poll() == [
         ("commit", "refs/heads/main", made),
