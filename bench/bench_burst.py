@@ -1,8 +1,8 @@
 """Burst benchmark for ``mplp-lsp watch``: a 100,000-file tree extracted into a watched folder.
 
-A generated source tree (bench/drift_tree.py: 100 files per directory, two levels) is written
-as ``git archive HEAD | tar x`` writes it into the folder a real ``mplp-lsp watch`` process
-records. Printed, from one run:
+A generated source tree (bench/benchlib/drift_tree.py: 100 files per directory, two levels) is
+written as ``git archive HEAD | tar x`` writes it into the folder a real ``mplp-lsp watch``
+process records. Printed, from one run:
 
 * files recorded / files on disk (target: 100 %): distinct paths with a stored
   ``file_update`` against ``find -type f`` on the extracted tree, and paths stored more than
@@ -11,7 +11,9 @@ records. Printed, from one run:
   peers measured in the same run on the same tree: the extraction itself (``tar x``), and
   ``find DIR -type f | wc -l``.
 
-    python bench/bench_burst.py [--files 100000] [--tree DIR] [--timeout 600]
+    python bench/bench_burst.py [--quick] [--files N] [--tree DIR] [--timeout 600]
+
+A file not recorded, or recorded twice, fails the run (exit status 1), --quick included.
 """
 
 from __future__ import annotations
@@ -26,9 +28,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.drift_tree import make_tree
+from benchlib.drift_tree import make_tree
+from benchlib.harness import Bench
 
 
 def stored(database: Path) -> tuple[int, int, float | None]:
@@ -56,12 +57,15 @@ def timed(command: str) -> tuple[float, str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--files", type=int, default=100_000)
-    parser.add_argument("--tree", type=Path, help="reuse (or create) the source tree here")
-    parser.add_argument("--timeout", type=float, default=600.0, help="give up after (s)")
-    args = parser.parse_args()
+    bench = Bench(__doc__)
+    bench.size("--files", full=100_000, quick=200, help="files in the extracted tree")
+    bench.parser.add_argument("--tree", type=Path, help="reuse (or create) the source tree here")
+    bench.parser.add_argument("--timeout", type=float, default=600.0, help="give up after (s)")
+    with bench.run() as args:
+        return burst(bench, args)
 
+
+def burst(bench: Bench, args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="mplp-burst-") as scratch:
         base = Path(scratch)
         tree = args.tree or base / "tree"
@@ -110,13 +114,13 @@ def main() -> int:
         f"(target 100 %); paths stored more than once: {events - recorded} (target 0)"
     )
     print(f"daemon alive at the end: {alive}")
-    print(f"extraction start -> last file event stored: {until_last:.2f} s")
-    print(
-        f"peer, same run: tar x of the tree: {extract:.2f} s  (ratio {until_last / extract:.1f}x)"
+    bench.figure(
+        "extraction start -> last file event stored",
+        until_last,
+        "s",
+        peer=("tar x of the tree", extract),
     )
-    print(
-        f"peer, same run: find | wc -l on the tree: {find:.3f} s  (ratio {until_last / find:.0f}x)"
-    )
+    bench.figure("  the same, beside another peer", until_last, "s", peer=("find | wc -l", find))
     return 0 if recorded == on_disk and events == recorded and alive else 1
 
 

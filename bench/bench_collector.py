@@ -1,9 +1,11 @@
 """The team collector on PostgreSQL, each figure beside its peer measured in the same run.
 
-Run: python bench/bench_collector.py [--size N] [--prefill M] [--page-rows R]
+Run from the repository root: python bench/bench_collector.py [--quick] [--size N] [--prefill M]
+[--page-rows R]
 
-Needs PostgreSQL's server binaries (Debian's ``postgresql``) and the ``postgres`` extra; a
-throwaway cluster is started in a temp dir (fsync on, as in production).
+Needs PostgreSQL's server binaries (Debian's ``postgresql``; without them it says so and exits
+77) and the ``postgres`` extra; a throwaway cluster is started in a temp dir (fsync on, as in
+production).
 
 * drain: N envelopes (file saves, commits, CI runs from 8 workstations) POSTed as the
   forwarders send them: batches of 1000, each stream one batch at a time, the 8 streams at
@@ -24,8 +26,8 @@ throwaway cluster is started in a temp dir (fsync on, as in production).
   the tail any request has on the machine at that moment.
 
 --size defaults to 100,000, --prefill to 10,000,000 (several minutes and ~8 GB of disk),
---page-rows to 1,000,000; use e.g. ``--size 20000 --prefill 1000000 --page-rows 200000``
-for a quick run.
+--page-rows to 1,000,000; ``--size 20000 --prefill 1000000 --page-rows 200000`` is a run of
+a few minutes whose figures still mean something (--quick only checks that it all works).
 """
 
 from __future__ import annotations
@@ -46,18 +48,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "server"))
-sys.path.insert(0, str(ROOT))
+import aiohttp
+import orjson
+import psycopg
 
-import aiohttp  # noqa: E402
-import orjson  # noqa: E402
-import psycopg  # noqa: E402
-from tests import postgres  # noqa: E402
-
-from mplp_lsp.collector.team_graph import author_hash  # noqa: E402
-from mplp_lsp.protocol.envelope import build_envelope, new_id  # noqa: E402
-from mplp_lsp.protocol.kinds import KIND_BY_EVENT_TYPE, Kind  # noqa: E402
+from benchlib.harness import Bench, load_average
+from mplp_lsp.collector.team_graph import author_hash
+from mplp_lsp.protocol.envelope import build_envelope, new_id
+from mplp_lsp.protocol.kinds import KIND_BY_EVENT_TYPE, Kind
 
 TOKEN = "bench-token"
 BATCH = 1000
@@ -139,7 +137,7 @@ def bodies(streams: list[tuple[str, list[dict[str, Any]]]]) -> list[list[bytes]]
 def start_collector(db: str, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
     process = subprocess.Popen(
         [sys.executable, "-m", "mplp_lsp", "collector", "serve", "--port", "0", "--db", db],
-        env={**env, "MPLP_LSP_COLLECTOR_TOKEN": TOKEN, "PYTHONPATH": str(ROOT / "server")},
+        env={**env, "MPLP_LSP_COLLECTOR_TOKEN": TOKEN},
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -335,14 +333,22 @@ def percentiles(times: list[float]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--size", type=int, default=100_000)
-    parser.add_argument("--prefill", type=int, default=10_000_000)
-    parser.add_argument("--page-rows", type=int, default=1_000_000)
-    args = parser.parse_args()
+    bench = Bench(__doc__)
+    bench.size("--size", full=100_000, quick=2_000, help="envelopes drained")
+    bench.size("--prefill", full=10_000_000, quick=2_000, help="envelopes already stored (0: none)")
+    bench.size("--page-rows", full=1_000_000, quick=1_500, help="rows paged through")
+    with bench.run() as args:
+        run(bench, args)
+
+
+def run(bench: Bench, args: argparse.Namespace) -> None:
+    from tests import postgres
+
     bin_dir = postgres.binaries()
     if bin_dir is None:
-        sys.exit("PostgreSQL's server binaries are not installed (apt-get install postgresql)")
+        bench.unavailable(
+            "PostgreSQL's server binaries are not installed (apt-get install postgresql)"
+        )
     cluster = postgres.start(bin_dir, settings={"max_wal_size": "8GB"})
     work = Path(tempfile.mkdtemp(prefix="bench-collector-"))
     env = cluster.env()
@@ -352,7 +358,6 @@ def main() -> None:
         size = args.size
         server = cluster.process.pid
         print(f"drain ({size:,} envelopes, batches of {BATCH}, {STREAMS} streams at once)")
-        print(f"  load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         one = run_drain([cluster.create_database("one")], env, per_stream, server)
         two_db = cluster.create_database("two")
         two = run_drain([two_db, two_db], env, per_stream, server)
@@ -378,7 +383,7 @@ def main() -> None:
             f"  {copy_cpu.cpu(size)} (client: the encoding, COPY's loop)"
         )
         print(f"  SQLite collector (peer)                {sqlite.rate(size):>10,.0f} /s")
-        print(f"  load average at end: {os.getloadavg()[0]:.1f}")
+        print(f"  load average after the drains: {load_average()}")
         with psycopg.connect(cluster.psql_url("two")) as conn:
             stored = conn.execute(
                 "SELECT count(*), count(DISTINCT event_id) FROM events"
@@ -426,7 +431,7 @@ def main() -> None:
                 process.wait()
             print(
                 f"paging (GET /events?limit=1000 over the last {paged.rows:,} rows,"
-                f" {len(paged.pages)} pages; load average {os.getloadavg()[0]:.1f})"
+                f" {len(paged.pages)} pages; load average {load_average()})"
             )
             print(
                 f"  per page: {percentiles(paged.pages)} (target < 50 ms);"

@@ -1,6 +1,6 @@
 """Micro benchmark of the file-activity debouncer.
 
-Run from the repository root: ``PYTHONPATH=server python bench/bench_debounce.py``.
+Run from the repository root: ``python bench/bench_debounce.py [--quick] [--count N]``.
 
 Each figure is printed beside a peer measured in the same run, so the ratio shows the
 debouncer's own cost rather than the speed of the machine:
@@ -14,21 +14,21 @@ debouncer's own cost rather than the speed of the machine:
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import time
 from collections.abc import Callable
 
+from benchlib.harness import Bench
 from mplp_lsp.sources.debounce import Change, Debouncer, Observation, Settled
 
-COUNT = 20_000
 QUIET = 0.5
-REPEAT = 5
 TARGET = 200_000
 
 
-def best_rate(run: Callable[[], float]) -> float:
-    """Calls per second of the fastest of REPEAT runs; ``run`` returns seconds taken."""
-    return COUNT / min(run() for _ in range(REPEAT))
+def best_rate(run: Callable[[], float], count: int, repeat: int) -> float:
+    """Calls per second of the fastest of ``repeat`` runs; ``run`` returns seconds taken."""
+    return count / min(run() for _ in range(repeat))
 
 
 def burst(paths: list[str]) -> list[Observation]:
@@ -51,13 +51,6 @@ def time_dict(observations: list[Observation]) -> float:
     for obs in observations:
         latest[obs.path] = obs
     return time.perf_counter() - start
-
-
-def report(label: str, figure: float, peer: float, unit: str) -> None:
-    print(f"{label}")
-    print(f"  figure: {figure:>14,.0f} {unit}")
-    print(f"  peer:   {peer:>14,.0f} {unit}  (plain dict assignment)")
-    print(f"  ratio:  {figure / peer:>14.3f}  (figure / peer)")
 
 
 async def bare_timer_lateness() -> float:
@@ -90,38 +83,48 @@ async def emit_lateness(paths: list[str]) -> tuple[float, int]:
     return finished - last - QUIET, batches
 
 
-async def main() -> None:
-    paths = [f"src/pkg{i % 97}/module_{i}.py" for i in range(COUNT)]
+async def main(bench: Bench, args: argparse.Namespace) -> None:
+    count, repeat = args.count, args.repeat
+    paths = [f"src/pkg{i % 97}/module_{i}.py" for i in range(count)]
     distinct = burst(paths)
-    one_path = burst([paths[0]] * COUNT)
+    one_path = burst([paths[0]] * count)
 
-    print(f"debouncer micro benchmark: {COUNT:,} observations, best of {REPEAT}\n")
-    rate = best_rate(lambda: time_observe(distinct))
-    report(
-        f"observe() calls/s, {COUNT:,} distinct paths",
-        rate,
-        best_rate(lambda: time_dict(distinct)),
-        "calls/s",
-    )
-    one_rate = best_rate(lambda: time_observe(one_path))
-    report(
-        f"observe() calls/s, {COUNT:,} observations of one path",
-        one_rate,
-        best_rate(lambda: time_dict(one_path)),
-        "calls/s",
-    )
+    print(f"debouncer micro benchmark: {count:,} observations, best of {repeat}")
+    rates = {}
+    for name, observations in (
+        (f"{count:,} distinct paths", distinct),
+        (f"{count:,} observations of one path", one_path),
+    ):
+        rates[name] = best_rate(lambda o=observations: time_observe(o), count, repeat)
+        bench.figure(
+            f"observe() calls/s, {name}",
+            rates[name],
+            "calls/s",
+            target=f">= {TARGET:,}/s",
+            met=rates[name] >= TARGET,
+            peer=(
+                "plain dict assignment",
+                best_rate(lambda o=observations: time_dict(o), count, repeat),
+            ),
+        )
 
     peer = await bare_timer_lateness()
     late, batches = await emit_lateness(paths)
-    print(f"last observation -> whole {COUNT:,}-path burst emitted, beyond quiet={QUIET}s")
-    print(f"  figure: {late * 1000:>10.1f} ms  in {batches} batch(es), tick={QUIET / 10}s")
-    print(f"  peer:   {peer * 1000:>10.1f} ms  (bare loop.call_later(quiet) lateness)")
-    print(f"  ratio:  {late / peer if peer > 0 else float('inf'):>10.1f}  (figure / peer)")
-    print("  (up to one tick of it is deliberate: it gathers paths due close together)")
-
-    verdict = "met" if min(rate, one_rate) >= TARGET else "NOT met"
-    print(f"\ntarget >= {TARGET:,} observe()/s: {verdict}")
+    bench.figure(
+        f"last observation -> whole {count:,}-path burst emitted, beyond quiet={QUIET}s",
+        late * 1000,
+        "ms",
+        peer=("bare loop.call_later(quiet) lateness", peer * 1000),
+    )
+    print(
+        f"  in {batches} batch(es), tick={QUIET / 10}s: up to one tick of it is deliberate,"
+        " it gathers paths due close together"
+    )
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    bench = Bench(__doc__)
+    bench.size("--count", full=20_000, quick=200, help="observations in a burst")
+    bench.size("--repeat", full=5, quick=1, help="runs of each rate; the best is shown")
+    with bench.run() as args:
+        asyncio.run(main(bench, args))

@@ -1,9 +1,10 @@
 """Drift scans beside `git status --porcelain` on the same generated tree, in the same run.
 
-Run: python bench/bench_drift.py [--files N] [--runs R] [--tree DIR]
+Run from the repository root: python bench/bench_drift.py [--quick] [--files N] [--runs R]
+[--tree DIR]
 
 Generates (or reuses, with --tree) a committed tree of N files (default 100,000; see
-bench/drift_tree.py), records every file in a fresh store's PSG, opens the workspace as the
+bench/benchlib/drift_tree.py), records every file in a fresh store's PSG, opens the workspace as the
 daemon does, and times, warm, as the median of R runs with `git status --porcelain` measured
 between them:
 
@@ -28,16 +29,13 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server"))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.drift_tree import make_tree
+from benchlib.drift_tree import make_tree
+from benchlib.harness import Bench
 from mplp_lsp.runtime.drift import Strategy
 from mplp_lsp.runtime.drift.scan import safe_hash
 from mplp_lsp.settings import parse_settings
@@ -83,14 +81,18 @@ async def paired(
     return statistics.median(ours), statistics.median(peer)
 
 
-def line(name: str, ours: float, peer: float, target: float) -> None:
-    ratio = ours / peer
-    verdict = "ok" if ratio <= target else "OVER"
-    print(f"{name:<34} {ours * 1000:8.1f} ms   git status {peer * 1000:7.1f} ms   "
-          f"{ratio:5.2f}x (target <= {target}x) {verdict}")  # fmt: skip
+def line(bench: Bench, name: str, ours: float, peer: float, target: float) -> None:
+    bench.figure(
+        name,
+        ours * 1000,
+        "ms",
+        target=f"<= {target}x git status",
+        met=ours <= target * peer,
+        peer=("git status --porcelain", peer * 1000),
+    )
 
 
-async def main_async(args: argparse.Namespace) -> None:
+async def main_async(bench: Bench, args: argparse.Namespace) -> None:
     scratch = Path(tempfile.mkdtemp(prefix="mplp-drift-bench-"))
     root = (Path(args.tree) if args.tree else scratch / "tree").resolve()
     print(f"tree: {args.files:,} files; preparing (generate, commit, record)...", flush=True)
@@ -113,8 +115,8 @@ async def main_async(args: argparse.Namespace) -> None:
             workspace.ignore.epoch += 1
             return await steady()
 
-        line("full scan, nothing changed", *await paired(args.runs, steady, root), 2.5)
-        line("cold scan (store read + ignore)", *await paired(args.runs, cold, root), 2.5)
+        line(bench, "full scan, nothing changed", *await paired(args.runs, steady, root), 2.5)
+        line(bench, "cold scan (store read + ignore)", *await paired(args.runs, cold, root), 2.5)
 
         changed = paths[::100]
         originals = {p: (root / p).read_bytes() for p in changed}
@@ -127,7 +129,7 @@ async def main_async(args: argparse.Namespace) -> None:
             assert summary.drifted == len(changed), summary
             return time.perf_counter() - started
 
-        line("full scan, 1 % changed", *await paired(args.runs, one_percent, root), 2.5)
+        line(bench, "full scan, 1 % changed", *await paired(args.runs, one_percent, root), 2.5)
 
         known = changed[:100]
         samples = []
@@ -135,8 +137,9 @@ async def main_async(args: argparse.Namespace) -> None:
             started = time.perf_counter()
             await workspace.drift.recheck(known)
             samples.append(time.perf_counter() - started)
-        print(f"{'re-check of 100 known changes':<34} {statistics.median(samples) * 1000:8.1f} ms"
-              "   (target <= 50 ms; O(N), not O(tree))")  # fmt: skip
+        recheck = statistics.median(samples) * 1000
+        bench.figure(f"re-check of {len(known)} known changes", recheck, "ms",
+                     target="<= 50 ms (O(N), not O(tree))", met=recheck <= 50)  # fmt: skip
         for path, data in originals.items():
             (root / path).write_bytes(data)
         await workspace.drift.scan()
@@ -159,20 +162,20 @@ async def main_async(args: argparse.Namespace) -> None:
             latencies.append(await found - started)
             (root / target).write_bytes(data)
             await workspace.drift.resolve(target, Strategy.FS)
-        print(f"{'change -> finding (on-demand scan)':<34} "
-              f"{statistics.median(latencies) * 1000:8.1f} ms   (+ up to driftInterval "
-              "when found by the periodic scan)")  # fmt: skip
+        bench.figure("change -> finding (on-demand scan; + up to driftInterval when found by "
+                     "the periodic scan)", statistics.median(latencies) * 1000, "ms")  # fmt: skip
     finally:
         await workspace.close()
         shutil.rmtree(scratch, ignore_errors=True)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--files", type=int, default=100_000)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--tree", help="generate the tree here (or reuse one made before)")
-    asyncio.run(main_async(parser.parse_args()))
+    bench = Bench(__doc__)
+    bench.size("--files", full=100_000, quick=200, help="files in the generated tree")
+    bench.size("--runs", full=5, quick=1, help="timed runs of each scan (the median is shown)")
+    bench.parser.add_argument("--tree", help="generate the tree here (or reuse one made before)")
+    with bench.run() as args:
+        asyncio.run(main_async(bench, args))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Forwarding benchmarks, each beside its physical peer measured in the same run.
 
-Run: python bench/bench_forward.py [--size N] [--pending M] [--only PART ...]
+Run from the repository root: python bench/bench_forward.py [--quick] [--size N] [--pending M]
+[--only PART ...]
 
 * enqueue: durable appends through StoreWriter with the outbox on (the trigger queues each
   event in the same transaction), 100 events per append, vs a bare batched SQLite append
@@ -31,13 +32,13 @@ Run: python bench/bench_forward.py [--size N] [--pending M] [--only PART ...]
   the outbox-free store.
 
 --size defaults to 100,000 and --pending to 1,000,000 as in the issue; --prefill (500,000)
-is the size of the store for the enqueue's grown-store line (0 skips it); use e.g.
-``--size 20000 --pending 100000`` for a quick run.
+is the size of the store for the enqueue's grown-store line (0 skips it);
+``--size 20000 --pending 100000`` is a shorter run whose figures still mean something
+(--quick only checks that every part works).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
 import os
@@ -50,25 +51,23 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-SERVER = Path(__file__).resolve().parent.parent / "server"
-sys.path.insert(0, str(SERVER))
-
-from mplp_lsp.forward import outbox  # noqa: E402
-from mplp_lsp.forward.batching import BatchLimits, encode_batch  # noqa: E402
-from mplp_lsp.forward.forwarder import Forwarder  # noqa: E402
-from mplp_lsp.protocol.envelope import build_envelope, utc_timestamp  # noqa: E402
-from mplp_lsp.protocol.kinds import Kind  # noqa: E402
-from mplp_lsp.store.database import connect, reclaim_free_pages, transaction  # noqa: E402
-from mplp_lsp.store.dedup import event_key  # noqa: E402
-from mplp_lsp.store.events import (  # noqa: E402
+from benchlib.harness import Bench
+from mplp_lsp.forward import outbox
+from mplp_lsp.forward.batching import BatchLimits, encode_batch
+from mplp_lsp.forward.forwarder import Forwarder
+from mplp_lsp.protocol.envelope import build_envelope, utc_timestamp
+from mplp_lsp.protocol.kinds import Kind
+from mplp_lsp.store.database import connect, reclaim_free_pages, transaction
+from mplp_lsp.store.dedup import event_key
+from mplp_lsp.store.events import (
     EventLog,
     NewEvent,
     PreparedEvent,
     encode_body,
     prepare_events,
 )
-from mplp_lsp.store.writer import StoreWriter  # noqa: E402
-from mplp_lsp.workspace import _COMMIT_BATCH  # noqa: E402
+from mplp_lsp.store.writer import StoreWriter
+from mplp_lsp.workspace import _COMMIT_BATCH
 
 TOKEN = "bench-token"
 BATCH = 1000
@@ -268,7 +267,7 @@ def bench_enqueue(size: int, work: Path, prefill: int) -> None:
 
 
 def start_collector(db: Path) -> tuple[subprocess.Popen[str], str]:
-    env = dict(os.environ, MPLP_LSP_COLLECTOR_TOKEN=TOKEN, PYTHONPATH=str(SERVER))
+    env = dict(os.environ, MPLP_LSP_COLLECTOR_TOKEN=TOKEN)
     process = subprocess.Popen(
         [
             sys.executable,
@@ -367,7 +366,7 @@ def bench_drain(size: int, work: Path) -> None:
 
 _RSS_CHILD = """
 import asyncio, sys, time
-sys.path.insert(0, {server!r})
+from pathlib import Path
 from mplp_lsp.forward.forwarder import Forwarder
 from mplp_lsp.forward.retry import RetryPolicy
 from mplp_lsp.forward.sender import HttpTransport
@@ -384,7 +383,7 @@ async def main(path, port, with_forwarder):
     await writer.start()
     forwarder = None
     if with_forwarder:
-        forwarder = Forwarder(writer, HttpTransport(f"http://127.0.0.1:{{port}}/events", None),
+        forwarder = Forwarder(writer, HttpTransport(f"http://127.0.0.1:{port}/events", None),
                               budget_bytes=2**40, policy=RetryPolicy(initial_delay=0.05, max_delay=0.2))
         await forwarder.start()
     peak = 0.0
@@ -398,7 +397,7 @@ async def main(path, port, with_forwarder):
         await forwarder.close()
     await writer.close()
 
-asyncio.run(main(sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"))
+asyncio.run(main(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"))
 """
 
 
@@ -408,11 +407,10 @@ def bench_rss(pending: int, work: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    script = _RSS_CHILD.format(server=str(SERVER))
     out = {}
     for flag in ("0", "1"):
         done = subprocess.run(
-            [sys.executable, "-c", script, str(path), str(port), flag],
+            [sys.executable, "-c", _RSS_CHILD, str(path), str(port), flag],
             capture_output=True,
             text=True,
             check=True,
@@ -471,16 +469,15 @@ def _has_dbstat(conn: sqlite3.Connection) -> bool:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--size", type=int, default=100_000)
-    parser.add_argument("--pending", type=int, default=1_000_000)
-    parser.add_argument(
-        "--prefill", type=int, default=500_000, help="events already stored for the grown-store run"
+    bench = Bench(__doc__)
+    bench.size("--size", full=100_000, quick=2_000, help="envelopes enqueued, drained, sized")
+    bench.size("--pending", full=1_000_000, quick=2_000, help="pending entries for the rss part")
+    bench.size(
+        "--prefill", full=500_000, quick=2_000, help="events already stored (0 skips that line)"
     )
-    parser.add_argument("--only", nargs="*", choices=["enqueue", "drain", "rss", "size"])
-    args = parser.parse_args()
-    parts = args.only or ["enqueue", "drain", "rss", "size"]
-    with tempfile.TemporaryDirectory() as tmp:
+    bench.parser.add_argument("--only", nargs="*", choices=["enqueue", "drain", "rss", "size"])
+    with bench.run() as args, tempfile.TemporaryDirectory() as tmp:
+        parts = args.only or ["enqueue", "drain", "rss", "size"]
         work = Path(tmp)
         if "enqueue" in parts:
             bench_enqueue(min(args.size, 50_000), work, args.prefill)

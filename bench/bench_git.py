@@ -1,6 +1,6 @@
 """Git source benchmarks, each beside a peer measured in the same run.
 
-Run from the repository root: ``PYTHONPATH=server:. python bench/bench_git.py [--commits N]``.
+Run from the repository root: ``python bench/bench_git.py [--quick] [--commits N]``.
 
 * catch-up: the daemon starts after N commits were made (history built with ``git
   fast-import``); time until all N git_events are stored (no peer: reported per commit);
@@ -21,8 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.gitrepo import BASE_ENV, Repo
-
+from benchlib.harness import Bench, percentile
 from mplp_lsp.settings import Settings
 from mplp_lsp.statedir import StatePaths
 from mplp_lsp.store.database import connect
@@ -58,19 +57,10 @@ def git_count(db: Path) -> int:
         conn.close()
 
 
-def report(
-    label: str, figure: float, unit: str, peer: float | None, peer_label: str, target: str
-) -> None:
-    print(label)
-    print(f"  figure: {figure:12.3f} {unit}")
-    if peer is not None:
-        print(f"  peer:   {peer:12.3f} {unit}  ({peer_label})")
-        print(f"  ratio:  {figure / peer:12.2f}  (target {target})")
-    else:
-        print(f"  target: {target}")
+async def main(bench: Bench, args: argparse.Namespace) -> None:
+    commits, loops, samples = args.commits, args.polls, args.samples
+    from tests.gitrepo import BASE_ENV, Repo
 
-
-async def main(commits: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         repo = Repo.create(base / "ws")
@@ -88,14 +78,12 @@ async def main(commits: int) -> None:
         caught_up = time.perf_counter() - start
         stored = git_count(state / "events.db")
         assert stored == commits, (stored, commits)
-        report(
+        bench.figure(
             f"catch-up of {commits:,} commits at start (open + events stored)",
             caught_up * 1000,
             "ms",
-            None,
-            "",
-            f"{caught_up / commits * 1e6:.0f} µs per commit",
         )
+        bench.figure("  per commit (no target, no peer)", caught_up / commits * 1e6, "µs")
 
         opened = GitRepo.open(repo.path)
         ids = repo.git("rev-list", "-n", str(commits), "main").split()
@@ -122,19 +110,18 @@ async def main(commits: int) -> None:
             infos = commit_infos(opened, ids)
             our_times.append(time.perf_counter() - t)
         assert len(infos) == commits
-        report(
+        bench.figure(
             f"metadata with diff stats for {commits:,} commits",
             min(our_times) * 1000,
             "ms",
-            min(peer_times) * 1000,
-            f"git log -n {commits} --numstat",
-            "≤ 1.5×",
+            target="<= 1.5x the peer",
+            met=min(our_times) <= 1.5 * min(peer_times),
+            peer=(f"git log -n {commits} --numstat", min(peer_times) * 1000),
         )
         opened.close()
 
         source = workspace.git
         await source.poll()
-        loops = 20_000
         t = time.perf_counter()
         for _ in range(loops):
             await source.poll()
@@ -144,17 +131,17 @@ async def main(commits: int) -> None:
         for _ in range(loops):
             os.stat(head_log)
         one_stat = (time.perf_counter() - t) / loops
-        report(
+        bench.figure(
             "idle poll, nothing changed",
             idle * 1e3,
             "ms",
-            one_stat * 1e3,
-            "one os.stat",
-            "≤ 0.1 ms",
+            target="<= 0.1 ms",
+            met=idle <= 0.1e-3,
+            peer=("one os.stat", one_stat * 1e3),
         )
 
         latencies = []
-        for i in range(3):
+        for i in range(samples):
             before = git_count(state / "events.db")
             repo.commit(f"latency {i}")
             t = time.perf_counter()
@@ -162,20 +149,19 @@ async def main(commits: int) -> None:
                 await asyncio.sleep(0.005)
             latencies.append(time.perf_counter() - t)
         await workspace.close()
-        report(
-            "commit → stored, poller only (gitPollMs 1000)",
-            sorted(latencies)[1] * 1000,
+        bench.figure(
+            f"commit -> stored, poller only (gitPollMs 1000), median of {samples}",
+            percentile(latencies, 0.5) * 1000,
             "ms",
-            None,
-            "",
-            "≤ the poll interval",
+            target="<= the poll interval (1,000 ms)",
+            met=percentile(latencies, 0.5) <= 1.0,
         )
 
         opened = GitRepo.open(repo.path)
         hooks.install(opened, repo.path, StatePaths(state))
         opened.close()
         latencies = []
-        for i in range(3):
+        for i in range(samples):
             before = git_count(state / "events.db")
             t0 = time.perf_counter()
             repo.commit(f"hooked {i}")
@@ -184,17 +170,18 @@ async def main(commits: int) -> None:
             while git_count(state / "events.db") == before:
                 await asyncio.sleep(0.005)
             latencies.append(time.perf_counter() - t)
-        report(
-            "commit → stored, hook, no daemon",
-            sorted(latencies)[1] * 1000,
+        bench.figure(
+            f"commit -> stored, hook, no daemon, median of {samples}",
+            percentile(latencies, 0.5) * 1000,
             "ms",
-            None,
-            "",
-            f"git commit itself took {commit_took * 1000:.1f} ms with the hook",
+            peer=("git commit itself, with the hook", commit_took * 1000),
         )
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--commits", type=int, default=10_000)
-    asyncio.run(main(parser.parse_args().commits))
+    bench = Bench(__doc__)
+    bench.size("--commits", full=10_000, quick=20, help="commits made before the daemon starts")
+    bench.size("--polls", full=20_000, quick=200, help="idle polls (and os.stat calls) timed")
+    bench.size("--samples", full=3, quick=1, help="commits timed to stored, each way")
+    with bench.run() as args:
+        asyncio.run(main(bench, args))

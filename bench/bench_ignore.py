@@ -1,6 +1,6 @@
 """Microseconds per IgnoreRules.is_ignored() call on a burst of paths, beside `git check-ignore`.
 
-Run: python bench/bench_ignore.py [--paths N] [--rounds R]
+Run from the repository root: python bench/bench_ignore.py [--quick] [--paths N] [--rounds R]
 
 Builds a throw-away repository with a typical mix of ignore files (a root .gitignore for a
 Python + Node project, nested ones in two packages, info/exclude) and a directory tree, then
@@ -15,17 +15,14 @@ It also counts paths on which the two disagree (expected: 0).
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server"))
-
+from benchlib.harness import Bench
 from mplp_lsp.ignore import IgnoreRules
 
 ROOT_GITIGNORE = """\
@@ -116,17 +113,21 @@ def timed(fn: Callable[[str], bool], paths: list[str]) -> tuple[float, set[str]]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--paths", type=int, default=20_000)
-    parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
-    paths = burst(args.paths)
+    bench = Bench(__doc__)
+    bench.size("--paths", full=20_000, quick=200, help="paths in the burst")
+    bench.size("--rounds", full=5, quick=1, help="warm rounds (the best is shown)")
+    with bench.run() as args:
+        compare(bench, args.paths, args.rounds)
+
+
+def compare(bench: Bench, count: int, rounds: int) -> None:
+    paths = burst(count)
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         repo = build_repo(base, paths)
         rules = IgnoreRules(repo, internal_dirs=[repo / STATE_DIR])
         cold, ours = timed(rules.is_ignored, paths)
-        warm = min(timed(rules.is_ignored, paths)[0] for _ in range(args.rounds))
+        warm = min(timed(rules.is_ignored, paths)[0] for _ in range(rounds))
 
         start = time.perf_counter()
         done = subprocess.run(
@@ -144,12 +145,10 @@ def main() -> None:
     disagree = sum((p in ours) != (p in theirs) for p in comparable)
     n = len(paths)
     print(f"paths: {n} ({len(ours)} ignored)")
-    print(f"IgnoreRules.is_ignored, cold:  {cold / n * 1e6:6.2f} us/path  ({cold * 1e3:.1f} ms)")
-    print(f"IgnoreRules.is_ignored, warm:  {warm / n * 1e6:6.2f} us/path  ({warm * 1e3:.1f} ms)")
-    print(
-        f"git check-ignore --stdin (1 process): {peer / n * 1e6:6.2f} us/path  ({peer * 1e3:.1f} ms)"
-    )
-    print(f"disagreements with git: {disagree}")
+    git = ("git check-ignore --stdin, one process", peer / n * 1e6)
+    bench.figure("IgnoreRules.is_ignored, cold", cold / n * 1e6, "µs/path", peer=git)
+    bench.figure("IgnoreRules.is_ignored, warm", warm / n * 1e6, "µs/path", peer=git)
+    print(f"disagreements with git: {disagree} (expected 0)")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The language server against a minimal pygls server, measured in the same run.
 
-Run: python bench/bench_lsp.py [--runs N] [--files N]
+Run from the repository root: python bench/bench_lsp.py [--quick] [--only PART]
 
 Figures and targets (issue: the daemon):
   start -> initialize result        <= 1.2x the minimal server
@@ -16,40 +16,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sqlite3
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from jsonrpc_client import RawClient
+from benchlib.harness import Bench, percentile
+from benchlib.jsonrpc_client import minimal_cmd, mplp_cmd, save, started, wait_ready
+from benchlib.save_latency import bare_client_saves
 
-HERE = Path(__file__).resolve().parent
-MINIMAL = [sys.executable, str(HERE / "minimal_server.py")]
+MINIMAL = minimal_cmd()
 QUIET_MS = 100
 VSCODE_CAPS = {"workspace": {"didChangeWatchedFiles": {"dynamicRegistration": True}}}
-
-
-def mplp_cmd(state_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "mplp_lsp", "serve", "--state-dir", str(state_dir)]
-
-
-async def started(
-    cmd: list[str], root: Path, options: object = None, caps: object = None
-) -> tuple[RawClient, float]:
-    client = RawClient()
-    begin = time.perf_counter()
-    await client.start(*cmd, env={**os.environ})
-    await client.initialize(root.as_uri(), options, caps)
-    return client, time.perf_counter() - begin
-
-
-async def wait_ready(client: RawClient) -> None:
-    while not (await client.request("mplp/status"))["ready"]:
-        await asyncio.sleep(0.02)
 
 
 def committed(database: Path, kind: str = "file_update") -> int:
@@ -67,40 +46,41 @@ def count(database: Path, sql: str, params: tuple[str, ...] = ()) -> int:
         return 0
 
 
-def save(client: RawClient, uri: str) -> None:
-    client.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-async def bench_start_and_rss(runs: int, tmp: Path) -> None:
+async def bench_start_and_rss(bench: Bench, runs: int, idle: float, tmp: Path) -> None:
     mine, peer, mine_rss, peer_rss = [], [], [], []
     for run in range(runs):
         client, seconds = await started(MINIMAL, tmp)
         peer.append(seconds)
-        await asyncio.sleep(2)
+        await asyncio.sleep(idle)
         peer_rss.append(client.rss_mib())
         await client.stop()
         client, seconds = await started(mplp_cmd(tmp / f"state-start-{run}"), tmp)
         mine.append(seconds)
         await wait_ready(client)
-        await asyncio.sleep(2)
+        await asyncio.sleep(idle)
         mine_rss.append(client.rss_mib())
         await client.stop()
-    a, b = statistics.median(mine), statistics.median(peer)
-    print(
-        f"start -> initialize     mplp {a * 1000:7.0f} ms   minimal {b * 1000:7.0f} ms   ratio {a / b:5.2f}x   target <= 1.2x"
+    a, b = statistics.median(mine) * 1000, statistics.median(peer) * 1000
+    bench.figure(
+        "start -> initialize result",
+        a,
+        "ms",
+        target="<= 1.2x the minimal server",
+        met=a <= 1.2 * b,
+        peer=("minimal pygls server", b),
     )
     a, b = statistics.median(mine_rss), statistics.median(peer_rss)
-    print(
-        f"idle RSS                mplp {a:7.1f} MiB  minimal {b:7.1f} MiB  ratio {a / b:5.2f}x   target <= 2x"
+    bench.figure(
+        "idle RSS",
+        a,
+        "MiB",
+        target="<= 2x the minimal server",
+        met=a <= 2 * b,
+        peer=("minimal pygls server", b),
     )
 
 
-async def bench_save_rate(tmp: Path, count: int) -> None:
+async def bench_save_rate(bench: Bench, tmp: Path, count: int) -> None:
     workspace = tmp / "rate"
     (workspace / "src").mkdir(parents=True)
     uris = []
@@ -122,28 +102,20 @@ async def bench_save_rate(tmp: Path, count: int) -> None:
         await client.request(barrier)
         rates[name] = count / (time.perf_counter() - begin)
         await client.stop()
-    print(
-        f"didSave absorbed        mplp {rates['mplp']:7,.0f}/s   minimal {rates['minimal']:7,.0f}/s   ratio {rates['mplp'] / rates['minimal']:5.2f}x   target >= 5,000/s"
+    bench.figure(
+        f"didSave absorbed ({count:,})",
+        rates["mplp"],
+        "/s",
+        target=">= 5,000/s",
+        met=rates["mplp"] >= 5000,
+        peer=("minimal pygls server", rates["minimal"]),
     )
 
 
-async def bench_latency(tmp: Path, samples: int) -> None:
-    workspace = tmp / "latency"
-    (workspace / "src").mkdir(parents=True)
-    state = tmp / "state-latency"
-    client, _ = await started(mplp_cmd(state), workspace, {"mplp": {"debounceMs": QUIET_MS}})
-    await wait_ready(client)
-    beyond = []
-    for i in range(samples):
-        path = workspace / "src" / f"l{i}.py"
-        path.write_text("x\n")
-        before = committed(state / "events.db")
-        begin = time.perf_counter()
-        save(client, path.as_uri())
-        while committed(state / "events.db") == before:
-            await asyncio.sleep(0.0005)
-        beyond.append((time.perf_counter() - begin) * 1000 - QUIET_MS)
-    await client.stop()
+async def bench_latency(bench: Bench, tmp: Path, samples: int) -> None:
+    stored = await bare_client_saves(tmp / "latency", samples, QUIET_MS)
+    beyond = [ms - QUIET_MS for ms in stored]
+    workspace = tmp / "latency" / "peer"
     peer_client, _ = await started(MINIMAL, workspace)
     pings = []
     for _ in range(samples):
@@ -151,13 +123,23 @@ async def bench_latency(tmp: Path, samples: int) -> None:
         await peer_client.request("bench/stats")
         pings.append((time.perf_counter() - begin) * 1000)
     await peer_client.stop()
-    print(
-        f"didSave -> commit       beyond the {QUIET_MS} ms debounce: p50 {pct(beyond, 0.5):5.1f} ms  p99 {pct(beyond, 0.99):5.1f} ms"
-        f"   (minimal server request round trip p50 {pct(pings, 0.5):4.1f} ms p99 {pct(pings, 0.99):4.1f} ms)   target p99 <= 10 ms"
+    bench.figure(
+        f"didSave -> committed beyond the {QUIET_MS} ms debounce, p50",
+        percentile(beyond, 0.5),
+        "ms",
+        peer=("minimal server request round trip, p50", percentile(pings, 0.5)),
+    )
+    bench.figure(
+        f"didSave -> committed beyond the {QUIET_MS} ms debounce, p99",
+        percentile(beyond, 0.99),
+        "ms",
+        target="<= 10 ms",
+        met=percentile(beyond, 0.99) <= 10,
+        peer=("minimal server request round trip, p99", percentile(pings, 0.99)),
     )
 
 
-async def bench_burst(tmp: Path, files: int) -> None:
+async def bench_burst(bench: Bench, tmp: Path, files: int) -> None:
     tmp.mkdir(parents=True, exist_ok=True)
     workspace = tmp / "burst"
     (workspace / "src").mkdir(parents=True)
@@ -191,42 +173,58 @@ async def bench_burst(tmp: Path, files: int) -> None:
     await peer.request("bench/stats")
     peer_seconds = time.perf_counter() - begin
     await peer.stop()
-    print(
-        f"{files:,}-path burst     committed in {total:5.2f} s beyond the debounce (target <= 2 s); "
-        f"request during burst answered in {answered:5.1f} ms (target <= 100 ms); "
-        f"PSG file nodes complete at {graph:5.2f} s; "
-        f"minimal server absorbs {files:,} didSave in {peer_seconds:5.2f} s"
+    bench.figure(
+        f"{files:,}-path watched-files burst committed, beyond the debounce",
+        total,
+        "s",
+        target="<= 2 s",
+        met=total <= 2,
+        peer=(f"minimal server absorbs {files:,} didSave", peer_seconds),
     )
+    bench.figure(
+        "  a request sent during the burst answered in",
+        answered,
+        "ms",
+        target="<= 100 ms",
+        met=answered <= 100,
+    )
+    bench.figure("  PSG file nodes complete, beyond the debounce", graph, "s")
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--files", type=int, default=20_000)
-    parser.add_argument("--saves", type=int, default=20_000)
-    parser.add_argument("--samples", type=int, default=100)
-    parser.add_argument(
-        "--only",
-        choices=["start", "saves", "latency", "burst"],
-        action="append",
-        help="run only these benchmarks (repeatable); all by default",
-    )
-    args = parser.parse_args()
-    chosen = set(args.only or ["start", "saves", "latency", "burst"])
+PARTS = ["start", "saves", "latency", "burst"]
+
+
+async def run(bench: Bench, args: argparse.Namespace) -> None:
+    chosen = set(args.only or PARTS)
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         if "start" in chosen:
-            await bench_start_and_rss(args.runs, tmp)
+            await bench_start_and_rss(bench, args.runs, args.idle, tmp)
         if "saves" in chosen:
-            await bench_save_rate(tmp, args.saves)
+            await bench_save_rate(bench, tmp, args.saves)
         if "latency" in chosen:
-            await bench_latency(tmp, args.samples)
+            await bench_latency(bench, tmp, args.samples)
         if "burst" in chosen:
-            for run in range(args.runs):
-                await bench_burst(tmp / f"burst-{run}", args.files)
+            for index in range(args.runs):
+                await bench_burst(bench, tmp / f"burst-{index}", args.files)
+
+
+def main() -> None:
+    bench = Bench(__doc__)
+    bench.size("--runs", full=3, quick=1, help="start-ups, and bursts, to take the median of")
+    bench.size("--idle", full=2.0, quick=0.2, help="seconds idle after a start, before its RSS")
+    bench.size("--files", full=20_000, quick=50, help="paths in the watched-files burst")
+    bench.size("--saves", full=20_000, quick=200, help="didSave notifications for the rate")
+    bench.size("--samples", full=100, quick=5, help="saves timed for the latency")
+    bench.parser.add_argument(
+        "--only",
+        choices=PARTS,
+        action="append",
+        help="run only these benchmarks (repeatable); all by default",
+    )
+    with bench.run() as args:
+        asyncio.run(run(bench, args))
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

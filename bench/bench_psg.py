@@ -1,6 +1,7 @@
 """PSG write rate (a plan of 1,000 steps, 10,000 file nodes) and API latency under that load.
 
-Run: python bench/bench_psg.py [--steps N] [--files N] [--probes N]
+Run from the repository root: python bench/bench_psg.py [--quick] [--steps N] [--files N]
+[--probes N]
 
 Everything is real: a Workspace on a temporary state dir (WAL, synchronous=FULL), the
 loopback HTTP API on 127.0.0.1, aiohttp as the client.
@@ -25,16 +26,14 @@ import argparse
 import asyncio
 import random
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server"))
-
 import aiohttp
 
+from benchlib.harness import Bench, percentile
 from mplp_lsp.api.server import ApiServer
 from mplp_lsp.api.services import ApiServices
 from mplp_lsp.intake import Submission
@@ -109,11 +108,6 @@ async def probe(session: aiohttp.ClientSession, url: str, count: int) -> list[fl
     return samples
 
 
-def pct(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "ws"
@@ -164,9 +158,11 @@ async def main(args: argparse.Namespace) -> None:
                 await asyncio.sleep(0.05)
                 busy_plan: list[float] = []
                 busy_health: list[float] = []
-                while not writer.done():
+                while True:  # at least once: a small plan's writes may be over already
                     busy_health += await probe(session, health_url, 5)
                     busy_plan += await probe(session, plan_url, 1)
+                    if writer.done():
+                        break
                 probed_rate = await writer
                 await workspace.psg.set_plan_status(plan_id, "completed")
 
@@ -206,20 +202,21 @@ async def main(args: argparse.Namespace) -> None:
     )
     print(
         f"GET /health   idle p50 {statistics.median(idle_health):6.2f} ms  "
-        f"p95 {pct(idle_health, 0.95):6.2f} ms | under load p50 "
-        f"{statistics.median(busy_health):6.2f} ms  p95 {pct(busy_health, 0.95):6.2f} ms "
+        f"p95 {percentile(idle_health, 0.95):6.2f} ms | under load p50 "
+        f"{statistics.median(busy_health):6.2f} ms  p95 {percentile(busy_health, 0.95):6.2f} ms "
         f"(target p95 <= {LATENCY_TARGET_MS:.0f} ms)"
     )
     print(
         f"GET plan ({args.steps} steps) idle p50 {statistics.median(idle_plan):6.2f} ms  "
-        f"p95 {pct(idle_plan, 0.95):6.2f} ms | under load p50 "
-        f"{statistics.median(busy_plan):6.2f} ms  p95 {pct(busy_plan, 0.95):6.2f} ms"
+        f"p95 {percentile(idle_plan, 0.95):6.2f} ms | under load p50 "
+        f"{statistics.median(busy_plan):6.2f} ms  p95 {percentile(busy_plan, 0.95):6.2f} ms"
     )
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=1000)
-    parser.add_argument("--files", type=int, default=10_000)
-    parser.add_argument("--probes", type=int, default=50)
-    asyncio.run(main(parser.parse_args()))
+    bench = Bench(__doc__)
+    bench.size("--steps", full=1000, quick=20, help="steps in the plan")
+    bench.size("--files", full=10_000, quick=50, help="file_update events through the intake")
+    bench.size("--probes", full=50, quick=5, help="idle requests timed per URL")
+    with bench.run() as args:
+        asyncio.run(main(args))

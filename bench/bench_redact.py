@@ -1,6 +1,6 @@
 """Measure secret redaction on the test fixtures.
 
-Run from the repository root:  PYTHONPATH=server python bench/bench_redact.py
+Run from the repository root: python bench/bench_redact.py [--quick]
 
 Prints canary recall, the false-positive rate on ordinary text, throughput next to a trivial
 regex pass over the same text (the peer: ``re.compile("x").sub``), and the entropy figures
@@ -9,19 +9,19 @@ behind ``ENTROPY_THRESHOLD``.
 
 from __future__ import annotations
 
+import argparse
 import re
 import statistics
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
+from benchlib import ROOT
+from benchlib.harness import Bench
 from mplp_lsp.sanitize import redact as redaction
 
-FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "redaction"
+FIXTURES = ROOT / "tests" / "fixtures" / "redaction"
 _ESCAPES = {"n": "\n", "\\": "\\"}
-MIN_SECONDS = 1.0
-ROUNDS = 5
 
 
 def load_canaries() -> list[tuple[str, str, str]]:
@@ -38,13 +38,13 @@ def load_ordinary() -> list[str]:
     return [p.read_text(encoding="utf-8") for p in sorted((FIXTURES / "ordinary").iterdir())]
 
 
-def throughput(run: Callable[[], object], size: int) -> float:
-    """Best of several rounds, each repeating ``run`` for at least MIN_SECONDS; MB/s."""
+def throughput(run: Callable[[], object], size: int, rounds: int, seconds: float) -> float:
+    """Best of ``rounds``, each repeating ``run`` for at least ``seconds``; MB/s."""
     best = float("inf")
-    for _ in range(ROUNDS):
+    for _ in range(rounds):
         calls = 0
         start = time.perf_counter()
-        while (elapsed := time.perf_counter() - start) < MIN_SECONDS:
+        while (elapsed := time.perf_counter() - start) < seconds:
             run()
             calls += 1
         best = min(best, elapsed / calls)
@@ -69,18 +69,17 @@ def false_positives(files: list[str]) -> None:
     print(f"false positives:      {changed}/{total} lines changed in ordinary text")
 
 
-def speed(files: list[str]) -> None:
+def speed(bench: Bench, files: list[str], args: argparse.Namespace) -> None:
     size = sum(len(text.encode("utf-8")) for text in files)
     lines = [line for text in files for line in text.splitlines()]
     peer = re.compile(r"x")
-    ours = throughput(lambda: [redaction.redact(text) for text in files], size)
-    base = throughput(lambda: [peer.sub("", text) for text in files], size)
-    per_line = throughput(lambda: [redaction.redact(line) for line in lines], size)
+    timing = (size, args.rounds, args.seconds)
+    ours = throughput(lambda: [redaction.redact(text) for text in files], *timing)
+    base = throughput(lambda: [peer.sub("", text) for text in files], *timing)
+    per_line = throughput(lambda: [redaction.redact(line) for line in lines], *timing)
     print(f"ordinary set:         {size / 1e3:.1f} kB in {len(files)} files, {len(lines)} lines")
-    print(f"redact, per file:     {ours:8.1f} MB/s")
-    print(f're.compile("x").sub:  {base:8.1f} MB/s  (peer, same text, same run)')
-    print(f"peer / redact:        {base / ours:8.1f}x")
-    print(f"redact, per line:     {per_line:8.1f} MB/s  (one call per line: fixed cost per call)")
+    bench.figure("redact, per file", ours, "MB/s", peer=('re.compile("x").sub, same text', base))
+    bench.figure("redact, per line (one call per line: fixed cost per call)", per_line, "MB/s")
 
 
 def entropy_figures(canaries: list[tuple[str, str, str]], files: list[str]) -> None:
@@ -114,12 +113,16 @@ def entropy_figures(canaries: list[tuple[str, str, str]], files: list[str]) -> N
 
 
 def main() -> int:
-    canaries, files = load_canaries(), load_ordinary()
-    print(f"python {sys.version.split()[0]}")
-    recall(canaries)
-    false_positives(files)
-    speed(files)
-    entropy_figures(canaries, files)
+    bench = Bench(__doc__)
+    bench.size("--rounds", full=5, quick=1, help="timed rounds (the best is shown)")
+    bench.size("--seconds", full=1.0, quick=0.01, help="least seconds of each round")
+    with bench.run() as args:
+        canaries, files = load_canaries(), load_ordinary()
+        print(f"python {sys.version.split()[0]}")
+        recall(canaries)
+        false_positives(files)
+        speed(bench, files, args)
+        entropy_figures(canaries, files)
     return 0
 
 

@@ -1,6 +1,7 @@
 """Durable appends through StoreWriter beside bare SQLite appends of the same envelopes.
 
-Run: python bench/bench_store.py [--events N] [--segments S] [--sequential N] [--callers C]
+Run from the repository root: python bench/bench_store.py [--quick] [--events N] [--segments S]
+[--sequential N] [--callers C]
 
 Both sides use the store's own database (same schema and indexes, WAL, synchronous=FULL),
 so the only difference is the path to it:
@@ -27,13 +28,11 @@ import asyncio
 import concurrent.futures
 import sqlite3
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server"))
-
+from benchlib.harness import Bench
 from mplp_lsp.protocol.envelope import build_envelope, utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.store.database import connect
@@ -130,9 +129,10 @@ async def run(args: argparse.Namespace, base: Path) -> dict[str, float]:
     offset = 0
 
     def fresh(n: int) -> list[NewEvent]:
+        """``n`` events no earlier call made (their dedup keys are unique)."""
         nonlocal offset
         offset += n
-        return make_events(n, offset)
+        return make_events(n, offset - n)
 
     # Group commit: the sides take turns within each segment, in a rotating order, so drift
     # hits them alike.
@@ -193,16 +193,18 @@ async def run(args: argparse.Namespace, base: Path) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--events", type=int, default=40_000, help="events on each group side")
-    parser.add_argument("--segments", type=int, default=20, help="alternating group segments")
-    parser.add_argument("--sequential", type=int, default=3_000, help="sequential events")
-    parser.add_argument("--callers", type=int, default=256, help="concurrent appending tasks")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        result = asyncio.run(run(args, Path(tmp)))
+    bench = Bench(__doc__)
+    bench.size("--events", full=40_000, quick=300, help="events on each group side")
+    bench.size("--segments", full=20, quick=3, help="alternating group segments")
+    bench.size("--sequential", full=3_000, quick=20, help="sequential events")
+    bench.size("--callers", full=256, quick=8, help="concurrent appending tasks")
+    with bench.run() as args:
+        with tempfile.TemporaryDirectory() as tmp:
+            result = asyncio.run(run(args, Path(tmp)))
+        report(bench, args, result)
+
+
+def report(bench: Bench, args: argparse.Namespace, result: dict[str, float]) -> None:
 
     group_ratio = result["group"] / result["batched"]
     sequential_ratio = result["sequential"] / result["single"]
@@ -223,8 +225,7 @@ def main() -> None:
         ("group commit / bare batched append", group_ratio, GROUP_TARGET),
         ("sequential / bare single-row commit", sequential_ratio, SEQUENTIAL_TARGET),
     ]:
-        verdict = "ok" if ratio >= target else "BELOW TARGET"
-        print(f"{label:<40} {ratio:5.2f}x   target >= {target}x   {verdict}")
+        print(f"{label:<40} {ratio:5.2f}x   target >= {target}x: {bench.verdict(ratio >= target)}")
     print(
         f"{'sequential / off-loop floor':<40} {result['sequential'] / result['floor']:5.2f}x"
         "   (StoreWriter's own cost beyond the thread hand-off)"

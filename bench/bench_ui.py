@@ -1,6 +1,7 @@
 """Time to first render of the dashboard's timeline, and the bytes that page transfers.
 
-Run: python bench/bench_ui.py [--events N] [--peer-events N] [--loads K]
+Run from the repository root: python bench/bench_ui.py [--quick] [--events N] [--peer-events N]
+[--loads K]
 
 Two stores are filled in the store's own format (bulk INSERT into ``events`` of a store
 created by ``connect``, as bench_store.py does): N events (default 1,000,000) and a peer of
@@ -19,7 +20,8 @@ has not had that, so the fill ends with the same fold (mplp_lsp.ui.timeline.fold
 and printed on its own: what a store pays once if its counts were never kept (an upgrade
 pays it in the migration).
 
-Targets: first render <= 1 s with N events, and <= 500 KB transferred.
+Targets: first render <= 1 s with N events, and <= 500 KB transferred. Without Debian's
+chromium it says so and exits 77.
 """
 
 from __future__ import annotations
@@ -39,8 +41,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server"))
-
+from benchlib.harness import Bench
 from mplp_lsp.store.database import connect, transaction
 from mplp_lsp.ui.timeline import fold
 
@@ -199,16 +200,20 @@ def measure(browser: Any, daemon: Daemon, loads: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--peer-events", type=int, default=1_000)
-    parser.add_argument("--loads", type=int, default=5)
-    args = parser.parse_args()
+    bench = Bench(__doc__)
+    bench.size("--events", full=1_000_000, quick=2_000, help="events in the measured store")
+    bench.size("--peer-events", full=1_000, quick=100, help="events in the peer's store")
+    bench.size("--loads", full=5, quick=1, help="reloads (the median is shown)")
+    with bench.run() as args:
+        chromium = shutil.which("chromium")
+        if chromium is None:
+            bench.unavailable("Debian's chromium is needed (apt-get install chromium)")
+        render(bench, args, chromium)
+
+
+def render(bench: Bench, args: argparse.Namespace, chromium: str) -> None:
     from playwright.sync_api import sync_playwright
 
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        sys.exit("bench_ui: Debian's chromium is needed (apt-get install chromium)")
     results: dict[int, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="mplp-bench-ui-") as tmp, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
@@ -240,11 +245,11 @@ def main() -> None:
     print()
     print(
         f"target: first render <= {RENDER_TARGET_S * 1000:.0f} ms with {args.events:,} events: "
-        f"{'met' if big['first_ms'] <= RENDER_TARGET_S * 1000 else 'NOT met'} ({big['first_ms']:.0f} ms)"
+        f"{bench.verdict(big['first_ms'] <= RENDER_TARGET_S * 1000)} ({big['first_ms']:.0f} ms)"
     )
     print(
         f"target: <= {BYTES_TARGET // 1024} KB transferred: "
-        f"{'met' if big['bytes'] <= BYTES_TARGET else 'NOT met'} ({big['bytes'] / 1024:.1f} KB)"
+        f"{bench.verdict(big['bytes'] <= BYTES_TARGET)} ({big['bytes'] / 1024:.1f} KB)"
     )
 
 

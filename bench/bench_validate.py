@@ -1,6 +1,6 @@
 """Validated events per second, per kind, beside a bare durable SQLite append of the same events.
 
-Run: python bench/bench_validate.py [--events N] [--rounds R]
+Run from the repository root: python bench/bench_validate.py [--quick] [--events N] [--rounds R]
 
 validate() is the full check the intake runs: schema (fast path) + invariants. The peer is
 the physical cost the intake pays anyway: appending the same events' JSON to SQLite (WAL,
@@ -9,20 +9,15 @@ synchronous=FULL) in transactions of 100. Target: >= 50,000 validated file_updat
 
 from __future__ import annotations
 
-import argparse
 import json
 import sqlite3
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from tests.conftest import sample
-
+from benchlib.harness import Bench
 from mplp_lsp.protocol.envelope import build_envelope
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import default_validator
@@ -43,6 +38,8 @@ def typical_file_update(i: int) -> dict[str, Any]:
 
 
 def events_for(kind: Kind, n: int) -> list[dict[str, Any]]:
+    from tests.conftest import sample  # the test suite's valid fixture of each kind
+
     if kind is Kind.FILE_UPDATE:
         return [typical_file_update(i) for i in range(n)]
     if kind is Kind.ENVELOPE:
@@ -83,12 +80,19 @@ def sqlite_append_rate(items: list[dict[str, Any]], rounds: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--events", type=int, default=20_000)
-    parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
+    bench = Bench(__doc__)
+    bench.size("--events", full=20_000, quick=100, help="events of each kind")
+    bench.size("--rounds", full=5, quick=1, help="timed rounds (the median is shown)")
+    with bench.run() as args:
+        rates = table(args.events, args.rounds)
+        print(
+            f"target: >= {TARGET:,} validated file_update events/s (validation never the "
+            f"bottleneck: ratio > 1): {bench.verdict(rates[Kind.FILE_UPDATE] >= TARGET)}"
+        )
+
+
+def table(events: int, rounds: int) -> dict[Kind, float]:
+    """Print each kind's rates beside its SQLite append; the validate() rate of each kind."""
     validator = default_validator()
     kinds = [
         Kind.FILE_UPDATE,
@@ -102,18 +106,17 @@ def main() -> None:
     print(
         f"{'kind':<18}{'validate() ev/s':>16}{'oracle ev/s':>14}{'sqlite append ev/s':>20}{'validate/append':>17}"
     )
+    rates = {}
     for kind in kinds:
-        items = events_for(kind, args.events)
+        items = events_for(kind, events)
         assert all(validator.validate(kind, item).ok for item in items[:10])
-        fast = rate(lambda item, k=kind: validator.validate(k, item), items, args.rounds)
+        fast = rates[kind] = rate(lambda item, k=kind: validator.validate(k, item), items, rounds)
         oracle = rate(lambda item, k=kind: validator.oracle_issues(k, item), items[:1000], 1)
-        append = sqlite_append_rate(items, max(1, args.rounds // 2))
+        append = sqlite_append_rate(items, max(1, rounds // 2))
         print(
             f"{kind.value:<18}{fast:>16,.0f}{oracle:>14,.0f}{append:>20,.0f}{fast / append:>16.2f}x"
         )
-    print(
-        f"target: >= {TARGET:,} validated file_update events/s (validation never the bottleneck: ratio > 1)"
-    )
+    return rates
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Save -> stored in a real VS Code (code-server + the packaged extension), beside the debounce.
 
-Run: python bench/bench_vscode_save.py [--saves N] [--debounce MS]
-(needs what tests/vscode needs: editors/vscode/test/host/setup.sh and `npm run package`.)
+Run from the repository root: python bench/bench_vscode_save.py [--quick] [--saves N]
+(needs what tests/vscode needs: editors/vscode/test/host/setup.sh and `npm run package`;
+without them it says which is missing and exits 77).
 
 A save is Ctrl+S in the editor; stored is the moment the file_update's row is committed (its
 received_at). Each save is split with the client's own trace (`mplp.trace.server`) into: key
@@ -14,7 +15,6 @@ Target (issue 19): p50 save -> stored <= debounce + 50 ms.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import datetime as dt
 import json
@@ -22,19 +22,14 @@ import os
 import re
 import sqlite3
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tests.vscode.conftest import git, open_host
-from tests.vscode.host import base_settings, chromium, code_server_dir
-
-from bench_lsp import mplp_cmd, save, started, wait_ready
+from benchlib.harness import Bench, percentile
+from benchlib.jsonrpc_client import mplp_cmd, save, started, wait_ready
 
 TRACE = re.compile(r"^(\S+ \S+) \[info\] Sending notification '([^']+)'", re.MULTILINE)
 
@@ -71,13 +66,11 @@ def first(notes: list[tuple[float, str]], method: str, after: float) -> float | 
     return next((t for t, m in notes if m == method and t >= after), None)
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def editor_saves(saves: int, debounce: int, tmp: Path) -> list[dict[str, float | None]]:
     from playwright.sync_api import sync_playwright
+    from tests.browser import chromium
+    from tests.vscode.conftest import git, open_host
+    from tests.vscode.host import base_settings, code_server_dir
 
     workspace = tmp / "project"
     workspace.mkdir()
@@ -136,19 +129,9 @@ async def protocol_saves(saves: int, debounce: int, tmp: Path) -> list[float]:
     return latencies
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--saves", type=int, default=20)
-    parser.add_argument("--debounce", type=int, default=500, help="mplp.debounceMs")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="mplp-bench-vscode-") as scratch:
-        tmp = Path(scratch)
-        try:
-            samples = editor_saves(args.saves, args.debounce, tmp)
-        except (pytest.skip.Exception, pytest.fail.Exception) as missing:
-            sys.exit(f"bench_vscode_save: {missing}")
-        peer = asyncio.run(protocol_saves(args.saves, args.debounce, tmp))
-
+def report(
+    bench: Bench, samples: list[dict[str, float | None]], peer: list[float], debounce: int
+) -> None:
     def ms(later: str, earlier: str) -> list[float]:
         return [
             (s[later] - s[earlier]) * 1000  # type: ignore[operator]
@@ -163,21 +146,39 @@ def main() -> None:
         "watched change -> stored": ms("stored", "watched"),
         "didSave -> stored": ms("stored", "didSave"),
     }
-    target = args.debounce + 50
-    print(f"real VS Code, {len(total)} saves, debounce {args.debounce} ms")
+    target = debounce + 50
+    print(f"real VS Code, {len(total)} saves, debounce {debounce} ms")
     for name, values in rows.items():
         if values:
             print(
                 f"  {name:32} p50 {statistics.median(values):6.0f} ms"
-                f"  p90 {pct(values, 0.9):6.0f} ms  (n={len(values)})"
+                f"  p90 {percentile(values, 0.9):6.0f} ms  (n={len(values)})"
             )
-    print(
-        f"save -> stored          p50 {statistics.median(total):6.0f} ms  p90 {pct(total, 0.9):6.0f} ms"
-        f"   peer (didSave from a script) p50 {statistics.median(peer):6.0f} ms"
-        f"   target p50 <= {target} ms"
+    bench.figure("save -> stored, p90", percentile(total, 0.9), "ms")
+    bench.figure(
+        "save -> stored, p50",
+        statistics.median(total),
+        "ms",
+        target=f"<= {target} ms",
+        met=statistics.median(total) <= target,
+        peer=("didSave from a script, p50", statistics.median(peer)),
     )
-    if os.environ.get("MPLP_BENCH_JSON"):
-        print(json.dumps({"samples": samples, "peer_ms": peer}))
+
+
+def main() -> None:
+    bench = Bench(__doc__)
+    bench.size("--saves", full=20, quick=2, help="saves in the editor, and by the peer")
+    bench.parser.add_argument("--debounce", type=int, default=500, help="mplp.debounceMs")
+    with bench.run() as args, tempfile.TemporaryDirectory(prefix="mplp-bench-vscode-") as scratch:
+        tmp = Path(scratch)
+        try:
+            samples = editor_saves(args.saves, args.debounce, tmp)
+        except pytest.skip.Exception as missing:  # tests/vscode's harness: a part is missing
+            bench.unavailable(str(missing))
+        peer = asyncio.run(protocol_saves(args.saves, args.debounce, tmp))
+        report(bench, samples, peer, args.debounce)
+        if os.environ.get("MPLP_BENCH_JSON"):
+            print(json.dumps({"samples": samples, "peer_ms": peer}))
 
 
 if __name__ == "__main__":

@@ -8,10 +8,10 @@ CPU time, RSS, open file descriptors, and the store's size on disk.
 Prints: idle CPU % (target < 1 %), load CPU % (target < 5 % of one core), RSS growth over
 each phase (target < 5 %), the fd delta (target 0: no leak), store growth per event, and,
 as the peer measured in the same run, the idle CPU and RSS of the smallest pygls server
-(bench/minimal_server.py) over the same idle time.
+(bench/benchlib/minimal_server.py) over the same idle time.
 
-    python -m bench.soak                                   # the full soak: 1 h idle + 1 h load
-    python -m bench.soak --idle-seconds 180 --load-seconds 180   # a short run
+    python bench/soak.py                                       # the full soak: 1 h idle + 1 h load
+    python bench/soak.py --idle-seconds 180 --load-seconds 180   # a short run
 """
 
 from __future__ import annotations
@@ -25,11 +25,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.jsonrpc_client import RawClient
+from benchlib.harness import Bench
+from benchlib.jsonrpc_client import RawClient, minimal_cmd
 
-HERE = Path(__file__).resolve().parent
 SERVE = [sys.executable, "-m", "mplp_lsp", "serve", "--log-level", "warning"]
-MINIMAL = [sys.executable, str(HERE / "minimal_server.py")]
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -93,14 +92,12 @@ async def main(args: argparse.Namespace) -> None:
         git = await asyncio.create_subprocess_exec("git", "init", "-q", str(workspace))
         assert await git.wait() == 0
         state = Path(scratch, "state")
-        env = {**os.environ, "PYTHONPATH": str(HERE.parent / "server")}
-
         peer = RawClient()
-        await peer.start(*MINIMAL, env=env)
+        await peer.start(*minimal_cmd())
         await peer.initialize(workspace.as_uri())
 
         client = RawClient()
-        await client.start(*SERVE, "--state-dir", str(state), env=env)
+        await client.start(*SERVE, "--state-dir", str(state))
         await client.initialize(
             workspace.as_uri(), {"mplp": {"debounceMs": 300, "gitPollMs": 1000}}
         )
@@ -153,15 +150,14 @@ async def main(args: argparse.Namespace) -> None:
     )
 
 
-def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--idle-seconds", type=float, default=3600)
-    parser.add_argument("--load-seconds", type=float, default=3600)
-    parser.add_argument("--rate", type=float, default=10.0, help="saves per second under load")
-    parser.add_argument("--every", type=float, default=5.0, help="seconds between samples")
-    parser.add_argument("--warmup", type=float, default=10.0, help="seconds before measuring")
-    return parser.parse_args(argv)
-
-
 if __name__ == "__main__":
-    asyncio.run(main(parse()))
+    bench = Bench(__doc__)
+    bench.size("--idle-seconds", full=3600.0, quick=2.0, help="seconds idle")
+    bench.size("--load-seconds", full=3600.0, quick=2.0, help="seconds under load")
+    bench.size("--every", full=5.0, quick=0.5, help="seconds between samples")
+    bench.size("--warmup", full=10.0, quick=0.5, help="seconds before measuring")
+    bench.parser.add_argument(
+        "--rate", type=float, default=10.0, help="saves per second under load"
+    )
+    with bench.run() as args:
+        asyncio.run(main(args))

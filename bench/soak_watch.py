@@ -10,7 +10,7 @@ one file_update (plus its graph_update): 10 file events per second.
 Targets (issue: hardening): idle CPU < 1 %, RSS growth < 5 % after warm-up, no fd leak.
 ``--mode both`` runs an idle and a loaded daemon side by side for the same duration.
 
-    python bench/soak_watch.py --minutes 60 --mode both
+    python bench/soak_watch.py [--quick] [--minutes 60] [--mode both]
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchlib.harness import Bench
+
 TICKS = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 FILES = 100
-WARM_UP = 60.0
-SAMPLE_EVERY = 10.0
 
 
 @dataclass
@@ -89,8 +89,8 @@ def load(run: Run, stop: threading.Event) -> None:
         stop.wait(max(0.0, next_at - time.monotonic()))
 
 
-def report(run: Run, seconds: float) -> None:
-    warm = [s for s in run.samples if s.at - run.samples[0].at >= WARM_UP] or run.samples
+def report(run: Run, seconds: float, warm_up: float) -> None:
+    warm = [s for s in run.samples if s.at - run.samples[0].at >= warm_up] or run.samples
     first, last = warm[0], warm[-1]
     span = max(last.at - first.at, 1e-9)
     cpu = (last.cpu - first.cpu) / span * 100
@@ -112,17 +112,24 @@ def report(run: Run, seconds: float) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--minutes", type=float, default=60.0)
-    parser.add_argument("--mode", choices=["idle", "load", "both"], default="both")
-    args = parser.parse_args()
+    bench = Bench(__doc__)
+    bench.size("--minutes", full=60.0, quick=0.1, help="minutes sampled")
+    bench.size("--start-up", full=5.0, quick=1.0, help="seconds left out: start-up, first scan")
+    bench.size("--warm-up", full=60.0, quick=1.0, help="seconds sampled but not judged")
+    bench.size("--every", full=10.0, quick=1.0, help="seconds between samples")
+    bench.parser.add_argument("--mode", choices=["idle", "load", "both"], default="both")
+    with bench.run() as args:
+        return soak(args)
+
+
+def soak(args: argparse.Namespace) -> int:
     modes = ["idle", "load"] if args.mode == "both" else [args.mode]
     seconds = args.minutes * 60
     with tempfile.TemporaryDirectory(prefix="mplp-soak-") as name:
         root = Path(name)
         runs = [start(mode, root) for mode in modes]
         stop = threading.Event()
-        time.sleep(5)  # start-up and the first drift scan are not the steady state
+        time.sleep(args.start_up)  # start-up and the first drift scan are not the steady state
         loaders = [
             threading.Thread(target=load, args=(run, stop), daemon=True)
             for run in runs
@@ -138,7 +145,7 @@ def main() -> int:
                         print(f"{run.mode}: the daemon exited with {run.process.returncode}")
                         return 1
                     run.samples.append(sample(run))
-                time.sleep(min(SAMPLE_EVERY, max(0.0, seconds - (time.monotonic() - began))))
+                time.sleep(min(args.every, max(0.0, seconds - (time.monotonic() - began))))
             for run in runs:
                 run.samples.append(sample(run))
         finally:
@@ -147,7 +154,7 @@ def main() -> int:
                 run.process.terminate()
                 run.process.wait(30)
         for run in runs:
-            report(run, seconds)
+            report(run, seconds, args.warm_up)
     return 0
 
 

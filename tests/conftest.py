@@ -56,12 +56,27 @@ def built_dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
 
 @pytest.fixture(autouse=True, scope="session")
 def _no_user_configuration(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """The tester's own mplp-lsp settings (their config file, MPLP_LSP_* variables) must not
-    change what the tests see; child processes inherit this environment."""
+    """The tester's own settings must not change what the tests see, nor the tests touch the
+    tester's own data; child processes inherit this environment. Their mplp-lsp settings (config
+    file, MPLP_LSP_* variables) and stores (XDG_STATE_HOME), and their Git configuration (a
+    global `commit.gpgsign`, `core.hooksPath` or identity, or none at all on a fresh machine):
+    Git gets a global file of the tests' own, with an identity, and no system file."""
     os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("xdg-config"))
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("xdg-state"))
+    git_config = tmp_path_factory.mktemp("git") / "config"
+    git_config.write_text(TEST_GIT_CONFIG)
+    os.environ["GIT_CONFIG_GLOBAL"] = str(git_config)
+    os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
     from mplp_lsp.config.sources import env_name
     from mplp_lsp.settings import Settings
 
     for name in Settings.model_fields:
         if name != "state_dir":  # a CI may point every store elsewhere on purpose
             os.environ.pop(env_name(name), None)
+
+
+TEST_GIT_CONFIG = """\
+[user]
+\tname = mplp-lsp tests
+\temail = tests@mplp-lsp.example
+"""

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.jsonrpc_client import RawClient
+from bench.benchlib.jsonrpc_client import RawClient
 from lsprotocol import types
 from pygls.protocol import default_converter
 from pytest_lsp import LanguageClient

@@ -101,7 +101,8 @@ def open_host(
     """Start code-server with the packaged extension and open ``workspace`` in a browser tab.
 
     The server the extension starts inherits code-server's environment (``os.environ``, or
-    ``environment``), so MPLP_LSP_STATE_DIR puts the store in ``tmp``.
+    ``environment``), so MPLP_LSP_STATE_DIR puts the store in ``tmp``. When the body fails,
+    its screenshot and logs are kept (a module's shared host: see the report hook below).
     """
     state_dir = tmp / "state"
     env = {**(os.environ if environment is None else environment)}
@@ -110,13 +111,25 @@ def open_host(
     extension = vsix or packaged_vsix()
     with code_server(root, profile, extension, settings or base_settings(), env) as server:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
+        host = Host(workspace, state_dir, server, Workbench(page), env, artefacts)
         try:
             page.goto(server.url(workspace))
-            bench = Workbench(page)
-            bench.wait_ready()
-            yield Host(workspace, state_dir, server, bench, env, artefacts)
+            host.bench.wait_ready()
+            yield host
+        except BaseException as error:
+            if not isinstance(error, pytest.skip.Exception):
+                folder = artefacts / current_test()
+                keep(host, folder)
+                print(f"real VS Code artefacts: {folder}", file=sys.stderr)
+            raise
         finally:
             page.close()
+
+
+def current_test() -> str:
+    """The running test's name (with its parameters), as a folder name."""
+    running = os.environ.get("PYTEST_CURRENT_TEST", "unknown").split(" ")[0]
+    return running.rsplit("::", 1)[-1].replace("/", "_")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -132,13 +145,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def keep(host: Host, folder: Path) -> None:
-    """A screenshot, the MPLP output channel and code-server's log, for a failed test."""
+    """For a failed test: a screenshot, every log of the profile (the MPLP output channel holds
+    the server's stderr), code-server's own log, and what the state dir holds."""
     folder.mkdir(parents=True, exist_ok=True)
     try:
         host.bench.page.screenshot(path=str(folder / "screenshot.png"))
-    except Exception as error:  # a crashed page still leaves the logs
+    except Exception as error:  # a crashed or closed page still leaves the logs
         (folder / "screenshot-failed.txt").write_text(str(error))
     (folder / "MPLP.log").write_text(host.server.extension_log())
+    logs = host.server.profile / "logs"
+    if logs.is_dir():
+        shutil.copytree(logs, folder / "logs", dirs_exist_ok=True)
     log = host.server.profile / "code-server.log"
     if log.exists():
         shutil.copy(log, folder / "code-server.log")
+    listing = sorted(str(p.relative_to(host.state_dir)) for p in host.state_dir.rglob("*"))
+    (folder / "state-dir.txt").write_text("\n".join(listing) + "\n")

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.vscode.conftest import git, keep, open_host
+from tests.vscode.conftest import git, open_host
 from tests.vscode.host import (
     EXTENSION_DIR,
     argv_of,
@@ -155,11 +155,7 @@ def test_no_python_gets_a_message_naming_the_fix(
     with open_host(
         code_server_root, browser, tmp_path, workspace, artefacts, settings, vsix=vsix
     ) as other:
-        try:
-            [error] = eventually("the error message", lambda: other.bench.errors() or None)
-            assert f"No Python found to run mplp-lsp: {missing} (from mplp.interpreter)" in error
-            assert "Install Python 3.11 or newer" in error
-            assert "error" in other.bench.status_html()
-        except AssertionError:
-            keep(other, artefacts / "bundled-no-python")
-            raise
+        [error] = eventually("the error message", lambda: other.bench.errors() or None)
+        assert f"No Python found to run mplp-lsp: {missing} (from mplp.interpreter)" in error
+        assert "Install Python 3.11 or newer" in error
+        assert "error" in other.bench.status_html()

@@ -13,6 +13,7 @@ import {
   type ServerOptions,
 } from "vscode-languageclient/node";
 import { advertisedCommands, COMMANDS, describeResult, type ExtensionCommand } from "./commands";
+import { HeldActivity } from "./heldActivity";
 import { type Bundle, chooseLaunch, cliArgs, type Launch, probe, readBundle } from "./launch";
 import { onPythonChanged, pythonFromExtension } from "./python";
 import { levelsIn, serverSection } from "./serverSettings";
@@ -44,6 +45,8 @@ class Extension implements vscode.Disposable {
     readonly trace: vscode.LogOutputChannel,
     /** The server packaged in this .vsix; undefined in one built without it. */
     readonly bundle: Bundle | undefined,
+    /** File activity while no client listens, sent once one does. */
+    readonly held: HeldActivity,
   ) {}
 
   /** Start, or stop and start again; calls are serialised. */
@@ -56,6 +59,7 @@ class Extension implements vscode.Disposable {
   }
 
   private async stopAndStart(): Promise<void> {
+    this.held.hold();
     await this.stop();
     this.bar.starting();
     this.problem = undefined;
@@ -99,6 +103,12 @@ class Extension implements vscode.Disposable {
       await client.start();
     } catch (error) {
       this.fail(`mplp-lsp did not start: ${error instanceof Error ? error.message : String(error)}`);
+      return;
+    }
+    try {
+      await this.held.send(client);
+    } catch (error) {
+      this.log.warn(`sending what the editor did while mplp-lsp started: ${String(error)}`);
     }
   }
 
@@ -287,7 +297,16 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const log = vscode.window.createOutputChannel("MPLP", { log: true });
   const bar = new StatusBar();
   const trace = traceChannel(log);
-  extension = new Extension(log, bar, context.extensionUri.fsPath, trace, readBundle(context.extensionUri.fsPath));
+  // First, so that nothing the editor does while the server starts is missed.
+  const held = new HeldActivity();
+  extension = new Extension(
+    log,
+    bar,
+    context.extensionUri.fsPath,
+    trace,
+    readBundle(context.extensionUri.fsPath),
+    held,
+  );
   const ext = extension;
   const handlers: Record<keyof typeof COMMANDS, () => unknown> = {
     restart: () => ext.restart(),
@@ -299,6 +318,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     openDashboard: () => ext.openDashboard(),
   };
   context.subscriptions.push(
+    held,
     log,
     trace,
     bar,

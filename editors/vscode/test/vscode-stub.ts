@@ -50,7 +50,39 @@ export const extensions = {
   },
 };
 
+/** An event source a test fires by hand: `emitter.event(listener)` subscribes. */
+export class Emitter<T> {
+  private readonly listeners = new Set<(value: T) => void>();
+  readonly event = (listener: (value: T) => void) => {
+    this.listeners.add(listener);
+    return { dispose: () => this.listeners.delete(listener) };
+  };
+  fire(value: T): void {
+    for (const listener of this.listeners) listener(value);
+  }
+}
+
+export const workspace = {
+  saved: new Emitter<{ uri: unknown }>(),
+  created: new Emitter<{ files: unknown[] }>(),
+  deleted: new Emitter<{ files: unknown[] }>(),
+  renamed: new Emitter<{ files: { oldUri: unknown; newUri: unknown }[] }>(),
+  get onDidSaveTextDocument() {
+    return this.saved.event;
+  },
+  get onDidCreateFiles() {
+    return this.created.event;
+  },
+  get onDidDeleteFiles() {
+    return this.deleted.event;
+  },
+  get onDidRenameFiles() {
+    return this.renamed.event;
+  },
+};
+
 export type Stub = {
   StatusBarItem: typeof StatusBarItem;
   extensions: typeof extensions;
+  workspace: typeof workspace;
 };

@@ -5,6 +5,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
 
@@ -101,3 +105,33 @@ class RawClient:
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1]) / 1024
         return float("nan")
+
+
+def minimal_cmd() -> list[str]:
+    """The peer server: the smallest useful pygls server (minimal_server.py)."""
+    return [sys.executable, str(Path(__file__).with_name("minimal_server.py"))]
+
+
+def mplp_cmd(state_dir: Path) -> list[str]:
+    """The language server as an editor starts it, recording into ``state_dir``."""
+    return [sys.executable, "-m", "mplp_lsp", "serve", "--state-dir", str(state_dir)]
+
+
+async def started(
+    cmd: list[str], root: Path, options: object = None, caps: object = None
+) -> tuple[RawClient, float]:
+    """A server started and initialized on ``root``, and the seconds that took."""
+    client = RawClient()
+    begin = time.perf_counter()
+    await client.start(*cmd, env={**os.environ})
+    await client.initialize(root.as_uri(), options, caps)
+    return client, time.perf_counter() - begin
+
+
+async def wait_ready(client: RawClient) -> None:
+    while not (await client.request("mplp/status"))["ready"]:
+        await asyncio.sleep(0.02)
+
+
+def save(client: RawClient, uri: str) -> None:
+    client.notify("textDocument/didSave", {"textDocument": {"uri": uri}})

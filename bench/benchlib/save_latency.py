@@ -1,4 +1,4 @@
-"""Shared parts of the editor save benchmarks (bench_nvim_save.py): save -> stored.
+"""Save -> stored, shared by bench_nvim_save.py and bench_lsp.py.
 
 A save's latency is the wall-clock time from the editor's write to the moment its
 ``file_update`` row is visible in the store (a reader polling the database every 1 ms, as
@@ -15,14 +15,9 @@ import threading
 import time
 from pathlib import Path
 
-from bench.bench_lsp import mplp_cmd, save, started, wait_ready
+from .jsonrpc_client import mplp_cmd, save, started, wait_ready
 
 POLL_S = 0.001
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _file_updates(database: Path) -> int:
@@ -66,15 +61,7 @@ class StoreWatcher:
             time.sleep(POLL_S)
 
 
-def line(name: str, latencies_ms: list[float], debounce_ms: int) -> str:
-    return (
-        f"{name:<28} save -> stored over {len(latencies_ms)} saves: "
-        f"p50 {pct(latencies_ms, 0.5):6.1f} ms  p99 {pct(latencies_ms, 0.99):6.1f} ms"
-        f"   (debounce {debounce_ms} ms; target p50 <= {debounce_ms + 50} ms)"
-    )
-
-
-async def protocol_peer(tmp: Path, saves: int, debounce_ms: int) -> list[float]:
+async def bare_client_saves(tmp: Path, saves: int, debounce_ms: int) -> list[float]:
     """didSave from a bare JSON-RPC client -> stored, in ms."""
     workspace = tmp / "peer"
     (workspace / "src").mkdir(parents=True)
