@@ -45,8 +45,9 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--resolve",
         choices=("fs", "psg", "merge"),
-        help="fs: the PSG takes the disk's version; psg: restore the recorded content; "
-        "merge: three-way merge (conflicts left as markers)",
+        help="fs: the PSG takes the disk's version (and, without PATHs, the repository's "
+        "HEAD); psg: restore the recorded content; merge: three-way merge (conflicts left as "
+        "markers)",
     )
     add_workspace_option(parser)
     add_state_options(parser)

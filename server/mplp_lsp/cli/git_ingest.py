@@ -1,19 +1,22 @@
 """``mplp-lsp hooks ingest``: the background ingester a git hook starts when nobody takes the
 hooks' spool (no daemon records the workspace).
 
-It runs below git's priority, takes the store whenever it is free, turns what the hooks
-recorded into events (:meth:`mplp_lsp.sources.git.GitSource.ingest`) and lets the store go
-again. It stops being the ingester only with the spool's log empty, and looks once more
-after that: a hook that found it still named had written its record first, so either this
-process sees the record or the hook starts the next ingester. It never fails a git command
-(it runs detached, its output discarded); problems go to ``git-spool/ingester.log`` in the
-state dir.
+It stays out of Git's way: below git's priority (``nice``, set by ``hooks ingest`` before
+it imports anything heavy), it waits until the hooks have been quiet for a moment
+(:meth:`~mplp_lsp.vcs.spool.Spool.wait_quiet`: a script of git commands is taken in one
+round, not one round per command), takes the store, turns what the hooks recorded into events
+(:meth:`mplp_lsp.sources.git.GitSource.ingest`) and lets the store go again at once (a
+daemon starting meanwhile gets it). It then waits up to :data:`LINGER` for more, rather than
+leaving the next hook to start Python again. It stops being the ingester only with the
+spool's log empty, and looks once more after that: a hook that found it still named had
+written its record first, so either this process sees the record or the hook starts the
+next ingester. It never fails a git command (it runs detached, its output discarded);
+problems go to ``git-spool/ingester.log`` in the state dir.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import logging.handlers
 import os
@@ -34,9 +37,10 @@ log = logging.getLogger(__name__)
 
 BUSY_WAIT = 0.2  # seconds between attempts at a store someone else holds
 BUSY_LIMIT = 600.0  # give up after this long: the records wait for the next process
+LINGER = 3.0  # seconds to wait for more records after a round
 LOG_NAME = "ingester.log"
 _LOG_BYTES = 1 << 20
-_NICENESS = 10
+_LOOK = 0.05
 # After a round: "done", "waiting" (records wait for a push to end), "stop" (the repository
 # cannot be read, or the store stays taken: the records wait for the next process).
 Outcome = Literal["done", "waiting", "stop"]
@@ -48,22 +52,32 @@ def run_ingester(root: Path, settings: Settings) -> int:
     spool.ensure()
     _log_to(spool.directory / LOG_NAME)
     me = os.getpid()
-    with contextlib.suppress(OSError, AttributeError):  # Git's work first
-        os.nice(_NICENESS)
     try:
         while True:
+            spool.wait_quiet()
             outcome = _take(root, paths, settings, spool)
-            spool.release(me)
-            more = outcome == "waiting" or (outcome == "done" and spool.has_new())
-            if not more or not spool.try_claim(me):
-                return 0
             if outcome == "waiting":
                 time.sleep(BUSY_WAIT)  # a push the records wait for is still running
+                continue
+            if outcome == "done" and _more_within(spool, LINGER):
+                continue
+            spool.release(me)
+            if outcome == "stop" or not spool.has_new() or not spool.try_claim(me):
+                return 0
     except Exception:
         log.exception("the hooks' spool of %s could not be ingested", root)
         return 1
     finally:
         spool.release(me)
+
+
+def _more_within(spool: Spool, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if spool.has_new():
+            return True
+        time.sleep(_LOOK)
+    return False
 
 
 def _log_to(path: Path) -> None:

@@ -265,9 +265,18 @@ class GitSource:
     def _hook_path(self) -> Path | None:
         assert self._repo is not None
         try:
-            return hooks.hooks_dir(self._repo) / TRANSACTION_HOOK
+            directory = hooks.hooks_dir(self._repo)
         except Exception:  # git could not say: as if no hook were installed
             return None
+        old = hooks.outdated(directory)
+        if old:
+            log.warning(
+                "git: hooks of an older mplp-lsp in %s (%s) start Python on every Git "
+                "command; `mplp-lsp hooks install` upgrades them",
+                directory,
+                ", ".join(old),
+            )
+        return directory / TRANSACTION_HOOK
 
     def _hooks_installed(self) -> bool:
         return self._hook is not None and self._spool is not None and hooks.is_ours(self._hook)

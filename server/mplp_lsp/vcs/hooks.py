@@ -285,6 +285,15 @@ def _format_of(head: bytes) -> int:
     return 1
 
 
+def outdated(directory: Path) -> list[str]:
+    """The hooks of ours in ``directory`` written by an older mplp-lsp."""
+    return [
+        name
+        for name in HOOK_NAMES
+        if MARKER_LINE.encode() in (head := _head(directory / name)) and _format_of(head) < FORMAT
+    ]
+
+
 def status(repo: GitRepo, needed: tuple[str, ...] | None = None) -> list[HookState]:
     directory = hooks_dir(repo)
     wanted = needed_hooks(repo) if needed is None else needed

@@ -42,6 +42,9 @@ MARKER: Final = "ingester"
 _TAKEN_PREFIX: Final = "taken."
 _TAKEN: Final = re.compile(r"taken\.([0-9]{1,20})")
 QUIET_NS: Final = 5_000_000_000  # a taken log unchanged this long gets no late line
+HOOKS_QUIET: Final = 0.3  # seconds without a new record: the git commands are over
+HOOKS_QUIET_LIMIT: Final = 10.0  # ... or the hooks have been writing this long
+_LOOK: Final = 0.05
 
 Offsets = dict[str, int]  # taken log name -> bytes read
 
@@ -86,7 +89,23 @@ class Spool:
 
     def has_new(self) -> bool:
         """Whether hooks wrote since the log was last taken (one ``stat``)."""
-        return _size(self.directory / LOG) > 0
+        return self.log_size() > 0
+
+    def log_size(self) -> int:
+        return _size(self.directory / LOG)
+
+    def wait_quiet(self) -> None:
+        """Wait until the log has not grown for :data:`HOOKS_QUIET` (at most
+        :data:`HOOKS_QUIET_LIMIT`): taken then, a script of git commands is one round."""
+        start = time.monotonic()
+        size, since = self.log_size(), start
+        while time.monotonic() - start < HOOKS_QUIET_LIMIT:
+            time.sleep(_LOOK)
+            now = self.log_size()
+            if now != size:
+                size, since = now, time.monotonic()
+            elif time.monotonic() - since >= HOOKS_QUIET:
+                return
 
     def pending(self, offsets: Mapping[str, int]) -> bool:
         """Whether there is something to take (a few ``stat`` calls)."""
