@@ -1,4 +1,4 @@
-"""Git objects read by id, many in one ``git cat-file --batch`` fed on standard input.
+"""Tags read by object id, many in one ``git cat-file --batch`` fed on standard input.
 
 Ids only, never names: a ref name is whatever a repository holds (one of 100 KB crashed
 ``git for-each-ref`` given it as a pattern), and a thousand of them on one command line
@@ -21,16 +21,6 @@ _PEEL_DEPTH = 8  # a tag of a tag of ...: git itself stops somewhere too
 class TagInfo:
     commit_id: str
     tagged_at: int | None  # tagger date of an annotated tag
-
-
-@dataclass(frozen=True, slots=True)
-class CommitMeta:
-    commit_id: str
-    parents: tuple[str, ...]
-    author_name: str
-    author_email: str
-    committed_at: int
-    subject: str
 
 
 def read_objects(repo: GitRepo, ids: Iterable[str]) -> dict[str, tuple[str, bytes]]:
@@ -78,15 +68,6 @@ def tag_infos(repo: GitRepo, object_ids: Iterable[str]) -> dict[str, TagInfo]:
     return infos
 
 
-def commit_metas(repo: GitRepo, ids: Iterable[str]) -> dict[str, CommitMeta]:
-    """Author, committer time, parents and subject of each commit the repository has."""
-    metas = {}
-    for oid, (kind, content) in read_objects(repo, ids).items():
-        if kind == "commit":
-            metas[oid] = _commit_fields(oid, content.decode("utf-8", "replace"))
-    return metas
-
-
 def _tag_fields(content: bytes) -> tuple[str | None, int | None]:
     target, moment = None, None
     for line in content.decode("utf-8", "replace").split("\n"):
@@ -99,25 +80,7 @@ def _tag_fields(content: bytes) -> tuple[str | None, int | None]:
     return target, moment
 
 
-def _commit_fields(oid: str, text: str) -> CommitMeta:
-    headers, _, message = text.partition("\n\n")
-    parents: list[str] = []
-    name = email = ""
-    committed = 0
-    for line in headers.split("\n"):
-        if line.startswith("parent ") and is_oid(line[7:]):
-            parents.append(line[7:])
-        elif line.startswith("author "):
-            who = line[7:].rsplit(">", 1)[0]
-            name, _, email = who.partition(" <")
-            name = name.strip()
-        elif line.startswith("committer "):
-            committed = _signature_time(line) or 0
-    subject = message.strip().split("\n", 1)[0].strip() if message.strip() else ""
-    return CommitMeta(oid, tuple(parents), name, email, committed, subject)
-
-
 def _signature_time(line: str) -> int | None:
-    """The time of an ``author``/``committer``/``tagger`` line: ``... <email> <time> <tz>``."""
+    """The time of a ``tagger`` line: ``tagger <name> <email> <time> <tz>``."""
     fields = line.rsplit(">", 1)[-1].split()
     return int(fields[0]) if fields and fields[0].lstrip("-").isdigit() else None

@@ -2,10 +2,10 @@
 
 The graph meets some commits only as a reference: the commit a push, a tag or a new branch
 names, the parent of a commit it records. For those it reads author, time and subject
-from the repository (one ``git cat-file --batch`` for a whole batch), treated as the intake
-treats a git_event: the name and subject redacted, the address as ``gitAuthorEmail`` says.
-A commit the repository does not have (another repository's, a shallow clone's boundary)
-is simply not found.
+from the repository (one ``git log --no-walk --stdin`` for a whole batch, as for the
+events), treated as the intake treats a git_event: the name and subject redacted, the
+address as ``gitAuthorEmail`` says. A commit the repository does not have (another
+repository's, a shallow clone's boundary) is simply not found.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from pathlib import Path
 
 from mplp_lsp.sanitize.redact import redact
 from mplp_lsp.settings import EmailPolicy
-from mplp_lsp.vcs.objects import commit_metas
-from mplp_lsp.vcs.operations import author_email
+from mplp_lsp.vcs.operations import author_email, commit_infos
 from mplp_lsp.vcs.repo import GitRepo, RepoRefused
 
 log = logging.getLogger(__name__)
@@ -53,7 +52,7 @@ class RepositoryCommits:
             if repo is None or not wanted:
                 return {}
             try:
-                metas = commit_metas(repo, wanted)
+                infos = commit_infos(repo, wanted)
             except Exception as error:  # git went away: the graph keeps what the event says
                 log.warning("psg: commits cannot be read from %s: %s", self._root, error)
                 return {}
@@ -61,13 +60,13 @@ class RepositoryCommits:
         return {
             oid: Commit(
                 oid,
-                redact(meta.author_name) or None,
-                author_email(meta.author_email, policy),
-                meta.committed_at,
-                redact(meta.subject),
-                meta.parents,
+                redact(info.author_name) or None,
+                author_email(info.author_email, policy),
+                info.committed_at,
+                redact(info.subject),
+                info.parents,
             )
-            for oid, meta in metas.items()
+            for oid, info in infos.items()
         }
 
     def _open(self) -> GitRepo | None:
