@@ -39,22 +39,27 @@ def creations_after_their_commits(updates: list[RefUpdate]) -> list[RefUpdate]:
     """Reflog times are whole seconds: a commit on ``main`` and a ``checkout -b x`` made in
     the same second tie. A branch created at a commit comes after the move that made the
     commit (else that move would find the commit known already, and report nothing), and
-    every later update of the created branch comes after its creation."""
-    out = list(updates)
-    for creation in [u for u in updates if u.old == ZERO and u.new != ZERO]:
-        start = out.index(creation)
-        movers = [
-            i
-            for i, u in enumerate(out)
-            if u.ref != creation.ref and u.old != ZERO and u.new == creation.new
-        ]
-        if not movers or max(movers) < start:
-            continue
-        after = max(movers)
-        moved = [u for u in out[start : after + 1] if u.ref == creation.ref]
-        kept = [u for u in out[start : after + 1] if u.ref != creation.ref]
-        out[start : after + 1] = kept + moved
-    return out
+    the branch's later updates come after its creation. One stable sort: thousands of refs
+    changed at once (a fetch of tags) cost no more than sorting them."""
+    last_move: dict[str, int] = {}
+    for index, update in enumerate(updates):
+        if update.old != ZERO and update.new != ZERO:
+            last_move[update.new] = index
+    follows: dict[str, int] = {}  # a created branch -> the move its updates now follow
+    keys: list[float] = []
+    for index, update in enumerate(updates):
+        mover = -1
+        if update.old == ZERO and update.ref.startswith("refs/heads/"):
+            mover = last_move.get(update.new, -1)
+        elif index < follows.get(update.ref, -1):
+            mover = follows[update.ref]
+        if mover > index:
+            follows[update.ref] = mover
+            keys.append(mover + 0.5)  # right after the move, in their own order
+        else:
+            keys.append(float(index))
+    order = sorted(range(len(updates)), key=lambda i: (keys[i], i))
+    return [updates[i] for i in order]
 
 
 def _deleted_tip(repo: GitRepo, update: RefUpdate) -> RefUpdate:

@@ -25,7 +25,7 @@ SPOOL_KEY = "git.spool"  # JSON: taken spool log -> bytes read
 @dataclass(slots=True)
 class Recorded:
     refs: dict[str, str] | None  # names as stored; None: this store never recorded any
-    head_target: str | None  # as stored (redacted)
+    head_target: str | None  # HEAD's branch (stored redacted: loaded, it is the stored name)
     offsets: Offsets = field(default_factory=dict)
 
 
