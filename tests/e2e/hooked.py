@@ -40,17 +40,17 @@ def hooked_repo(path: Path, state: Path) -> Repo:
     return repo
 
 
-def with_remote(repo: Repo, remote: Path) -> None:
-    """A bare repository at ``remote`` as ``origin``, ``main`` pushed to it."""
+def with_a_colleague(tmp_path: Path) -> tuple[Repo, Path, Repo]:
+    """A hooked repository recording into a state dir, and someone else's clone of a bare
+    ``origin`` both push to: commits made there are made where no hook of ours runs."""
+    state, remote = tmp_path / "state", tmp_path / "remote.git"
+    repo = hooked_repo(tmp_path / "ws", state)
     subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
     repo.git("remote", "add", "origin", str(remote))
     repo.git("push", "-q", "-u", "origin", "main")
-
-
-def clone(remote: Path, path: Path) -> Repo:
-    """Someone else's clone: commits made there are made where no hook of ours runs."""
-    subprocess.run(["git", "clone", "-q", str(remote), str(path)], check=True)
-    return Repo(path)
+    other = Repo(tmp_path / "other")
+    subprocess.run(["git", "clone", "-q", str(remote), str(other.path)], check=True)
+    return repo, state, other
 
 
 def shell(repo: Repo, script: str) -> None:
@@ -130,5 +130,7 @@ async def watching(repo: Repo, state: Path, *extra: str) -> AsyncIterator[list[b
             await asyncio.wait_for(daemon.wait(), 60)
         except TimeoutError:
             daemon.kill()
-            await daemon.wait()
-        await reader
+            await asyncio.wait_for(daemon.wait(), 60)
+        # A process the daemon started may still hold its stderr: no waiting for it.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(reader, 10)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.hooked import after_sentinel, clone, hooked_repo, shell, watching, with_remote
+from tests.e2e.hooked import after_sentinel, hooked_repo, shell, watching, with_a_colleague
 
 Triple = tuple[str, str, str]
 
@@ -66,14 +66,18 @@ async def test_each_commit_is_stored_after_its_parents(tmp_path: Path, daemon: b
     made = repo.git("rev-list", "main", "--not", repo.rev("main~" + str(RUNS + 1))).split()
     stored = [e for e in events if e["event_kind"] in ("commit", "merge")]
     assert Counter(e["commit_id"] for e in stored) == Counter(made[1:])  # each once, no extra
+    assert stored_before_a_parent(stored) == []
+
+
+def stored_before_a_parent(stored: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(commit, parent) pairs where the commit's event comes before its parent's."""
     position = {e["commit_id"]: i for i, e in enumerate(stored)}
-    late = [
+    return [
         (e["commit_id"], parent)
         for e in stored
         for parent in e["parent_commits"]
         if position.get(parent, -1) > position[e["commit_id"]]
     ]
-    assert late == []  # no commit stored before one of its parents
 
 
 async def graph_with(state: Path, commit_id: str, timeout: float = 60.0) -> dict[str, Any]:
@@ -119,11 +123,8 @@ def graph(state: Path) -> dict[str, Any]:
 async def test_push_and_tag_of_commits_never_seen_give_nodes_that_resolve(
     tmp_path: Path,
 ) -> None:
-    state, remote = tmp_path / "state", tmp_path / "remote.git"
-    repo = hooked_repo(tmp_path / "ws", state)
-    with_remote(repo, remote)
+    repo, state, other = with_a_colleague(tmp_path)
     # A commit made elsewhere, fetched here: no hook of ours saw it made.
-    other = clone(remote, tmp_path / "other")
     other.git("-c", "user.name=Grace Other", "commit", "-q", "--allow-empty", "-m", "theirs")
     other.git("push", "-q", "origin", "main")
     repo.git("fetch", "-q", "origin")
@@ -151,10 +152,7 @@ async def test_push_and_tag_of_commits_never_seen_give_nodes_that_resolve(
 async def test_pull_with_rebase_records_the_replayed_commits_and_its_merge(
     tmp_path: Path,
 ) -> None:
-    state, remote = tmp_path / "state", tmp_path / "remote.git"
-    repo = hooked_repo(tmp_path / "ws", state)
-    with_remote(repo, remote)
-    other = clone(remote, tmp_path / "other")
+    repo, state, other = with_a_colleague(tmp_path)
     other.commit("theirs", "theirs.txt")
     other.git("push", "-q", "origin", "main")
     repo.commit("mine", "mine.txt")
@@ -163,3 +161,60 @@ async def test_pull_with_rebase_records_the_replayed_commits_and_its_merge(
     events = await after_sentinel(repo, state)
     assert ("commit", "refs/heads/main", replayed) in triples(events)
     assert ("merge", "refs/heads/main", replayed) in triples(events)
+
+
+# Git commands that move, rewrite or drop refs without a branch being created or deleted:
+# (setup, command). Each stores only the commits it makes (a rebase's and am's replayed
+# commits, a replayed merge as a merge); none stores a branch or tag event.
+REF_MOVERS = {
+    "fetch --prune": (
+        "git -C ../other checkout -qb gone && git -C ../other commit -q --allow-empty -m g && "
+        "git -C ../other push -q origin gone && git fetch -q && "
+        "git -C ../other push -q origin --delete gone",
+        "git fetch -q --prune && git remote prune origin",
+    ),
+    "rebase": (
+        "git checkout -qb topic main~5 && for i in 1 2 3; do echo $i >> t; git add t; "
+        "git commit -qm t$i; done && git checkout -q main",
+        "git rebase -q main topic && git checkout -q main",
+    ),
+    "rebase --rebase-merges": (
+        "git checkout -qb topic main~5 && git checkout -qb side && echo s > s && git add s && "
+        "git commit -qm s && git checkout -q topic && echo t > t && git add t && "
+        "git commit -qm t && git merge -q --no-ff -m joined side && git branch -qD side && "
+        "git checkout -q main",
+        "git rebase -q --rebase-merges main topic && git checkout -q main",
+    ),
+    "am": (
+        "git checkout -qb topic main~5 && for i in 1 2 3; do echo $i >> t; git add t; "
+        "git commit -qm t$i; done && git format-patch -q -3 -o ../patches && "
+        "git checkout -q main && git branch -qD topic",
+        "git am -q ../patches/*.patch",
+    ),
+    "stash": ("true", "echo x >> f && git stash -q && git stash pop -q && git checkout -q f"),
+    "bisect": (
+        "true",
+        "git bisect start HEAD HEAD~10 >/dev/null && git bisect reset >/dev/null 2>&1",
+    ),
+    "notes and replace": (
+        "true",
+        "git notes add -m n HEAD && git replace -f HEAD~1 HEAD~2 && git replace -d HEAD~1",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(REF_MOVERS))
+async def test_commands_that_move_refs_invent_no_branch_event(tmp_path: Path, case: str) -> None:
+    setup, command = REF_MOVERS[case]
+    repo, state, _other = with_a_colleague(tmp_path)
+    shell(repo, HISTORY + " && " + setup)
+    before = await after_sentinel(repo, state)
+    tips = repo.git("for-each-ref", "--format=%(objectname)", "refs/heads").split()
+    shell(repo, command)
+    after = await after_sentinel(repo, state)
+    made = repo.git("rev-list", "--branches", "--not", *tips).split()
+    made.remove(repo.rev("HEAD"))  # the sentinel
+    between = after[len(before) + 1 :]
+    assert [t for t in triples(between) if t[0] not in ("commit", "merge")] == []
+    assert Counter(e["commit_id"] for e in between) == Counter(made)  # each once
+    assert stored_before_a_parent(between) == []
