@@ -2,9 +2,11 @@
 screened and handed to the intake as ``file_update`` events.
 
 Raw reports (:meth:`FileActivity.observe`) pass the ignore rules, wait out their quiet period
-in the debouncer, are checked against the disk and the recorded content (an echo of what the
-graph holds is not an edit), and become submissions. The start-up catch-up
-(:meth:`FileActivity.unrecorded_files`) and the re-checks after lost reports live here too.
+in the debouncer, are decided by the disk and the graph (:mod:`mplp_lsp.sources.disk_state`),
+checked against the recorded content (an echo of what the graph holds is not an edit), and
+become submissions. The start-up catch-up with the graph's baseline
+(:meth:`FileActivity.catch_up`, :mod:`mplp_lsp.file_catch_up`) and the comparisons after lost
+reports (:meth:`FileActivity.recheck_tree`, :mod:`mplp_lsp.file_rescan`) end the same way.
 Built from the settings; what it needs of the rest of the workspace is passed in.
 """
 
@@ -12,33 +14,34 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from mplp_lsp.config.live import Debounce
+from mplp_lsp.file_catch_up import CatchUp
+from mplp_lsp.file_rescan import Rescans
 from mplp_lsp.ignore_judge import InOrderJudge
 from mplp_lsp.intake import Submission
 from mplp_lsp.live_ignore import LiveIgnore
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
-from mplp_lsp.runtime.drift.scan import logged_not_applied, recorded_rows, recorded_under
+from mplp_lsp.runtime.drift.scan import recorded_hashes, recorded_rows
 from mplp_lsp.runtime.psg.files import FileChange
+from mplp_lsp.sanitize.paths import PathRejected, check_name
 from mplp_lsp.settings import Settings
-from mplp_lsp.sources.debounce import WATCHER, Change, Debouncer, Observation, Settled
-from mplp_lsp.sources.disk_state import WATCHED, DiskState
+from mplp_lsp.sources.debounce import EDITOR, Change, Debouncer, Observation, Settled
+from mplp_lsp.sources.disk_state import WROTE, DiskState
 from mplp_lsp.sources.files import LANGUAGE, TIMESTAMP, EditorDocuments, payload_for
-from mplp_lsp.sources.fswatch import files_under
 from mplp_lsp.sources.recorded import RecordedContent, graph_fingerprints, scratch_name
-from mplp_lsp.store.events import EventLog
+from mplp_lsp.sources.tree import slices
 from mplp_lsp.store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
 
 Submit = Callable[[list[Submission]], Awaitable[Any]]
+Refuse = Callable[[str, PathRejected], None]
 _MAX_TICK = 0.001
 
 
@@ -51,16 +54,20 @@ class FileActivity:
         submit: Submit,
         ignore: LiveIgnore,
         *,
+        catch_up: CatchUp,
         git_activity: Callable[[], None] = lambda: None,
+        refuse: Refuse = lambda _path, _rejected: None,
     ) -> None:
         """``submit`` takes the settled changes' submissions (the intake's ``submit_many``);
-        ``git_activity`` is told when something under ``.git`` changed."""
+        ``catch_up`` learns the baseline at start; ``git_activity`` is told when something
+        under ``.git`` changed; ``refuse`` records a listed name that cannot be a path."""
         self.root = root
         self.settings = settings
         self._writer = writer
         self._submit = submit
         self.ignore = ignore
         self._git_activity = git_activity
+        self._refuse = refuse
         self.recorded = RecordedContent(
             root, graph=lambda paths: writer.read(lambda conn: graph_fingerprints(conn, paths))
         )
@@ -70,7 +77,17 @@ class FileActivity:
         self.ignored = 0
         self.judge = InOrderJudge(ignore.current, on_ignored=self._count_ignored)
         self.opened_ns = time.time_ns()
-        self._rechecks: set[asyncio.Task[None]] = set()
+        self._catch_up = catch_up
+        # Set while the graph learns its baseline: until then, no window can be decided.
+        self._learning: asyncio.Future[None] | None = None
+        self._catching: asyncio.Task[None] | None = None
+        self.rescans = Rescans(
+            str(root),
+            writer,
+            self.settle_now,
+            ignore.fresh,
+            pending_under=self.disk_state.pending_under,
+        )
 
     def observe(
         self,
@@ -102,66 +119,80 @@ class FileActivity:
         """Changes not yet emitted: waiting for their ignore verdict or their quiet period."""
         return self.debouncer.pending_count + self.judge.waiting
 
+    async def learnt(self) -> None:
+        """Wait until the graph knows the files that were there (the catch-up's baseline)."""
+        if self._learning is not None:
+            await asyncio.shield(self._learning)
+
     async def _emit(self, batch: list[Settled]) -> None:
-        if DiskState.watched(batch):
+        await self.learnt()  # the graph must know what was there
+        with self.disk_state.reading():
             paths = DiskState.paths(batch)
-            recorded = await self._writer.read(lambda conn: recorded_rows(conn, paths))
-            batch = self.disk_state.settle(batch, recorded)
-        batch = await screen_settled(batch, self.recorded, self.documents)
+            sources = DiskState.renamed_from(batch)
+            recorded, hashes = await self._writer.read(
+                lambda conn: (recorded_rows(conn, paths), recorded_hashes(conn, sources))
+            )
+            decided = self.disk_state.settle(batch, recorded, hashes)
+        self._look_below(batch, decided)
+        batch = await screen_settled(decided, self.recorded, self.documents)
         root = str(self.root) if self.settings.send_workspace_root else None
         await self._submit(file_submissions(batch, self.documents, root))
+
+    def _look_below(self, reported: list[Settled], decided: list[Settled]) -> None:
+        """A deletion that was no file's may have been a directory's (an editor's watcher
+        reports a deleted folder as one path): compare what the graph holds below it."""
+        kept = {settled.path for settled in decided}
+        for settled in reported:
+            if settled.change is Change.DELETED and settled.path not in kept:
+                self.recheck_tree(settled.path)
+
+    async def settle_now(self, paths: list[str]) -> None:
+        """Decide these paths by the disk and the graph now, as windows that closed, and
+        store the result (a slice of a rescan or of the catch-up). Paths with activity
+        waiting in the debouncer are left to it."""
+        stamp = utc_timestamp()
+        now = time.monotonic()
+        batch = []
+        for path in paths:
+            try:
+                check_name(path)
+            except PathRejected as rejected:
+                self._refuse(path, rejected)
+                continue
+            if not self.debouncer.holds(path) and not scratch_name(path):
+                batch.append(Settled(path, Change.MODIFIED, None, now, now, 1, {TIMESTAMP: stamp}))
+        if batch:
+            await self._emit(batch)
 
     async def graph_applied(self, changes: Sequence[FileChange]) -> None:
         self.disk_state.applied(changes)
 
     def recheck_tree(self, directory: str) -> None:
-        """Changes below ``directory`` ("" for all) may have gone unreported: look at every
-        path the graph records there again (the disk decides when each settles)."""
-        if not _utf8(directory):
-            return  # a name that is not UTF-8 was never recorded (its files are refused)
+        """Changes below ``directory`` ("" for all) may have gone unreported: compare it with
+        the graph, a slice at a time (:mod:`mplp_lsp.file_rescan`)."""
+        if _utf8(directory):  # a name that is not UTF-8 was never recorded
+            self.rescans.request(directory)
 
-        async def recheck() -> None:
-            recorded = await self._writer.read(lambda conn: recorded_under(conn, directory))
-            for path in (*recorded, *self.disk_state.pending_under(directory)):
-                self.observe(Change.MODIFIED, path, origin=WATCHER)
+    def catch_up(self, until_ns: int) -> asyncio.Task[None]:
+        """Start the start-up catch-up (:mod:`mplp_lsp.file_catch_up`): no window is decided
+        until the graph knows the files that were there; the files created while nothing
+        recorded are then decided like reports, a slice at a time."""
+        loop = asyncio.get_running_loop()
+        learning = self._learning = loop.create_future()
 
-        task = asyncio.get_running_loop().create_task(recheck(), name="mplp-recheck-tree")
-        self._rechecks.add(task)
-        task.add_done_callback(self._rechecks.discard)
+        async def run() -> None:
+            try:
+                outcome = await self._catch_up.run(self.opened_ns, until_ns)
+            finally:
+                if not learning.done():
+                    learning.set_result(None)
+                if self._learning is learning:
+                    self._learning = None
+            for chunk in slices(iter(outcome.created)):
+                await self.settle_now(chunk)
 
-    async def unrecorded_files(self, until_ns: int) -> list[str]:
-        """The start-up catch-up: files on disk (absolute paths) that the graph has no node
-        for and that appeared (their ctime) after the previous start began recording and not
-        after ``until_ns`` (later ones are the live sources' to report). On the first start
-        the tree as it was when this one opened is the baseline. Ignored directories
-        are not entered; the caller's ``observe`` judges the files themselves."""
-
-        def read(conn: sqlite3.Connection) -> tuple[str | None, set[str]]:
-            known = set(recorded_under(conn, ""))
-            for path, alive in logged_not_applied(conn).items():
-                if alive:
-                    known.add(path)
-                else:
-                    known.discard(path)
-            return EventLog(conn).get_meta(_RECORDING_SINCE), known
-
-        since, recorded = await self._writer.read(read)
-        root = str(self.root)
-        cut = len(root) + 1
-
-        def walk(window: tuple[int, int], known: set[str]) -> list[str]:
-            rules = self.ignore.fresh()
-            found = files_under(root, lambda path: rules.is_ignored(path[cut:] + "/"))
-            return [p for p in found if p[cut:] not in known and _changed_within(p, *window)]
-
-        after = self.opened_ns if since is None else int(since)
-        new = await asyncio.to_thread(walk, (after, until_ns), recorded)
-        opened = str(self.opened_ns)
-        try:
-            await self._writer.run(lambda conn: EventLog(conn).set_meta(_RECORDING_SINCE, opened))
-        except sqlite3.Error as error:  # a full disk, say: the next start looks from further back
-            log.warning("could not note when this catch-up started (%s)", error)
-        return new
+        self._catching = loop.create_task(run(), name="mplp-files-catch-up")
+        return self._catching
 
     async def screen_handed(self, submissions: list[Submission]) -> list[Submission]:
         """File events another editor's server handed over: leave out what is recorded."""
@@ -204,9 +235,10 @@ class FileActivity:
         await self.debouncer.flush()
 
     async def close(self) -> None:
-        """Emit what is pending and stop."""
-        if self._rechecks:
-            await asyncio.gather(*self._rechecks, return_exceptions=True)
+        """Emit what is pending and stop: what was reported is stored before this returns."""
+        if self._catching is not None:
+            await asyncio.gather(self._catching, return_exceptions=True)
+        await self.rescans.idle()
         await self.judge.settled()
         await self.debouncer.flush()
         await self.debouncer.aclose()
@@ -231,8 +263,8 @@ def observation(
     change: Change, path: str, previous_path: str | None, origin: str, language: str | None
 ) -> Observation:
     extra: dict[str, object] = {TIMESTAMP: utc_timestamp()}
-    if origin == WATCHER:
-        extra[WATCHED] = True
+    if origin == EDITOR and change in _CONTENT_CHANGES:
+        extra[WROTE] = True  # the editor's word that it wrote the file
     if language:
         extra[LANGUAGE] = language
     return Observation(path, change, time.monotonic(), previous_path, origin, extra)
@@ -300,30 +332,12 @@ def _settles_content(data: Any) -> bool:
     )
 
 
-# meta key: when the latest start began recording (ns since the epoch), for the next catch-up
-_RECORDING_SINCE = "files_recording_since_ns"
-
-
 def _utf8(text: str) -> bool:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         return False
     return True
-
-
-def _changed_within(path: str, after_ns: int, until_ns: int) -> bool:
-    """Whether the file's inode last changed (created, written, renamed) after ``after_ns``
-    and not after ``until_ns``: ctime, because extractors and checkouts may set an old mtime,
-    never an old ctime."""
-    try:
-        return after_ns < os.lstat(path).st_ctime_ns <= until_ns
-    except OSError:
-        return False
-
-
-def _set_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
-    EventLog(conn).set_meta(key, value)
 
 
 async def _retire(debouncer: Debouncer) -> None:

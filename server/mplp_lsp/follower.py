@@ -1,7 +1,8 @@
 """A workspace whose store another mplp-lsp process owns: a second editor on the same folder.
 
 One process writes a store (:mod:`mplp_lsp.statedir`). A second editor's server does not sit
-idle: it *follows*. It coalesces its own file activity as an owner would, leaves out content it
+idle: it *follows*. It coalesces what its editor reports (saves, file operations; the disk
+itself is watched by the owner) as an owner would, leaves out content it
 has already handed over (:mod:`mplp_lsp.sources.recorded`), and hands each batch to the owner
 through the state dir's inbox, the durable spool files ``mplp-lsp emit`` uses (the owner
 drains them on a short poll and leaves out what its store already records). It looks at the
@@ -28,7 +29,7 @@ from mplp_lsp.file_activity import (
 from mplp_lsp.ignore import IgnoreRules
 from mplp_lsp.ignore_judge import InOrderJudge
 from mplp_lsp.settings import Settings
-from mplp_lsp.sources.debounce import Change, Settled
+from mplp_lsp.sources.debounce import WATCHER, Change, Settled
 from mplp_lsp.sources.files import EditorDocuments
 from mplp_lsp.sources.recorded import RecordedContent
 from mplp_lsp.statedir import StateDirLock, StatePaths
@@ -70,6 +71,10 @@ class Follower:
         admitted = admit(change, path, previous_path)
         if admitted is None or path == ".git" or path.startswith(".git/"):
             return False  # the owner's Git source sees the repository itself
+        if origin == WATCHER:
+            # The disk is the owner's to watch (its editor's watcher, or its own): it decides
+            # a report from what its graph records, which a follower does not have.
+            return False
         change, previous_path = admitted
         seen = observation(change, path, previous_path, origin, language)
         return self.judge.submit(path, lambda: self.debouncer.observe(seen))

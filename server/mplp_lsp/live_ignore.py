@@ -22,6 +22,7 @@ class LiveIgnore:
         self._root = root
         self._excludes = tuple(excludes)
         self._internal = tuple(internal_dirs)
+        self._nested: tuple[Path, ...] = ()
         self.rules = self.fresh()
         self.epoch = 0
 
@@ -36,7 +37,18 @@ class LiveIgnore:
 
     def fresh(self) -> IgnoreRules:
         """A new rule set, read from disk (for a thread)."""
-        return IgnoreRules(self._root, excludes=self._excludes, internal_dirs=self._internal)
+        return IgnoreRules(
+            self._root, excludes=self._excludes, internal_dirs=(*self._internal, *self._nested)
+        )
+
+    def nested_changed(self, roots: Sequence[Path]) -> None:
+        """Workspace folders inside this one: each records its own files, this one none of
+        them (a baseline or a rescan here never lists them)."""
+        nested = tuple(sorted(roots))
+        if nested != self._nested:
+            self._nested = nested
+            self.rules = self.fresh()
+            self.epoch += 1
 
     def gitignore_changed(self, path: str) -> None:
         self.rules.invalidate(path)

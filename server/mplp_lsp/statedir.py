@@ -6,6 +6,11 @@ plus a hash of its real path, so two checkouts with the same folder name never s
 store and a symlinked path maps to the same store as its target. ``--state-dir`` and
 ``MPLP_LSP_STATE_DIR`` override it, in that order.
 
+A store belongs to one workspace: the first process to write a state dir names its folder in
+the file ``workspace`` there. A chosen state dir that belongs to another folder (one
+``MPLP_LSP_STATE_DIR`` or user-level ``stateDir`` for every workspace) is not shared: this
+folder's store is ``<state dir>/workspaces/<name>-<hash>`` beside it, named as the default is.
+
 One process writes a state dir at a time (:class:`StateDirLock`, an ``flock`` on
 ``daemon.lock``). The kernel drops the lock when the holder dies, even on ``kill -9``, so
 there is never a stale lock to clean up; the JSON the holder wrote into the file only says
@@ -17,6 +22,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import re
 import sys
@@ -38,10 +44,13 @@ __all__ = [
     "INBOX_NAME",
     "LOCK_NAME",
     "STATE_DIR_ENV",
+    "WORKSPACE_NAME",
     "StateDirLock",
     "StateDirLocked",
     "StatePaths",
+    "belongs_to",
     "default_state_dir",
+    "locate_state_dir",
     "resolve_state_dir",
 ]
 
@@ -51,11 +60,13 @@ ERROR_LOG_NAME: Final = "integration-errors.jsonl"
 LOCK_NAME: Final = "daemon.lock"
 INBOX_NAME: Final = "inbox"
 GIT_SPOOL_NAME: Final = "git-spool"
+WORKSPACE_NAME: Final = "workspace"  # the real path of the folder whose store this is
 
 _SLUG_MAX: Final = 40
 _ACQUIRE_ATTEMPTS: Final = 3
 _ACQUIRE_RETRY_DELAY: Final = 0.005
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,12 +97,21 @@ class StatePaths:
         """What the git hooks recorded, for the store's owner to ingest (vcs/spool.py)."""
         return self.root / GIT_SPOOL_NAME
 
+    @property
+    def workspace(self) -> Path:
+        """Names the folder whose store this is."""
+        return self.root / WORKSPACE_NAME
+
 
 def default_state_dir(workspace: Path) -> Path:
     """``<user state dir>/mplp-lsp/workspaces/<slug>-<sha256(real path)[:12]>``."""
+    return _per_workspace(platformdirs.user_state_path("mplp-lsp"), workspace)
+
+
+def _per_workspace(base: Path, workspace: Path) -> Path:
     real = os.path.realpath(workspace)
     digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:12]
-    return platformdirs.user_state_path("mplp-lsp") / "workspaces" / f"{_slug(real)}-{digest}"
+    return base / "workspaces" / f"{_slug(real)}-{digest}"
 
 
 def _slug(real_path: str) -> str:
@@ -101,26 +121,68 @@ def _slug(real_path: str) -> str:
     return slug.rstrip(".-") or "workspace"
 
 
+def locate_state_dir(
+    workspace: Path,
+    override: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] = os.environ,
+) -> Path:
+    """The state dir of a workspace (``override`` > ``$MPLP_LSP_STATE_DIR`` > default),
+    whether it exists or not: nothing is created (what a command that only reads uses). A
+    chosen state dir that belongs to another workspace gives way to this workspace's own
+    folder inside it (see the module's documentation)."""
+    if override is not None and os.fspath(override) != "":
+        chosen = Path(override).expanduser().absolute()
+    elif env.get(STATE_DIR_ENV):
+        chosen = Path(env[STATE_DIR_ENV]).expanduser().absolute()
+    else:
+        chosen = default_state_dir(workspace).absolute()
+    if not belongs_to(chosen, workspace):
+        chosen = _per_workspace(chosen, workspace)
+    return chosen
+
+
 def resolve_state_dir(
     workspace: Path,
     override: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] = os.environ,
 ) -> Path:
-    """The state dir to use (``override`` > ``$MPLP_LSP_STATE_DIR`` > default), created 0700.
+    """The state dir to write (:func:`locate_state_dir`), created 0700.
 
     Directories that already exist keep their permissions; the ones created here (the
     state dir and any missing parents) are private to the user, since the store holds
     workspace activity.
     """
-    if override is not None and os.fspath(override) != "":
-        chosen = Path(override).expanduser()
-    elif env.get(STATE_DIR_ENV):
-        chosen = Path(env[STATE_DIR_ENV]).expanduser()
-    else:
-        chosen = default_state_dir(workspace)
-    chosen = chosen.absolute()
+    chosen = locate_state_dir(workspace, override, env)
     _make_private_dirs(chosen)
     return chosen
+
+
+def belongs_to(state_dir: Path, workspace: Path | str) -> bool:
+    """Whether ``state_dir`` is (or may become) ``workspace``'s store: it names no other
+    folder, and no other folder's process holds it."""
+    owner = _named_workspace(StatePaths(state_dir))
+    return owner is None or owner == os.path.realpath(workspace)
+
+
+def _named_workspace(paths: StatePaths) -> str | None:
+    try:
+        named = paths.workspace.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        named = ""
+    if named:
+        return named
+    holder = StateDirLock(paths.lock).owner() if paths.lock.exists() else None
+    folder = holder.get("workspace") if holder else None
+    return os.path.realpath(folder) if isinstance(folder, str) and folder else None
+
+
+def _name_workspace(paths: StatePaths, workspace: str) -> None:
+    """Write the ``workspace`` file, unless the store already names its folder."""
+    if paths.workspace.exists():
+        return
+    scratch = paths.root / f".{WORKSPACE_NAME}.{os.getpid()}"
+    scratch.write_text(os.path.realpath(workspace) + "\n", encoding="utf-8")
+    scratch.replace(paths.workspace)
 
 
 def _make_private_dirs(path: Path) -> None:
@@ -225,6 +287,11 @@ class StateDirLock:
             self.release()
             raise
         self._info = info
+        if self.workspace is not None:
+            try:
+                _name_workspace(StatePaths(self.path.parent), self.workspace)
+            except OSError as error:  # read-only or full: the lock's details still name it
+                _log.warning("could not name the workspace of %s: %s", self.path.parent, error)
         return True
 
     def owner(self) -> dict[str, Any] | None:

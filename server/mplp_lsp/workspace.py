@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from mplp_lsp.config.live import (
 )
 from mplp_lsp.config.process import EDITOR_META_KEY, editor_record
 from mplp_lsp.file_activity import FileActivity
+from mplp_lsp.file_catch_up import CatchUp
 from mplp_lsp.forward.service import Forwarding
 from mplp_lsp.intake import Submission
 from mplp_lsp.live_ignore import LiveIgnore
@@ -33,11 +35,16 @@ from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ValidationResult
 from mplp_lsp.runtime.drift import DriftMonitor
 from mplp_lsp.runtime.drift.git_record import GitRepositoryRecord
+from mplp_lsp.sanitize.paths import PathRejected
 from mplp_lsp.settings import Settings
 from mplp_lsp.sources.debounce import Change
 from mplp_lsp.sources.git import GitSource
 from mplp_lsp.sources.inbox import InboxSource
-from mplp_lsp.statedir import StateDirLock, StatePaths, resolve_state_dir
+from mplp_lsp.statedir import (
+    StateDirLock,
+    StatePaths,
+    resolve_state_dir,
+)
 from mplp_lsp.store.events import EventLog
 from mplp_lsp.store.salvage import ensure_usable
 from mplp_lsp.store.writer import StoreWriter
@@ -58,6 +65,12 @@ class StateDirBusy(RuntimeError):
         )
         self.state_dir = state_dir
         self.owner = owner
+
+    @property
+    def folder(self) -> str | None:
+        """The real path of the workspace its owner records, when it says."""
+        named = self.owner.get("workspace") if self.owner else None
+        return os.path.realpath(named) if isinstance(named, str) and named else None
 
 
 Prepare = Callable[["Workspace"], None]
@@ -92,18 +105,27 @@ class Workspace:
             spool=Spool(paths.git_spool),
         )
         self.ignore = LiveIgnore(root, settings.exclude, internal_dirs=[paths.root])
+        self.live = LiveSettings(settings)
         self.files = FileActivity(
             root,
             settings,
             writer,
             self.intake.submit_many,
             self.ignore,
+            catch_up=CatchUp(
+                root,
+                writer,
+                self.intake.submit_many,
+                self.ignore.fresh,
+                snapshot_cap=lambda: self.live.current.snapshot_max_bytes,
+                on_learnt=lambda: self.drift.graph_learnt(),
+            ),
             git_activity=self.git.notify,
+            refuse=self._refuse,
         )
         self.documents = self.files.documents  # what the editor has open
         self.inbox = InboxSource(paths.inbox, self.intake, screen=self.files.screen_handed)
         self.psg = self.owner.psg
-        self.live = LiveSettings(settings)
         self.drift = DriftMonitor(
             root,
             writer,
@@ -118,7 +140,7 @@ class Workspace:
         )
         self.file_nodes.on_applied(self.drift.applied)
         self.file_nodes.on_applied(self.files.graph_applied)
-        self._records: set[asyncio.Task[None]] = set()  # meta writes, awaited at close
+        self._records: set[asyncio.Task[None]] = set()  # meta writes, refusals: awaited at close
         self._drift_task: asyncio.Task[None] | None = None
         self.forwarding = Forwarding()
         self._subscribe()
@@ -198,15 +220,16 @@ class Workspace:
         """Changes below ``directory`` ("" for all) may have gone unreported: look again."""
         self.files.recheck_tree(directory)
 
-    async def unrecorded_files(self, until_ns: int) -> list[str]:
-        """The start-up catch-up's files (:meth:`FileActivity.unrecorded_files`)."""
-        return await self.files.unrecorded_files(until_ns)
-
     async def reject(
         self, source_module: str, kind: Kind, result: ValidationResult, data: Any
     ) -> None:
         """Record input a front end refused before it became an event (e.g. a path outside)."""
         await self.intake.reject(Submission(kind, data, source_module), result)
+
+    def _refuse(self, path: str, rejected: PathRejected) -> None:
+        """A name listed from the disk that cannot be a path, refused like a reported one."""
+        result = rejected.to_result("file_path")
+        self._background(self.reject("ide", Kind.FILE_UPDATE, result, {"file_path": path}))
 
     def apply_settings(self, settings: Settings) -> None:
         """New settings take effect for activity observed from now on; each section is
@@ -229,7 +252,10 @@ class Workspace:
             except sqlite3.Error as error:
                 log.warning("could not record %s (%s)", what, error)
 
-        task = asyncio.get_running_loop().create_task(write(), name=f"record {key}")
+        self._background(write())
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
         self._records.add(task)
         task.add_done_callback(self._records.discard)
 

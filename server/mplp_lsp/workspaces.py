@@ -6,7 +6,8 @@ else is refused with a stable code and counted.
 
 A folder whose store another process owns (a second editor on it) is *followed*
 (:mod:`mplp_lsp.follower`): its activity is handed to the owner, and the store is opened here
-once the owner lets go; ``on_promoted`` listeners then attach to the new workspace.
+once the owner lets go; ``on_promoted`` listeners then attach to the new workspace. Owned
+folders may be watched here too (``watch``), with the engine of ``mplp-lsp watch``.
 """
 
 from __future__ import annotations
@@ -19,16 +20,19 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from mplp_lsp.config import Resolved
 from mplp_lsp.config.live import ConfigFileWatch, set_log_level
 from mplp_lsp.config.sources import config_files
+from mplp_lsp.folder_watch import FolderWatch
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ValidationResult
-from mplp_lsp.sanitize.paths import DirectoryCache, PathRejected, relative_path
+from mplp_lsp.sanitize.paths import DirectoryCache, PathRejected, is_inside, relative_path
 from mplp_lsp.sanitize.redact import redact
 from mplp_lsp.settings import Settings
 from mplp_lsp.sources.debounce import WATCHER, Change
+from mplp_lsp.sources.temp_names import is_temp_name
 from mplp_lsp.workspace import Prepare, StateDirBusy, Workspace
 
 if TYPE_CHECKING:
@@ -50,11 +54,17 @@ class Workspaces:
         remote_url: str | None = None,
         follow: bool = True,
         reconfigure: Reconfigure | None = None,
+        watch: bool = False,
     ) -> None:
         """``follow=False``: a folder whose store is busy raises StateDirBusy instead.
         ``reconfigure``: how to resolve a folder's configuration again; with it, each owned
-        folder's settings files are watched and a change is applied while running."""
+        folder's settings files are watched and a change is applied while running.
+        ``watch``: each owned folder is watched by the file-system watcher
+        (:mod:`mplp_lsp.folder_watch`); its start-up catch-up begins once the watches are
+        in place."""
         self._follow_busy = follow
+        self._watch_disk = watch
+        self._watches: dict[Path, FolderWatch] = {}
         self._by_root: dict[Path, Workspace] = {}
         self._state_dir = state_dir
         self._remote_url = remote_url
@@ -108,9 +118,7 @@ class Workspaces:
         # An explicit --state-dir can serve one folder only: one store per workspace.
         state_dir = self._state_dir if not self._by_root and not self._followers else None
         try:
-            workspace = await Workspace.open(
-                root, settings, state_dir=state_dir, remote_url=self._remote_url, prepare=prepare
-            )
+            workspace = await self._open(root, settings, state_dir, prepare)
         except StateDirBusy as busy:
             if not self._follow_busy:
                 raise
@@ -119,16 +127,58 @@ class Workspaces:
 
             follower = Follower(root, settings, StatePaths(busy.state_dir), busy.owner)
             self._followers[root] = follower
+            self._nest()
             self._following[root] = asyncio.get_running_loop().create_task(
                 self._follow(follower, state_dir), name=f"follow {root.name}"
             )
             log.info("%s: its store is owned by pid %s; following it", root, follower.owner_pid)
             return follower
         self._by_root[root] = workspace
+        self._nest()
         self._owned(workspace, resolved)
-        if catch_up:
-            self.catch_up(workspace)
+        self._start_recording(workspace, catch_up=catch_up)
         return workspace
+
+    def _start_recording(self, workspace: Workspace, *, catch_up: bool) -> None:
+        """The catch-up, after the folder's watches are in place when it is watched."""
+
+        def start() -> None:
+            if catch_up:
+                self.catch_up(workspace)
+
+        if self._watch_disk:
+            self._watches[workspace.root] = FolderWatch(self, workspace, ready=start)
+        else:
+            start()
+
+    def watch(self) -> None:
+        """Watch every owned folder from now on (and those opened later)."""
+        self._watch_disk = True
+        for root, workspace in self._by_root.items():
+            if root not in self._watches:
+                self._watches[root] = FolderWatch(self, workspace, ready=lambda: None)
+
+    async def _open(
+        self,
+        root: Path,
+        settings: Settings,
+        state_dir: str | Path | None,
+        prepare: Prepare | None = None,
+    ) -> Workspace:
+        """Open the folder's store. A state dir is this folder's or another's
+        (:func:`~mplp_lsp.statedir.belongs_to`); when another folder's process locked it
+        between that look and the lock, it names that folder by now, and a second try opens
+        this folder's own. Busy with this folder's owner: :class:`StateDirBusy`."""
+        try:
+            return await Workspace.open(
+                root, settings, state_dir=state_dir, remote_url=self._remote_url, prepare=prepare
+            )
+        except StateDirBusy as busy:
+            if busy.folder in (None, str(root)):
+                raise
+            return await Workspace.open(
+                root, settings, state_dir=state_dir, remote_url=self._remote_url, prepare=prepare
+            )
 
     def _owned(self, workspace: Workspace, resolved: Resolved | None) -> None:
         """A store opened here: record its editor settings, watch its settings files."""
@@ -150,27 +200,23 @@ class Workspaces:
         self._config_watches[root] = watch
 
     def catch_up(self, workspace: Workspace) -> None:
-        """Start the catch-up: files created while nothing recorded become ``created`` events
-        (recorded files that changed are the start-up drift scan's). A file watcher of the
-        daemon's own starts it once its watches are in place, so nothing falls between; what
-        changes from this call on is the live sources' to report."""
+        """Start the catch-up (:mod:`mplp_lsp.file_catch_up`): the graph learns the files
+        that were there (its baseline), and files created while nothing recorded become
+        ``created`` events (recorded files that changed are the start-up drift scan's). A
+        file watcher of the daemon's own starts it once its watches are in place, so nothing
+        falls between; what changes from this call on is the live sources' to report."""
         # A file's ctime comes from the kernel's coarse clock, which lags this one by up to a
         # tick: a file written just after this call may look a little older than it.
         until = time.time_ns() - _COARSE_CLOCK_NS
-        self._track(self._catch_up(workspace, until))
+        self._track(_reported(workspace.files.catch_up(until)))
 
-    async def _catch_up(self, workspace: Workspace, until_ns: int) -> None:
-        try:
-            found = await workspace.unrecorded_files(until_ns)
-        except (OSError, sqlite3.Error) as error:  # the store or the tree: one line, no trace
-            log.warning("the start-up catch-up scan failed: %s", error)
-            return
-        except Exception:
-            log.exception("the start-up catch-up scan failed")
-            return
-        if workspace.root in self._by_root:
-            for path in found:
-                self.observe(Change.CREATED, path, origin=WATCHER)
+    def _nest(self) -> None:
+        """Each folder leaves the folders inside it to their own store."""
+        roots = [*self._by_root, *self._followers]
+        for root, workspace in self._by_root.items():
+            workspace.ignore.nested_changed(
+                [other for other in roots if other != root and is_inside(other, root)]
+            )
 
     def _track(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
@@ -187,9 +233,7 @@ class Workspaces:
             if not follower.owner_gone():
                 continue
             try:
-                workspace = await Workspace.open(
-                    root, follower.settings, state_dir=state_dir, remote_url=self._remote_url
-                )
+                workspace = await self._open(root, follower.settings, state_dir)
             except StateDirBusy:
                 continue  # someone else was quicker: keep handing over, to them now
             except Exception:
@@ -204,7 +248,7 @@ class Workspaces:
         await follower.close()
         log.info("%s: took the store over from pid %s", root, follower.owner_pid)
         self._owned(workspace, None)
-        self.catch_up(workspace)
+        self._start_recording(workspace, catch_up=True)
         for listener in self._promoted:
             try:
                 await listener(workspace)
@@ -221,10 +265,14 @@ class Workspaces:
         follower = self._followers.pop(root, None)
         if follower is not None:
             await follower.close()
+        watching = self._watches.pop(root, None)
+        if watching is not None:
+            await watching.close()
         watch = self._config_watches.pop(root, None)
         if watch is not None:
             await watch.close()
         workspace = self._by_root.pop(root, None)
+        self._nest()
         if workspace is not None:
             await workspace.close()
 
@@ -236,11 +284,17 @@ class Workspaces:
         return self._by_root[root], relative
 
     def route(
-        self, raw: str | Path, *, directories: DirectoryCache | None = None
+        self,
+        raw: str | Path,
+        *,
+        directories: DirectoryCache | None = None,
+        follow_leaf: bool = True,
     ) -> tuple[Workspace | Follower, str]:
         """Like :meth:`locate`, followed folders included (where editor activity goes)."""
         roots = (*self._by_root, *self._followers)
-        root, relative = relative_path(str(raw), roots, directories=directories)
+        root, relative = relative_path(
+            str(raw), roots, directories=directories, follow_leaf=follow_leaf
+        )
         return self._by_root.get(root) or self._followers[root], relative
 
     def observe(
@@ -256,14 +310,28 @@ class Workspaces:
         """Route one raw change; a refused path is counted and logged as an integration error.
         The answer is the workspace's (False: ignored, None: judged later).
 
+        Other programs' temporary names (:mod:`~mplp_lsp.sources.temp_names`) are judged by
+        the name as reported, before routing resolves links: Emacs's ``.#name`` lock is a
+        link to ``user@host.pid``, which must not become a path either. A temporary file
+        renamed over its target is that target modified. Every front end and every folder,
+        owned or followed, goes through this one filter.
+
         ``directories`` is shared by the changes of one synchronous batch (see
-        :func:`relative_path`).
+        :func:`relative_path`). A watcher's report names a directory entry: a link there is
+        the link, not the file it points to (an editor's names the document it wrote).
         """
+        if is_temp_name(_reported_name(raw)):
+            return False
+        if previous is not None and is_temp_name(_reported_name(previous)):
+            change, previous = Change.MODIFIED, None
+        leaf = origin != WATCHER
         try:
-            workspace, path = self.route(raw, directories=directories)
+            workspace, path = self.route(raw, directories=directories, follow_leaf=leaf)
             previous_path = None
             if previous is not None:
-                previous_workspace, previous_path = self.route(previous, directories=directories)
+                previous_workspace, previous_path = self.route(
+                    previous, directories=directories, follow_leaf=leaf
+                )
                 if previous_workspace is not workspace:
                     # moved between folders: gone from one, new in the other
                     previous_workspace.observe(Change.DELETED, previous_path, origin=origin)
@@ -289,3 +357,20 @@ class Workspaces:
             await asyncio.gather(*self._background, return_exceptions=True)
         for root in [*self._followers, *self._by_root]:
             await self.remove(root)
+
+
+def _reported_name(raw: str | Path) -> str:
+    """The last name of a reported path or ``file:`` URI, as reported (no link resolved)."""
+    text = str(raw)
+    if text.startswith("file:"):
+        text = unquote(text)
+    return text.rstrip("/").rpartition("/")[2]
+
+
+async def _reported(catching: asyncio.Task[None]) -> None:
+    try:
+        await catching
+    except (OSError, sqlite3.Error) as error:  # the store or the tree: one line, no trace
+        log.warning("the start-up catch-up failed: %s", error)
+    except Exception:
+        log.exception("the start-up catch-up failed")

@@ -1,20 +1,23 @@
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.gitrepo import Repo
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    root.mkdir()
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
-    (root / "src").mkdir()
-    return root.resolve()
+def repo(tmp_path: Path) -> Repo:
+    """The repository a user opens: files and history from before any daemon starts."""
+    return Repo.existing(tmp_path / "project")
+
+
+@pytest.fixture
+def workspace(repo: Repo) -> Path:
+    return repo.path
 
 
 @pytest.fixture

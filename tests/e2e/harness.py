@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sqlite3
+import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -125,10 +127,98 @@ def watch_argv(workspace: Path, state_dir: Path, *extra: str) -> list[str]:
     ]
 
 
+@dataclass
+class Watch:
+    """A real ``mplp-lsp watch`` process: what it printed (stdout) and logged (stderr)."""
+
+    process: subprocess.Popen[bytes]
+    output: Path
+    log: Path
+
+    def lines(self) -> list[str]:
+        return self.output.read_text(errors="replace").splitlines()
+
+    def logged(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def stop(self, signum: int = signal.SIGINT, timeout: float = 60.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signum)
+        return self.process.wait(timeout=timeout)
+
+
+@contextmanager
+def watching(
+    workspace: Path,
+    state_dir: Path | None,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    api: bool = False,
+) -> Iterator[Watch]:
+    """``mplp-lsp watch`` on ``workspace``, yielded once every directory is watched; stopped
+    with SIGINT at the end unless the test stopped it. ``state_dir=None``: the default one."""
+    stem = f"watch-{time.monotonic_ns()}"
+    scratch = (state_dir.parent if state_dir is not None else workspace.parent) / stem
+    output, log = scratch.with_suffix(".out"), scratch.with_suffix(".log")
+    argv = [sys.executable, "-m", "mplp_lsp", "watch", str(workspace), *extra]
+    if not api:
+        argv.append("--no-api")
+    if state_dir is not None:
+        argv += ["--state-dir", str(state_dir)]
+    with output.open("wb") as sink, log.open("wb") as errors:
+        process = subprocess.Popen(argv, stdout=sink, stderr=errors, env=server_env(env), cwd=cwd)
+    watch = Watch(process, output, log)
+    try:
+        wait_until(lambda: "watching" in watch.logged() or process.poll() is not None)
+        assert process.poll() is None, watch.logged()
+        yield watch
+    finally:
+        watch.stop()
+
+
+def file_events(state_dir: Path) -> list[dict[str, Any]]:
+    """The payloads of the stored ``file_update`` events, in the order they were stored."""
+    return [event["payload"] for event in read_events(state_dir, "file_update")]
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out: {getattr(condition, 'missing', '')}")
+        time.sleep(0.1)
+
+
+def recorded_paths(state_dir: Path) -> set[str]:
+    """The paths of the project graph's file nodes."""
+    database = state_dir / "events.db"
+    if not database.exists():
+        return set()
+    conn = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+    try:
+        return {row[0] for row in conn.execute("SELECT path FROM psg_files")}
+    except sqlite3.OperationalError:
+        return set()
+    finally:
+        conn.close()
+
+
 def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("MPLP_LSP_STATE_DIR", None)
     return {**env, **(extra or {})}
+
+
+def editor_capabilities(client_name: str) -> types.ClientCapabilities:
+    """pytest-lsp's recorded capabilities of ``client_name``. Its VS Code is 1.65, from before
+    LSP 3.17: VS Code's client (vscode-languageclient 8 and later) declares the 3.17 file
+    watcher, with which the server lets the editor watch the workspace."""
+    capabilities = client_capabilities(client_name)
+    watched = capabilities.workspace and capabilities.workspace.did_change_watched_files
+    if client_name == "visual-studio-code" and watched:
+        watched.relative_pattern_support = True
+    return capabilities
 
 
 @asynccontextmanager
@@ -143,9 +233,11 @@ async def lsp_session(
     client_factory: Callable[[], LanguageClient] = make_test_lsp_client,
     capabilities: types.ClientCapabilities | None = None,
     fast: bool = True,
+    notifications: tuple[str, ...] = ("mplp/status",),
 ) -> AsyncIterator[Session]:
     """``fast=False``: the editor sends only ``settings`` (not FAST_SETTINGS), so the
-    workspace's own settings file can show through."""
+    workspace's own settings file can show through. ``notifications``: the server's own
+    notifications the client asks for (the plugins ask for ``mplp/status``)."""
     client = client_factory()
     session = Session(client, workspace, state_dir)
 
@@ -173,12 +265,13 @@ async def lsp_session(
     roots = folders or [workspace]
     await client.initialize_session(
         types.InitializeParams(
-            capabilities=capabilities or client_capabilities(client_name),
+            capabilities=capabilities or editor_capabilities(client_name),
             process_id=os.getpid(),
             root_uri=workspace.as_uri(),
             workspace_folders=[types.WorkspaceFolder(uri=r.as_uri(), name=r.name) for r in roots],
             initialization_options={
-                "mplp": {**(FAST_SETTINGS if fast else {}), **(settings or {})}
+                "mplp": {**(FAST_SETTINGS if fast else {}), **(settings or {})},
+                "notifications": list(notifications),
             },
         )
     )

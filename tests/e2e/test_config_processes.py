@@ -85,7 +85,7 @@ def paths(state_dir: Path) -> list[str]:
 def test_watch_honours_the_workspace_file(workspace: Path, state_dir: Path) -> None:
     (workspace / ".mplp-lsp.toml").write_text(ACCEPTANCE + 'logLevel = "info"\n')
     with watching(workspace, state_dir) as daemon:
-        (workspace / "build").mkdir()
+        (workspace / "build").mkdir(exist_ok=True)  # the repository's ignored output
         (workspace / "build" / "out.o").write_text("object\n")
         rewrite(workspace / "src" / "gen.py")
         (workspace / "src" / "last.py").write_text("done\n")

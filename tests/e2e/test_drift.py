@@ -131,6 +131,20 @@ async def test_drift_after_restart_then_file_system_wins(workspace: Path, state_
     assert [e["payload"]["strategy"] for e in resolved] == ["fs"]
 
 
+async def test_the_diagnostic_is_sent_again_when_its_file_is_opened(
+    workspace: Path, state_dir: Path
+) -> None:
+    """eglot keeps no diagnostic of a file it does not have open: opening it must bring it."""
+    await record(workspace, state_dir, {"src/a.py": "x = 1\n"})
+    (workspace / "src/a.py").write_text("x = 2\n")
+    async with lsp_session(workspace, state_dir, client_name="neovim") as session:
+        await wait_for_diagnostics(session, "src/a.py", present=True)
+        del session.client.diagnostics[session.uri("src/a.py")]  # dropped, as eglot does
+        session.open("src/a.py", "x = 2\n")
+        [diagnostic] = await wait_for_diagnostics(session, "src/a.py", present=True)
+    assert diagnostic.code == "drift"
+
+
 async def test_psg_wins_restores_the_old_bytes(workspace: Path, state_dir: Path) -> None:
     original = "keep\r\nthese bytes\tü\n"
     await record(workspace, state_dir, {"src/a.py": original})
@@ -206,6 +220,10 @@ async def test_pull_diagnostics_and_the_scan_command(workspace: Path, state_dir:
     capabilities = client_capabilities("neovim")
     capabilities.workspace.diagnostics = types.DiagnosticWorkspaceClientCapabilities(
         refresh_support=True
+    )
+    # An editor watcher that misses the change below (so the server does not watch itself).
+    capabilities.workspace.did_change_watched_files = types.DidChangeWatchedFilesClientCapabilities(
+        dynamic_registration=True, relative_pattern_support=True
     )
     async with lsp_session(workspace, state_dir, capabilities=capabilities) as session:
         await asyncio.sleep(0.5)

@@ -12,7 +12,7 @@ from lsprotocol import types
 
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import validate
-from tests.e2e.harness import lsp_session, read_events
+from tests.e2e.harness import Session, lsp_session, read_events
 
 CLIENTS = ["visual-studio-code", "neovim"]
 
@@ -34,6 +34,7 @@ def assert_all_valid(state_dir: Path) -> None:
 async def test_a_thousand_saves_of_one_file_become_one_event(
     workspace: Path, state_dir: Path, client_name: str
 ) -> None:
+    (workspace / "src/app.py").write_text("print(1)\n")  # there before the editor
     async with lsp_session(workspace, state_dir, client_name=client_name) as session:
         session.open("src/app.py", "print(1)\n")
         (workspace / "src/app.py").write_text("print(1)\nprint(2)\n")
@@ -48,6 +49,37 @@ async def test_a_thousand_saves_of_one_file_become_one_event(
     assert_all_valid(state_dir)
 
 
+async def test_each_event_has_its_own_documents_language(workspace: Path, state_dir: Path) -> None:
+    files = {"src/a.py": "python", "src/notes.txt": "markdown", "src/Makefile": "makefile"}
+    async with lsp_session(workspace, state_dir) as session:
+        for path, language_id in files.items():
+            (workspace / path).write_text("x\n")
+            session.open(path, "x\n", language_id)
+        for path in files:
+            session.save(path, "y\n")
+        events = await session.wait_for_events(3)
+    assert {e["payload"]["file_path"]: e["payload"]["language"] for e in events} == files
+
+
+async def test_a_client_that_gives_every_document_one_language_id_is_not_believed(
+    workspace: Path, state_dir: Path
+) -> None:
+    """eglot 1.9 labels every document with the mode its server was started for."""
+    async with lsp_session(workspace, state_dir) as session:
+        for path in ("src/a.py", "src/Makefile", "src/data.json", "src/LICENSE"):
+            (workspace / path).write_text("x\n")
+            session.open(path, "x\n", "python")
+            session.save(path, "y\n")
+        events = await session.wait_for_events(4)
+    languages = {e["payload"]["file_path"]: e["payload"].get("language") for e in events}
+    assert languages == {
+        "src/a.py": "python",
+        "src/Makefile": "makefile",
+        "src/data.json": "json",
+        "src/LICENSE": None,
+    }
+
+
 async def test_five_hundred_files_become_five_hundred_events(
     workspace: Path, state_dir: Path
 ) -> None:
@@ -59,7 +91,9 @@ async def test_five_hundred_files_become_five_hundred_events(
         f"src/m{i}.py" for i in range(500)
     )
     # one PSG file node per file: small transactions one event each, big ones a bulk event
-    nodes = read_events(state_dir, "graph_update")
+    # (after the one bulk event of the baseline: the files that were there)
+    baseline, *nodes = read_events(state_dir, "graph_update")
+    assert baseline["event_type"] == "file_nodes_baseline"
     assert sum(n["node_delta"] for n in nodes) == 500
     assert {n["update_kind"] for n in nodes} <= {"node_add", "bulk"}
     assert_all_valid(state_dir)
@@ -199,6 +233,18 @@ async def test_status_notification_follows_commits(workspace: Path, state_dir: P
     assert session.statuses, "no mplp/status notification"
 
 
+async def test_no_status_notification_to_a_client_that_did_not_ask(
+    workspace: Path, state_dir: Path
+) -> None:
+    """Only the plugins handle mplp/status; lsp-mode would warn about each one in a window."""
+    async with lsp_session(workspace, state_dir, notifications=()) as session:
+        session.save("src/s.py", "x\n")
+        await session.wait_for_events(1, settle=1.0)
+        status = await session.status()  # the request still answers
+    assert status["workspaces"][0]["events_by_kind"]["file_update"] == 1
+    assert session.statuses == []
+
+
 async def test_a_second_server_on_the_same_state_dir_follows_the_first(
     workspace: Path, state_dir: Path
 ) -> None:
@@ -215,6 +261,36 @@ async def test_a_second_server_on_the_same_state_dir_follows_the_first(
     assert folder["owner_pid"] == first.client._server.pid  # type: ignore[union-attr]
     # Handed over through the inbox: stored by the first server, once.
     assert [e["payload"]["file_path"] for e in events] == ["src/second.py"]
+
+
+def watched(session: Session, *changes: tuple[str, types.FileChangeType]) -> None:
+    session.client.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams(
+            changes=[types.FileEvent(uri=session.uri(path), type=kind) for path, kind in changes]
+        )
+    )
+
+
+async def test_editor_lock_files_are_no_event_for_the_owner_nor_a_follower(
+    workspace: Path, state_dir: Path
+) -> None:
+    """Emacs locks a modified buffer with a link ``.#name`` to ``user@host.pid``; both
+    servers' editors report it. Neither the link nor its target may become a path."""
+    created = types.FileChangeType.Created
+    async with (
+        lsp_session(workspace, state_dir) as first,
+        lsp_session(workspace, state_dir) as second,
+    ):
+        for session, name in ((first, "a.py"), (second, "b.py")):
+            lock = workspace / "src" / f".#{name}"
+            lock.symlink_to(f"someone@host.{os.getpid()}:1700000000")
+            watched(session, (f"src/.#{name}", created), (f"src/#{name}#", created))
+            session.save(f"src/{name}", "x\n")
+            watched(session, (f"src/{name}", types.FileChangeType.Changed))
+            lock.unlink()
+            watched(session, (f"src/.#{name}", types.FileChangeType.Deleted))
+        events = await first.wait_for_events(2, settle=1.5)
+    assert sorted(e["payload"]["file_path"] for e in events) == ["src/a.py", "src/b.py"]
 
 
 async def test_kill_minus_9_loses_nothing_committed(workspace: Path, state_dir: Path) -> None:

@@ -2,8 +2,9 @@
 
 * one ``file_update`` per ``:write`` (Neovim without inotifywait also reports each write as a
   watched-file change ~600 ms later), and an edit back to an earlier content is still one;
-* after "PSG wins" and "three-way merge" no event names the daemon's scratch file, the
-  restored buffer is reloaded, and a conflicted merge stays an open finding;
+* "PSG wins" and "three-way merge" go through the buffer (the file changes when it is
+  written, and then the resolution is recorded); a conflicted merge's markers are in the
+  buffer and its finding stays open until then; no event names a scratch file;
 * two workspaces in two splits: each window's statusline shows its own workspace;
 * a folder without Git is recorded, as VS Code records an open folder.
 """
@@ -11,8 +12,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -120,22 +119,40 @@ local function apply(buf, title)
     apply = true,
   })
 end
+local function lines(buf) return vim.api.nvim_buf_get_lines(buf, 0, -1, false) end
+local function write(buf) vim.api.nvim_buf_call(buf, function() vim.cmd('write') end) end
+-- PSG wins: the recorded content in the buffer (one undoable edit); the file when it is saved.
 apply(a, 'PSG wins')
-if not vim.wait(30000, function() return mplp_diagnostic(a) == nil end, 100) then return finish(8) end
+if not vim.wait(30000, function() return lines(a)[1] == 'psg = "a"' end, 100) then return finish(8) end
+result.a_modified = vim.bo[a].modified
+result.a_disk_before = vim.fn.readfile(ROOT .. '/a.py')
+write(a)
+if not vim.wait(30000, function() return mplp_diagnostic(a) == nil end, 100) then return finish(9) end
+-- The conflicted merge: the markers in the buffer, the finding open until it is saved.
 apply(b, 'three-way merge')
+if not vim.wait(30000, function()
+  return vim.iter(lines(b)):any(function(l) return l:match('^<<<<<<<') ~= nil end)
+end, 100) then return finish(10) end
 -- Back to Neovim's main loop, where a :checktime from a callback takes effect (as after a
--- quick fix chosen by hand); the watcher reports both writes back meanwhile.
+-- quick fix chosen by hand).
 vim.defer_fn(function()
-  result.a_buffer = vim.api.nvim_buf_get_lines(a, 0, -1, false)
+  result.a_buffer = lines(a)
+  result.b_buffer = lines(b)
+  result.b_disk_before = vim.fn.readfile(ROOT .. '/b.py')
   result.b_open = mplp_diagnostic(b) ~= nil
   result.statusline = require('mplp').statusline(b)
-  step('fixed')
-  finish(0)
-end, ECHO_WAIT_MS * 2)
+  write(b)
+  vim.defer_fn(function()
+    result.b_after_save = lines(b)
+    result.b_modified = vim.bo[b].modified
+    step('fixed')
+    finish(0)
+  end, ECHO_WAIT_MS)
+end, ECHO_WAIT_MS)
 """
 
 
-def test_quick_fixes_leave_no_scratch_names_and_a_conflicted_merge_open(tmp_path: Path) -> None:
+def test_quick_fixes_go_through_the_buffer_and_the_file_follows_its_save(tmp_path: Path) -> None:
     root = git_repo(tmp_path / "project", {"a.py": 'base = "a"\n', "b.py": 'base = "b"\n'})
     state = tmp_path / "state"
     session = run(
@@ -150,25 +167,27 @@ def test_quick_fixes_leave_no_scratch_names_and_a_conflicted_merge_open(tmp_path
     assert result["steps"] == ["drift", "fixed"], (session.returncode, session.stderr[-2000:])
     everything = json.dumps(read_events(state))
     assert ".mplp-restore" not in everything
-    # PSG wins: the recorded content is back on disk, and in the buffer (:checktime).
+    # PSG wins: the recorded content went into the buffer (the file unchanged until :write),
+    # and the save put it in the file; buffer and file agree.
+    assert result["a_modified"] is True
+    assert result["a_disk_before"] == ['disk = "a"']
     assert (root / "a.py").read_text() == 'psg = "a"\n'
     assert result["a_buffer"] == ['psg = "a"']
-    # The conflicted merge: markers on disk, the finding still open, in the editor and the store.
-    assert "<<<<<<<" in (root / "b.py").read_text()
+    # The conflicted merge: markers in the buffer, the finding open, the file unchanged; then
+    # the save writes the buffer, markers and all.
+    assert any(line.startswith("<<<<<<<") for line in result["b_buffer"])
+    assert result["b_disk_before"] == ['disk = "b"']
     assert result["b_open"] is True
     assert result["statusline"].endswith("drift 1")
-    drift = subprocess.run(
-        [
-            *(sys.executable, "-m", "mplp_lsp", "drift", "--json"),
-            *("--state-dir", str(state), "--workspace", str(root)),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    drifted = {d["path"] for d in json.loads(drift.stdout)["drift"]}
-    assert drifted == {"b.py"}, drift.stdout
+    assert result["b_modified"] is False
+    assert (root / "b.py").read_text() == "\n".join(result["b_after_save"]) + "\n"
+    assert result["b_after_save"] == result["b_buffer"]
+    resolved = [
+        e["payload"].get("strategy")
+        for e in read_events(state, "graph_update")
+        if e["event_type"] == "file_drift_resolved"
+    ]
+    assert sorted(resolved) == ["merge", "psg"]
 
 
 SPLITS = r"""

@@ -150,7 +150,8 @@ def test_watch_records_and_prints_file_activity(workspace: Path, state_dir: Path
         (workspace / "src" / "watched.py").write_text("x = 1\n")
         (workspace / ".git" / "ignored").write_text("no\n")
         assert process.stdout is not None
-        first = json.loads(process.stdout.readline())
+        printed = map(json.loads, process.stdout)  # from the baseline's graph_update on
+        first = next(event for event in printed if event["event_family"] != "graph_update")
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(timeout=20)

@@ -1,5 +1,6 @@
-"""The disk decides a watched window's change: whatever order the reports came in, applying
-the settled events to the graph leaves exactly the regular files on disk."""
+"""The disk and the graph decide each window's change: whatever order the reports came in,
+applying the settled events to the graph leaves exactly the regular files on disk; a created
+file is one the graph did not have, and a rename is kept only with evidence of identity."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mplp_lsp.runtime.psg.content_hash import safe_hash
 from mplp_lsp.runtime.psg.files import FileChange
-from mplp_lsp.sources.debounce import Change, Settled
-from mplp_lsp.sources.disk_state import WATCHED, DiskState, Facts
+from mplp_lsp.sources.debounce import PAIRED, Change, Settled
+from mplp_lsp.sources.disk_state import WROTE, DiskState, Facts
 from mplp_lsp.sources.temp_names import is_temp_name
 
 NAMES = ["a", "b", "c"]
@@ -20,8 +22,13 @@ OPS = st.tuples(st.sampled_from(["write", "delete", "mkdir", "fifo", "rename"]),
                 st.sampled_from(NAMES), st.sampled_from(NAMES))  # fmt: skip
 
 
-def settled(path: str, change: Change, previous: str | None = None) -> Settled:
-    return Settled(path, change, previous, 0.0, 0.0, 1, {WATCHED: True})
+def settled(path: str, change: Change, previous: str | None = None, **extra: object) -> Settled:
+    return Settled(path, change, previous, 0.0, 0.0, 1, extra)
+
+
+def facts(path: Path) -> Facts:
+    info = path.stat()
+    return (info.st_size, info.st_mtime_ns, info.st_ino)
 
 
 def apply(root: Path, op: str, name: str, other: str) -> None:
@@ -134,9 +141,90 @@ def test_what_was_sent_counts_until_the_graph_has_applied_it(tmp_path: Path) -> 
     assert state.pending_under("") == []
 
 
-def test_editor_windows_are_taken_at_their_word(tmp_path: Path) -> None:
-    editor = Settled("gone.txt", Change.MODIFIED, None, 0.0, 0.0, 1, {})
-    assert DiskState(str(tmp_path)).settle([editor], {}) == [editor]
+def test_a_file_the_graph_does_not_have_is_created_however_it_was_reported(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "m.pyc").write_bytes(b"bytecode")  # written through a temp name: "modified"
+    [event] = DiskState(str(tmp_path)).settle([settled("m.pyc", Change.MODIFIED)], {})
+    assert event.change is Change.CREATED
+
+
+def test_a_file_rewritten_through_a_rename_is_modified(tmp_path: Path) -> None:
+    target = tmp_path / "a.py"
+    target.write_text("before\n")
+    recorded = {"a.py": facts(target)}
+    scratch = tmp_path / "a.py.tmp"
+    scratch.write_text("after\n")
+    scratch.rename(target)  # a new inode at the old path: sed -i, rsync, an atomic save
+    [event] = DiskState(str(tmp_path)).settle([settled("a.py", Change.CREATED)], recorded)
+    assert event.change is Change.MODIFIED
+
+
+def test_an_editor_save_is_a_write_even_when_the_graph_has_its_facts(tmp_path: Path) -> None:
+    """The graph reads the disk when it applies an event: after two quick saves it may hold
+    the second one's facts under the first event. The editor's didSave still counts."""
+    (tmp_path / "a.py").write_text("saved twice\n")
+    recorded = {"a.py": facts(tmp_path / "a.py")}
+    state = DiskState(str(tmp_path))
+    assert state.settle([settled("a.py", Change.MODIFIED)], recorded) == []
+    [event] = state.settle([settled("a.py", Change.MODIFIED, **{WROTE: True})], recorded)
+    assert event.change is Change.MODIFIED
+
+
+def test_a_save_the_editor_announced_and_never_made_gives_nothing(tmp_path: Path) -> None:
+    (tmp_path / "kept.py").write_text("unchanged\n")
+    recorded = {"kept.py": facts(tmp_path / "kept.py")}
+    announced = [settled("never.py", Change.MODIFIED), settled("kept.py", Change.MODIFIED)]
+    assert DiskState(str(tmp_path)).settle(announced, recorded) == []
+
+
+def test_a_file_replaced_by_a_link_is_deleted(tmp_path: Path) -> None:
+    (tmp_path / "b.py").write_text("b\n")
+    (tmp_path / "a.py").write_text("a\n")
+    recorded = {"a.py": facts(tmp_path / "a.py"), "b.py": facts(tmp_path / "b.py")}
+    (tmp_path / "a.py").unlink()
+    (tmp_path / "a.py").symlink_to("b.py")
+    [event] = DiskState(str(tmp_path)).settle([settled("a.py", Change.MODIFIED)], recorded)
+    assert (event.path, event.change) == ("a.py", Change.DELETED)
+
+
+def test_a_rename_is_kept_only_with_evidence_of_identity(tmp_path: Path) -> None:
+    for name in ("moved.py", "notes.md", "guessed.py", "same.py"):
+        (tmp_path / name).write_text(f"{name}\n")
+    recorded = {name: facts(tmp_path / name) for name in ("moved.py", "notes.md", "guessed.py")}
+    recorded["same.py"] = (None, None, None)  # no stat facts: the content decides
+    hashes = {"same.py": safe_hash(str(tmp_path / "same.py"))}
+    (tmp_path / "moved.py").rename(tmp_path / "new.py")  # a move: one inode
+    (tmp_path / "guessed.py").rename(tmp_path / "paired.py")  # the same, paired by guess
+    (tmp_path / "same.py").rename(tmp_path / "copy.py")
+    (tmp_path / "notes.md").unlink()  # a delete and an unrelated create...
+    (tmp_path / "main.py").write_text("x\n")
+    recorded["notes.md"] = (*recorded["notes.md"][:2], os.lstat(tmp_path / "main.py").st_ino)
+    windows = [
+        settled("new.py", Change.RENAMED, "moved.py"),
+        settled("paired.py", Change.RENAMED, "guessed.py", **{PAIRED: True}),
+        settled("copy.py", Change.RENAMED, "same.py", **{PAIRED: True}),
+        # ...paired by guess, and the kernel gave the new file the freed inode number
+        settled("main.py", Change.RENAMED, "notes.md", **{PAIRED: True}),
+    ]
+    events = DiskState(str(tmp_path)).settle(windows, recorded, hashes)
+    assert sorted((e.path, e.change, e.previous_path) for e in events) == [
+        ("copy.py", Change.RENAMED, "same.py"),
+        ("main.py", Change.CREATED, None),
+        ("new.py", Change.RENAMED, "moved.py"),
+        ("notes.md", Change.DELETED, None),
+        ("paired.py", Change.RENAMED, "guessed.py"),
+    ]
+
+
+def test_what_the_graph_applies_while_facts_are_read_is_forgotten_after(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("one\n")
+    state = DiskState(str(tmp_path))
+    state.settle([settled("a.txt", Change.CREATED)], {})
+    with state.reading():  # the graph's facts were read before it applied the creation
+        state.applied([FileChange("a.txt", "created", "t", None, "e1")])
+        assert state.settle([settled("a.txt", Change.CREATED)], {}) == []
+    assert state.pending_under("") == []
 
 
 def test_temp_names_of_other_programs() -> None:

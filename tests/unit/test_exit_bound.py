@@ -1,4 +1,4 @@
-"""The server's exit is bounded (lsp/stdio.exit_within): a hung shutdown still ends."""
+"""The daemons' exit is bounded (exit_bound.exit_within): a hung shutdown still ends."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 HUNG_SHUTDOWN = """
 import threading, time
-from mplp_lsp.lsp.stdio import exit_within
+from mplp_lsp.exit_bound import exit_within
 exit_within(0.5)
 # What was seen after ':qa': asyncio's shutdown waiting forever on a non-daemon thread.
 threading.Thread(target=time.sleep, args=(3600,)).start()

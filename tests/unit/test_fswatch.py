@@ -101,9 +101,11 @@ def test_a_name_that_is_not_utf8_reaches_the_sink_as_surrogates(watched: Watched
     assert paths(sink) == {f"{root}/bad\udcff.txt"}
 
 
-def test_an_overflow_rescans_the_workspace(
+def test_an_overflow_watches_again_and_hands_the_workspace_over(
     watched: Watched, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """After an overflow every directory is watched again (one made meanwhile too), and the
+    sink compares the whole workspace with the graph: nothing is reported file by file."""
     from inotify_simple import Event, flags
 
     watcher, sink, root = watched
@@ -115,9 +117,53 @@ def test_an_overflow_rescans_the_workspace(
     monkeypatch.setattr(
         watcher._inotify, "read", lambda timeout: [Event(-1, flags.Q_OVERFLOW, 0, "")]
     )
+    (root / "made-meanwhile").mkdir()
     watcher._read()
+    monkeypatch.undo()
     assert sink.lost_dirs == [str(root)]
-    assert paths(sink) == {f"{root}/kept/k.txt", f"{root}/kept/lost.txt"}
+    assert sink.changes == []
+    assert str(root / "made-meanwhile") in watcher._wds
+    sink.changes.clear()
+    (root / "made-meanwhile" / "later.txt").write_text("reported by its new watch")
+    watcher._read()
+    assert f"{root}/made-meanwhile/later.txt" in paths(sink)
+
+
+def test_a_directory_moved_inside_the_tree_is_a_rename_per_file(watched: Watched) -> None:
+    watcher, sink, root = watched
+    (root / "pkg" / "sub").mkdir(parents=True)
+    for name in ("pkg/a.py", "pkg/sub/b.py"):
+        (root / name).write_text(name)
+    watcher._read()
+    sink.changes.clear()
+    (root / "pkg").rename(root / "lib")
+    watcher._read()
+    assert sorted(sink.changes) == [
+        (Change.RENAMED, f"{root}/lib/a.py", f"{root}/pkg/a.py"),
+        (Change.RENAMED, f"{root}/lib/sub/b.py", f"{root}/pkg/sub/b.py"),
+    ]
+    assert sink.lost_dirs == []
+    sink.changes.clear()
+    (root / "lib" / "sub" / "c.py").write_text("watched where it is now")
+    watcher._read()
+    assert paths(sink) == {f"{root}/lib/sub/c.py"}
+
+
+def test_what_the_kernel_queued_is_reported_when_the_watcher_closes(tmp_path: Path) -> None:
+    import asyncio
+
+    from mplp_lsp.sources.fswatch import _Inotify, _skipper
+
+    sink = Recorder()
+    watcher = _Inotify(str(tmp_path), sink, _skipper(str(tmp_path), ()))
+    loop = asyncio.new_event_loop()
+    try:
+        watcher.start(loop)
+        (tmp_path / "written.txt").write_text("just before the stop")
+        watcher.close()  # the loop never ran: only the close can have read it
+    finally:
+        loop.close()
+    assert paths(sink) == {f"{tmp_path}/written.txt"}
 
 
 def test_a_deleted_directory_is_handed_over_for_a_recheck(watched: Watched) -> None:

@@ -16,15 +16,17 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import logging
 import threading
 from typing import Any
 
 import pytest
 from pygls.io_ import run_async
 
-from mplp_lsp.lsp.drift import RESOLVE_COMMAND, SCAN_COMMAND
+from mplp_lsp.lsp.drift import SCAN_COMMAND
 from mplp_lsp.lsp.feature import Feature, command, handles, register
 from mplp_lsp.lsp.hooks import INSTALL_COMMAND
+from mplp_lsp.lsp.quick_fixes import EDITED_COMMAND, RESOLVE_COMMAND
 from mplp_lsp.lsp.server import FEATURES, MplpLanguageServer, create_server
 from mplp_lsp.lsp.tools import RUN_TOOL_COMMAND
 
@@ -91,6 +93,36 @@ async def test_a_request_with_params_that_do_not_fit_is_answered_with_an_error()
     assert answer["error"]["code"] in (-32602, -32603)
 
 
+async def test_a_request_whose_method_is_not_a_string_is_an_invalid_request(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # lsp-mode and eglot send "method": null when given a name they cannot turn into a symbol
+    bad: dict[str, Any] = {"jsonrpc": "2.0", "id": 2, "method": None, "params": None}
+    note: dict[str, Any] = {"jsonrpc": "2.0", "method": 7, "params": {}}
+    status = request(3, "mplp/status")
+    sent = await exchange(create_server(), [INITIALIZE, bad, note, status], answers=3)
+    answers = {m["id"]: m for m in sent if "id" in m}
+    assert answers[2]["error"]["code"] == -32600
+    assert "result" in answers[3]  # and the loop goes on
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+async def test_routine_client_messages_are_not_errors(caplog: pytest.LogCaptureFixture) -> None:
+    """A cancel for a request already answered, a didChange for a document never opened."""
+    cancel = {"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 99}}
+    change = {
+        "jsonrpc": "2.0",
+        "method": "textDocument/didChange",
+        "params": {
+            "textDocument": {"uri": "file:///nowhere/x.bin", "version": 2},
+            "contentChanges": [{"text": "x"}],
+        },
+    }
+    caplog.set_level(logging.DEBUG)
+    await exchange(create_server(), [INITIALIZE, cancel, change, request(2, "mplp/status")], 2)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
 async def test_a_request_without_params_is_answered() -> None:
     server = create_server()
     sent = await exchange(server, [INITIALIZE, request(2, "mplp/status", with_params=False)], 2)
@@ -113,6 +145,7 @@ async def test_every_feature_reaches_the_initialize_result() -> None:
     capabilities = answer["result"]["capabilities"]
     assert set(capabilities["executeCommandProvider"]["commands"]) >= {
         RESOLVE_COMMAND,
+        EDITED_COMMAND,
         SCAN_COMMAND,
         RUN_TOOL_COMMAND,
         INSTALL_COMMAND,

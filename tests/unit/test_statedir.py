@@ -314,3 +314,45 @@ def test_child_is_refused_while_parent_holds(paths: StatePaths) -> None:
             check=True,
         )
         assert done.stdout.strip() == "busy"
+
+
+def test_a_chosen_state_dir_is_the_store_of_the_first_workspace_that_writes_it(
+    state_home: Path, tmp_path: Path
+) -> None:
+    repo, other = tmp_path / "repo", tmp_path / "other"
+    repo.mkdir()
+    other.mkdir()
+    shared = {STATE_DIR_ENV: str(tmp_path / "shared")}
+    chosen = resolve_state_dir(repo, None, shared)
+    with StateDirLock(chosen / LOCK_NAME, workspace=repo):
+        pass
+    assert (chosen / "workspace").read_text().strip() == str(repo.resolve())
+    assert resolve_state_dir(repo, None, shared) == chosen
+    own = resolve_state_dir(other, None, shared)
+    assert own.parent == chosen / "workspaces"
+    assert own.name == default_state_dir(other).name
+    with StateDirLock(own / LOCK_NAME, workspace=other):
+        pass
+    assert resolve_state_dir(other, None, shared) == own  # and it stays there
+    assert resolve_state_dir(repo, tmp_path / "shared", {}) == chosen  # --state-dir alike
+
+
+def test_a_state_dir_held_for_another_workspace_is_not_shared(
+    state_home: Path, tmp_path: Path
+) -> None:
+    """A store from before the ``workspace`` file: its holder's lock details decide."""
+    repo, other = tmp_path / "repo", tmp_path / "other"
+    repo.mkdir()
+    other.mkdir()
+    chosen = tmp_path / "shared"
+    chosen.mkdir()
+    lock = StateDirLock(chosen / LOCK_NAME, workspace=repo)
+    assert lock.acquire()
+    try:
+        (chosen / "workspace").unlink()
+        assert resolve_state_dir(other, chosen, {}).parent == chosen / "workspaces"
+        assert resolve_state_dir(repo, chosen, {}) == chosen
+    finally:
+        lock.release()
+    # free and unnamed: whoever writes it first
+    assert resolve_state_dir(other, chosen, {}) == chosen

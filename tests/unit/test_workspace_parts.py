@@ -1,22 +1,31 @@
 """The parts a Workspace is made of, each built from the settings and tested alone:
 LiveIgnore (the ignore rules as they are now) and FileActivity (raw reports to file_update
-submissions), with a real store and no StoreOwner, Git source or drift monitor."""
+submissions, the start-up catch-up with the graph's baseline, the comparisons after lost
+reports), with a real store, a real Git repository and no StoreOwner, Git source or drift
+monitor."""
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
+from mplp_lsp import file_rescan
 from mplp_lsp.config.live import Debounce, Ignore
 from mplp_lsp.file_activity import FileActivity
+from mplp_lsp.file_catch_up import CatchUp
 from mplp_lsp.intake import Submission
 from mplp_lsp.live_ignore import LiveIgnore
+from mplp_lsp.protocol.kinds import Kind
+from mplp_lsp.runtime.psg.content_hash import git_blob, safe_hash
 from mplp_lsp.settings import Settings
-from mplp_lsp.sources.debounce import Change
+from mplp_lsp.sources.debounce import WATCHER, Change
 from mplp_lsp.store.writer import StoreWriter
+from tests.gitrepo import Repo
 
 
 def test_live_ignore_follows_exclude_and_gitignore_changes(tmp_path: Path) -> None:
@@ -52,10 +61,97 @@ async def activity(
         submitted.extend(batch)
 
     ignore = LiveIgnore(root, settings.exclude, internal_dirs=[])
+    catch_up = CatchUp(root, writer, submit, ignore.fresh, snapshot_cap=lambda: 0)
     files = FileActivity(
-        root, settings, writer, submit, ignore, git_activity=lambda: git.append("x")
+        root,
+        settings,
+        writer,
+        submit,
+        ignore,
+        catch_up=catch_up,
+        git_activity=lambda: git.append("x"),
     )
     return files, submitted, git
+
+
+def nodes(conn: sqlite3.Connection) -> dict[str, tuple[int | None, str | None]]:
+    rows = conn.execute("SELECT path, size, content_hash FROM psg_files")
+    return {path: (size, digest) for path, size, digest in rows}
+
+
+async def test_the_catch_up_learns_every_file_there_with_one_graph_update(
+    tmp_path: Path, writer: StoreWriter
+) -> None:
+    repo = Repo.existing(tmp_path / "ws")
+    (repo.path / "src" / "util.py").write_text("changed in the worktree, not staged\n")
+    files, submitted, _ = await activity(tmp_path, writer, Settings(debounce_ms=10))
+    await files.catch_up(time.time_ns())
+    learnt = await writer.read(nodes)
+    assert set(learnt) == repo.files()
+    [baseline] = submitted
+    assert (baseline.kind, baseline.data["update_kind"]) == (Kind.GRAPH_UPDATE, "bulk")
+    assert baseline.data["node_delta"] == len(repo.files())
+    blob = repo.git("rev-parse", ":src/app.py").strip()  # from the index: nothing read
+    assert learnt["src/app.py"][1] == git_blob(blob)
+    assert learnt["src/util.py"][1] == safe_hash(str(repo.path / "src" / "util.py"))
+    assert learnt["scratch.txt"][1] == safe_hash(str(repo.path / "scratch.txt"))
+    # the graph is what the next windows are decided against
+    (repo.path / "README.md").unlink()
+    (repo.path / "docs" / "new.md").write_text("new\n")
+    files.observe(Change.DELETED, "README.md", origin=WATCHER)
+    files.observe(Change.MODIFIED, "docs/new.md", origin=WATCHER)
+    await files.close()
+    changes = sorted((s.data["file_path"], s.data["change_type"]) for s in submitted[1:])
+    assert changes == [("README.md", "deleted"), ("docs/new.md", "created")]
+
+
+async def test_a_second_catch_up_reports_what_was_created_meanwhile_only(
+    tmp_path: Path, writer: StoreWriter
+) -> None:
+    repo = Repo.existing(tmp_path / "ws")
+    files, submitted, _ = await activity(tmp_path, writer, Settings(debounce_ms=10))
+    await files.catch_up(time.time_ns())
+    await files.close()
+    submitted.clear()
+    (repo.path / "made-while-stopped.txt").write_text("new\n")
+    files, submitted, _ = await activity(tmp_path, writer, Settings(debounce_ms=10))
+    await files.catch_up(time.time_ns())
+    await files.close()
+    assert [(s.data["file_path"], s.data["change_type"]) for s in submitted] == [
+        ("made-while-stopped.txt", "created")
+    ]
+
+
+async def test_a_rescan_stores_a_slice_at_a_time_what_changed_only(
+    tmp_path: Path, writer: StoreWriter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(file_rescan, "SLICE", 7)
+    repo = Repo.existing(tmp_path / "ws")
+    for index in range(40):
+        repo.write(f"many/f{index}.txt", f"{index}\n")
+    files, submitted, _ = await activity(tmp_path, writer, Settings(debounce_ms=10))
+    await files.catch_up(time.time_ns())
+    submitted.clear()
+    slices: list[int] = []
+    decide = files.settle_now
+
+    async def counted(paths: list[str]) -> None:
+        slices.append(len(paths))
+        await decide(paths)
+
+    files.rescans._decide = counted
+    for index in range(0, 40, 2):
+        (repo.path / "many" / f"f{index}.txt").unlink()
+    (repo.path / "many" / "added.txt").write_text("added\n")
+    files.recheck_tree("")
+    await files.rescans.idle()
+    await files.close()
+    changes = sorted((s.data["file_path"], s.data["change_type"]) for s in submitted)
+    assert changes == sorted(
+        [("many/added.txt", "created")]
+        + [(f"many/f{index}.txt", "deleted") for index in range(0, 40, 2)]
+    )
+    assert max(slices) <= 7
 
 
 async def test_file_activity_settles_reports_into_submissions(

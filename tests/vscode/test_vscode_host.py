@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from mplp_lsp.sources.recorded import SCRATCH_PREFIX
 from tests.vscode.conftest import Host, git, open_host
 from tests.vscode.host import argv_of, base_settings, eventually, server_processes
 
@@ -158,21 +159,29 @@ QUICK_FIXES = {
 
 @pytest.mark.parametrize("fix", list(QUICK_FIXES))
 def test_each_quick_fix_does_what_it_says(host: Host, fix: str) -> None:
+    """A fix that rewrites the file goes through the editor: the buffer gets the result (the
+    file has not changed yet), and the save writes it; buffer and file agree after each fix."""
     path, title = QUICK_FIXES[fix]
     recorded, disk = DRIFTED[path]
     updates = len(file_updates(host, path))
     host.bench.open_file(path)
     host.bench.quick_fix(title)
-    eventually("the finding gone from `mplp-lsp drift`", lambda: path not in drift_entries(host))
     expected = {"fs": disk, "psg": recorded, "merge": MERGED, "later": disk}[fix]
+    if fix in ("psg", "merge"):
+        eventually("the result in the editor", lambda: host.bench.text() == expected)
+        assert (host.workspace / path).read_text() == disk
+        host.bench.save()
+    eventually("the finding gone from `mplp-lsp drift`", lambda: path not in drift_entries(host))
     assert (host.workspace / path).read_text() == expected
+    assert eventually("the editor saved", lambda: not host.bench.dirty())
+    assert host.bench.text() == expected
     if fix == "later":
         assert eventually("the finding set aside", lambda: status(host)["drift_deferred"]) == 1
     host.bench.close_editors()
-    # The daemon's own write is not a user edit: the watcher's echo records nothing.
     host.bench.page.wait_for_timeout(2000)
     assert_no_temp_names(host)
-    assert len(file_updates(host, path)) == updates
+    # Restoring the recorded content is no edit; the merge's result saved is one.
+    assert len(file_updates(host, path)) == updates + (fix == "merge")
 
 
 def file_updates(host: Host, path: str) -> list[dict[str, Any]]:
@@ -184,25 +193,31 @@ def status(host: Host) -> dict[str, Any]:
     return report
 
 
-def test_a_conflicted_merge_stays_a_finding(host: Host) -> None:
+def test_a_conflicted_merge_is_in_the_buffer_and_a_finding_until_saved(host: Host) -> None:
     path = "drift/clash.txt"
+    disk = DRIFTED[path][1]
     host.bench.open_file(path)
     host.bench.quick_fix("Drift: three-way merge")
-    eventually("conflict markers on disk", lambda: "<<<<<<<" in (host.workspace / path).read_text())
-    host.bench.close_editors()
-    # Time for the editor's watcher to report the written file back (it must change nothing).
-    host.bench.page.wait_for_timeout(3000)
+    eventually("conflict markers in the editor", lambda: "<<<<<<<" in host.bench.text())
+    assert (host.workspace / path).read_text() == disk
     host.bench.command("MPLP: Scan for drift")
     entry = eventually("the finding", lambda: drift_entries(host).get(path), timeout=15)
     assert entry["state"] == "open"
+    assert "conflict(s) marked in the editor" in entry["message"]
     assert "clash.txt" in host.bench.problems()
+    merged = host.bench.text()
+    host.bench.save()
+    eventually("the markers saved", lambda: (host.workspace / path).read_text() == merged)
+    assert eventually("the editor saved", lambda: not host.bench.dirty())
+    host.bench.close_editors()
     assert_no_temp_names(host)
 
 
 def assert_no_temp_names(host: Host) -> None:
-    """No event names one of the daemon's own temporary files."""
+    """No event names one of the daemon's own temporary files (a settings file named
+    ``.mplp-lsp.toml`` is not one)."""
     for event in events(host):
-        assert ".mplp-" not in json.dumps(event["payload"]), event
+        assert SCRATCH_PREFIX not in json.dumps(event["payload"]), event
 
 
 COMMANDS = [

@@ -92,6 +92,20 @@ class Workbench:
     def save(self) -> None:
         self.page.keyboard.press(f"{MOD}+S")
 
+    def text(self) -> str:
+        """The active editor's text as Monaco shows it (every line of a short file), with a
+        final newline as a file has."""
+        lines = self.page.locator(".editor-group-container.active .monaco-editor .view-line")
+        shown = lines.evaluate_all(
+            "rows => rows.map(r => [parseFloat(r.style.top), r.textContent])"
+        )
+        text = "\n".join(line for _top, line in sorted(shown)).replace("\u00a0", " ")
+        return text.rstrip("\n") + "\n"
+
+    def dirty(self) -> bool:
+        """Whether the active editor has changes not saved."""
+        return self.page.locator(".editor-group-container.active .tab.active.dirty").count() > 0
+
     def problems(self) -> str:
         """The Problems panel's text (opened if closed)."""
         panel = self.page.locator(".markers-panel")

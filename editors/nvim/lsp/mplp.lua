@@ -24,6 +24,8 @@ return {
     },
   },
   settings = { mplp = vim.empty_dict() },
+  -- The server sends its own notifications only to a client that handles them (below).
+  init_options = { notifications = { 'mplp/status' } },
   handlers = {
     ['mplp/status'] = function(_, result, ctx)
       require('mplp').on_status(result, ctx)

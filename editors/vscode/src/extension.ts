@@ -16,13 +16,12 @@ import { advertisedCommands, COMMANDS, describeResult, type ExtensionCommand } f
 import { HeldActivity } from "./heldActivity";
 import { type Bundle, chooseLaunch, cliArgs, type Launch, probe, readBundle } from "./launch";
 import { onPythonChanged, pythonFromExtension } from "./python";
-import { levelsIn, serverSection } from "./serverSettings";
+import { initializationOptions, levelsIn, serverSection, STATUS_METHOD } from "./serverSettings";
 import { type ServerStatus, statusReport } from "./status";
 import { StatusBar } from "./statusBar";
 import { traceChannel } from "./trace";
 
 const SECTION = "mplp";
-const STATUS_METHOD = "mplp/status";
 const STATUS_URI = vscode.Uri.parse("mplp-status:mplp-lsp%20status.md");
 /** Settings that change how the server is started; the others the server re-reads itself. */
 const RESTART_ON = [`${SECTION}.interpreter`, `${SECTION}.serverPath`, `${SECTION}.importStrategy`];
@@ -271,9 +270,7 @@ function clientOptions(
     outputChannel: log,
     traceOutputChannel: trace,
     revealOutputChannelOn: RevealOutputChannelOn.Never,
-    initializationOptions: () => ({
-      [SECTION]: serverSection(vscode.workspace.getConfiguration(SECTION)),
-    }),
+    initializationOptions: () => initializationOptions(vscode.workspace.getConfiguration(SECTION)),
     synchronize: { configurationSection: SECTION },
     middleware: {
       workspace: {

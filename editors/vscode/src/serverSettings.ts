@@ -40,9 +40,9 @@ export type Inspect = (key: string) => Levels | undefined;
 /** The levels of the settings as they apply to ``scopeUri`` (a workspace folder). */
 export function levelsIn(scopeUri?: string | null): Inspect {
   return (key) => {
-    // The test stub of `vscode` has no workspace: then nothing is known, and nothing passes.
-    const workspace = (vscode as { workspace?: typeof vscode.workspace }).workspace;
-    if (workspace === undefined) return undefined;
+    // The test stub of `vscode` has no configuration: then nothing is known, and nothing passes.
+    const workspace = (vscode as { workspace?: Partial<typeof vscode.workspace> }).workspace;
+    if (workspace?.getConfiguration === undefined) return undefined;
     const scope = scopeUri ? vscode.Uri.parse(scopeUri) : undefined;
     return workspace.getConfiguration(SECTION, scope).inspect(key);
   };
@@ -87,3 +87,15 @@ export function serverSection(section: unknown, inspect: Inspect = levelsIn()): 
   }
   return out;
 }
+
+/** The server's status request, and its notification the status bar follows. */
+export const STATUS_METHOD = "mplp/status";
+
+/**
+ * The `initialize` request's options: the section, and the server's own notifications the
+ * extension handles (the server sends them only to a client that lists them).
+ */
+export function initializationOptions(section: unknown): Record<string, unknown> {
+  return { [SECTION]: serverSection(section), notifications: [STATUS_METHOD] };
+}
+

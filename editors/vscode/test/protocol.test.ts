@@ -16,7 +16,7 @@ import { after, test } from "node:test";
 import { createMessageConnection, StreamMessageReader, StreamMessageWriter } from "vscode-jsonrpc/node";
 import { advertisedCommands, COMMANDS, describeResult } from "../src/commands";
 import { chooseLaunch, cliArgs } from "../src/launch";
-import { serverSection } from "../src/serverSettings";
+import { initializationOptions, serverSection } from "../src/serverSettings";
 import { barText, type ServerStatus, summarise } from "../src/status";
 
 const PYTHON = process.env.MPLP_LSP_PYTHON || "python3";
@@ -98,16 +98,25 @@ test("a save produces mplp/status; a change behind the server's back a drift dia
           workspaceFolders: true,
           didChangeConfiguration: { dynamicRegistration: true },
           diagnostics: { refreshSupport: true },
+          // VS Code watches the workspace for the server (this test's watcher reports nothing).
+          didChangeWatchedFiles: { dynamicRegistration: true, relativePatternSupport: true },
+          applyEdit: true,
+          workspaceEdit: { documentChanges: true },
         },
         window: { workDoneProgress: true },
         // What vscode-languageclient declares: pull diagnostics, refreshed by the server.
         textDocument: {
           synchronization: { didSave: true },
           diagnostic: { dynamicRegistration: true, relatedDocumentSupport: false },
-          codeAction: { codeActionLiteralSupport: { codeActionKind: { valueSet: ["quickfix"] } }, isPreferredSupport: true },
+          codeAction: {
+            codeActionLiteralSupport: { codeActionKind: { valueSet: ["quickfix"] } },
+            isPreferredSupport: true,
+            dataSupport: true,
+            resolveSupport: { properties: ["edit"] },
+          },
         },
       },
-      initializationOptions: { mplp: serverSection(vscodeSection) },
+      initializationOptions: initializationOptions(vscodeSection),
     })) as { capabilities: Record<string, unknown> };
     // Every server command the extension calls is advertised, and so is the quick fixes' one.
     const advertised = advertisedCommands(initialized.capabilities);

@@ -131,11 +131,54 @@ def port(text: str) -> int:
     return int(text)
 
 
+WORKSPACE_DEFAULT = (
+    "default: the workspace around the current directory, i.e. the nearest folder at or "
+    "above it that has a store, else its Git work tree, else the directory itself"
+)
+
+
 def add_workspace_option(
     parser: argparse.ArgumentParser,
-    help: str = "the workspace whose store to read (default: the current directory)",
+    help: str = f"the workspace whose store to read, or a directory in it ({WORKSPACE_DEFAULT})",
 ) -> None:
-    parser.add_argument("--workspace", metavar="PATH", default=".", help=help)
+    parser.add_argument("--workspace", metavar="PATH", help=help)
+
+
+def find_workspace(args: argparse.Namespace, raw: str | None = None) -> Path:
+    """The workspace a command means, from ``raw`` (default: ``--workspace``, else the
+    current directory), which may be any directory inside it: the nearest folder at or above
+    it whose store exists, else the Git work tree around it, else the folder itself (as git
+    finds its repository from a subdirectory). A store a setting names (``--state-dir``,
+    ``stateDir``) is the store of the folder it names (:mod:`mplp_lsp.statedir`), so the
+    same look finds it."""
+    from mplp_lsp.config.process import resolve_for_process
+    from mplp_lsp.statedir import DATABASE_NAME, locate_state_dir
+
+    start = workspace_path(raw or getattr(args, "workspace", None) or ".")
+    flags = command_line(args)
+    for candidate in (start, *start.parents):
+        named = resolve_for_process(candidate, flags).settings.state_dir
+        if (locate_state_dir(candidate, named) / DATABASE_NAME).is_file():
+            return candidate
+    return _work_tree(start)
+
+
+def _work_tree(start: Path) -> Path:
+    from mplp_lsp.vcs.gitfile import find_git_dir
+
+    found = find_git_dir(start)
+    return found[0] if found is not None else start
+
+
+def reading(
+    args: argparse.Namespace, command: str, workspace: Path, paths: StatePaths | None = None
+) -> None:
+    """Say on stderr which workspace a command that reads a store reads (it may have been
+    found from a subdirectory); with ``--json`` the output is a program's, which says it
+    (``workspace``) where it has a place for it, and stderr stays quiet."""
+    if not getattr(args, "json", False):
+        store = f" (store: {paths.database})" if paths is not None else ""
+        print(f"mplp-lsp {command}: workspace {workspace}{store}", file=sys.stderr)
 
 
 def add_log_options(parser: argparse.ArgumentParser) -> None:

@@ -8,10 +8,12 @@ import json
 from typing import Any
 
 from mplp_lsp.cli.common import (
+    WORKSPACE_DEFAULT,
     add_state_options,
     add_workspace_option,
     configuration,
-    workspace_path,
+    find_workspace,
+    reading,
 )
 
 
@@ -29,13 +31,14 @@ def register(commands: Any) -> None:
         ),
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    add_workspace_option(parser, "the workspace (default: the current directory)")
+    add_workspace_option(parser, f"the workspace, or any directory inside it ({WORKSPACE_DEFAULT})")
     add_state_options(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    root = workspace_path(args.workspace)
+    root = find_workspace(args)
+    reading(args, "config", root)
     resolved = configuration(args, root)
     values = resolved.settings.model_dump(mode="json", by_alias=True)
     if args.json:

@@ -19,7 +19,8 @@ from mplp_lsp.cli.common import (
     add_state_options,
     add_workspace_option,
     configuration,
-    workspace_path,
+    find_workspace,
+    reading,
 )
 
 if TYPE_CHECKING:
@@ -58,13 +59,18 @@ def run(args: argparse.Namespace) -> int:
     from mplp_lsp.cli.store_access import state_paths
     from mplp_lsp.statedir import StateDirLock
 
-    root = workspace_path(args.workspace)
+    root = find_workspace(args)
     settings = configuration(args, root).settings
     paths = state_paths(root, settings.state_dir)
+    reading(args, "drift", root, paths)
     wanted = [_relative(root, raw) for raw in args.paths]
     owner = StateDirLock(paths.lock, workspace=root).owner()
     if owner is not None:
         return _read_only(root, paths, wanted, owner, args)
+    if not paths.database.exists():  # nothing recorded: nothing to drift from, no store made
+        report = {"workspace": str(root), "read_only": True, "checked": 0, "drift": []}
+        _print(report, args.json)
+        return EXIT_CLEAN
     return asyncio.run(_scan(root, wanted, args, settings))
 
 

@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from mplp_lsp.cli.common import (
     TOOL_KINDS,
+    WORKSPACE_DEFAULT,
     add_state_options,
     add_workspace_option,
     configuration,
-    workspace_path,
+    find_workspace,
 )
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
@@ -46,7 +47,7 @@ def register(commands: Any) -> None:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    add_workspace_option(parser, "the workspace (default: the current directory)")
+    add_workspace_option(parser, f"the workspace, or any directory inside it ({WORKSPACE_DEFAULT})")
     add_state_options(parser)
     parser.add_argument(
         "--json", metavar="FILE", dest="json_input", help="the event as JSON (- for stdin)"
@@ -101,7 +102,7 @@ _GIT_FIELDS = (
 
 
 def _run_git(args: argparse.Namespace) -> int:
-    root = workspace_path(args.workspace)
+    root = find_workspace(args)
     if args.json_input:
         payload = _read_json(args.json_input)
         if isinstance(payload, ValidationResult):
@@ -224,7 +225,7 @@ def _run_ci(args: argparse.Namespace) -> int:
     from mplp_lsp.protocol.envelope import utc_timestamp
     from mplp_lsp.sources.ci_env import ci_fields
 
-    root = workspace_path(args.workspace)
+    root = find_workspace(args)
     if args.json_input:
         given = _read_json(args.json_input)
         if isinstance(given, ValidationResult):
@@ -344,7 +345,7 @@ def _emit_fields(
     **defaults: Callable[[], Any],
 ) -> int:
     """The event from --json, or from the flags named like its fields (with defaults)."""
-    root = workspace_path(args.workspace)
+    root = find_workspace(args)
     if args.json_input:
         payload = _read_json(args.json_input)
         if isinstance(payload, ValidationResult):

@@ -14,7 +14,8 @@ from mplp_lsp.cli.common import (
     add_state_options,
     add_workspace_option,
     configuration,
-    workspace_path,
+    find_workspace,
+    reading,
 )
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.protocol.kinds import STORED_KINDS
@@ -75,8 +76,9 @@ def run(args: argparse.Namespace) -> int:
     from mplp_lsp.cli.store_access import open_read_only, state_paths
     from mplp_lsp.store.events import EventLog
 
-    root = workspace_path(args.workspace)
+    root = find_workspace(args)
     paths = state_paths(root, configuration(args, root).settings.state_dir)
+    reading(args, "events", root, paths)
     conn = open_read_only(paths)
     while conn is None and args.follow:
         time.sleep(FOLLOW_POLL_SECONDS)

@@ -25,7 +25,7 @@ from mplp_lsp.cli.common import (
     add_state_options,
     add_workspace_option,
     configuration,
-    workspace_path,
+    find_workspace,
 )
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_REFUSED
     request = PlanRunRequest(plan, context, actions, args.executor)
     printer = RunPrinter(args.json)
-    root = workspace_path(args.workspace)
+    root = find_workspace(args)
     daemon = _running_daemon(root, args.state_dir)
     if daemon is not None:
         if args.vsl:

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from mplp_lsp.cli.common import (
+    WORKSPACE_DEFAULT,
     add_state_options,
     add_workspace_option,
     configuration,
-    workspace_path,
+    find_workspace,
 )
 from mplp_lsp.vcs.hook_names import FALLBACK_HOOKS, TRANSACTION_HOOK
 
@@ -33,13 +34,13 @@ def register(commands: Any) -> None:
         "notices Git activity by polling.",
     )
     parser.add_argument("action", choices=("install", "uninstall", "status", "ingest"))
-    add_workspace_option(parser, "the workspace (default: the current directory)")
+    add_workspace_option(parser, f"the workspace, or any directory inside it ({WORKSPACE_DEFAULT})")
     add_state_options(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    root = workspace_path(args.workspace)
+    root = find_workspace(args)
     if args.action == "ingest":
         return _ingest(root, args)
     from mplp_lsp.statedir import StatePaths, resolve_state_dir

@@ -9,10 +9,12 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from mplp_lsp.cli.common import (
+    WORKSPACE_DEFAULT,
     add_state_options,
     add_workspace_option,
     configuration,
-    workspace_path,
+    find_workspace,
+    reading,
 )
 
 if TYPE_CHECKING:
@@ -79,7 +81,8 @@ def register(commands: Any) -> None:
 
 def _store_options(parser: argparse.ArgumentParser) -> None:
     add_workspace_option(
-        parser, "the workspace whose outbox to use (default: the current directory)"
+        parser,
+        f"the workspace whose outbox to use, or any directory inside it ({WORKSPACE_DEFAULT})",
     )
     add_state_options(parser)
 
@@ -128,7 +131,7 @@ def run_requeue(args: argparse.Namespace) -> int:
     from mplp_lsp.cli.store_access import state_paths
     from mplp_lsp.handoff import requeue_dead_letters
 
-    workspace = workspace_path(args.workspace)
+    workspace = find_workspace(args)
     settings = configuration(args, workspace).settings
     done = requeue_dead_letters(
         workspace, args.state_dir, None if args.all else args.seqs, settings=settings
@@ -155,11 +158,13 @@ def _open(
     """The workspace's store through ``opener``, or None after saying there is none."""
     from mplp_lsp.cli.store_access import state_paths
 
-    workspace = workspace_path(args.workspace)
+    workspace = find_workspace(args)
     paths = state_paths(workspace, configuration(args, workspace).settings.state_dir)
     conn = opener(paths)
     if conn is None:
-        _no_store(workspace, paths)
+        _no_store(workspace, paths)  # names the workspace it looked for
+    else:
+        reading(args, "outbox", workspace, paths)
     return conn
 
 

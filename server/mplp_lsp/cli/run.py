@@ -9,7 +9,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mplp_lsp.cli.common import TOOL_KINDS, add_state_options, configuration
+from mplp_lsp.cli.common import (
+    TOOL_KINDS,
+    WORKSPACE_DEFAULT,
+    add_state_options,
+    configuration,
+    find_workspace,
+)
 
 if TYPE_CHECKING:
     from mplp_lsp.settings import Settings
@@ -43,8 +49,7 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--workspace",
         metavar="PATH",
-        help="the workspace to record in (default: the Git work tree around the current "
-        "directory, else the current directory)",
+        help=f"the workspace to record in, or any directory inside it ({WORKSPACE_DEFAULT})",
     )
     add_state_options(parser)
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="CMD [ARGS...]")
@@ -61,19 +66,10 @@ def run(args: argparse.Namespace) -> int:
     from mplp_lsp.sources.tool_run import ToolRun, run_tool
 
     cwd = Path.cwd()
-    workspace = _workspace(args.workspace, cwd)
+    workspace = find_workspace(args)
     spec = ToolRun(command, tool_kind=args.kind, tool_id=args.tool_id, cwd=cwd, workspace=workspace)
     reporter = _Reporter(workspace, configuration(args, workspace).settings)
     return asyncio.run(run_tool(spec, reporter, version_cache=reporter.versions))
-
-
-def _workspace(raw: str | None, cwd: Path) -> Path:
-    if raw is not None:
-        return Path(raw).expanduser().resolve()
-    for candidate in (cwd, *cwd.parents):
-        if (candidate / ".git").exists():
-            return candidate.resolve()
-    return cwd.resolve()
 
 
 class _Reporter:

@@ -10,7 +10,7 @@ from mplp_lsp.cli.common import (
     add_state_options,
     add_workspace_option,
     configuration,
-    workspace_path,
+    find_workspace,
 )
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from mplp_lsp.cli.store_access import state_paths
     from mplp_lsp.statedir import StateDirLock
 
-    workspace = workspace_path(args.workspace)
+    workspace = find_workspace(args)
     paths = state_paths(workspace, configuration(args, workspace).settings.state_dir)
     owner = StateDirLock(paths.lock, workspace=workspace).owner()
     endpoint = read_endpoint(paths) if owner else None  # a dead daemon's file is stale

@@ -9,7 +9,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from mplp_lsp.statedir import StateDirLock, StatePaths, resolve_state_dir
+from mplp_lsp.statedir import StateDirLock, StatePaths, locate_state_dir
 from mplp_lsp.store.database import SCHEMA_VERSION, connect, schema_version
 
 # How long a reader waits for the store's owner to bring the schema up to date.
@@ -17,7 +17,8 @@ _OWNER_MIGRATES = 10.0
 
 
 def state_paths(workspace: Path, state_dir: str | None) -> StatePaths:
-    return StatePaths(resolve_state_dir(workspace, state_dir))
+    """Where the workspace's store lives; nothing is created (the command line reads)."""
+    return StatePaths(locate_state_dir(workspace, state_dir))
 
 
 def open_read_only(paths: StatePaths) -> sqlite3.Connection | None:

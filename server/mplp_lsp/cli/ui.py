@@ -10,7 +10,12 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from mplp_lsp.cli.common import add_state_options, add_workspace_option, workspace_path
+from mplp_lsp.cli.common import (
+    WORKSPACE_DEFAULT,
+    add_state_options,
+    add_workspace_option,
+    find_workspace,
+)
 
 EXIT_NO_DAEMON = 2
 _TIMEOUT_S = 10.0
@@ -28,7 +33,10 @@ def register(commands: Any) -> None:
         ),
     )
     parser.add_argument("--open", action="store_true", help="open the link in a web browser")
-    add_workspace_option(parser, "the workspace whose dashboard to open (default: here)")
+    add_workspace_option(
+        parser,
+        f"the workspace whose dashboard to open, or any directory inside it ({WORKSPACE_DEFAULT})",
+    )
     add_state_options(parser)
     parser.set_defaults(handler=run)
 
@@ -56,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     from mplp_lsp.api.endpoint import read_endpoint
     from mplp_lsp.cli.store_access import state_paths
 
-    workspace = workspace_path(args.workspace)
+    workspace = find_workspace(args)
     endpoint = read_endpoint(state_paths(workspace, args.state_dir))
     if endpoint is None:
         print(

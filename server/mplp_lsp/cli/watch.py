@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import signal
 import sys
 from collections.abc import Mapping
 from functools import partial
@@ -13,20 +12,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mplp_lsp.cli.common import (
+    WORKSPACE_DEFAULT,
     add_api_options,
     add_log_options,
     add_remote_option,
     add_state_options,
     configuration,
+    find_workspace,
     reconfiguration,
     workspace_path,
 )
-from mplp_lsp.sources.debounce import WATCHER, Change
 
 if TYPE_CHECKING:
     from mplp_lsp.runtime.drift.model import Drift
     from mplp_lsp.workspace import Workspace
-    from mplp_lsp.workspaces import Workspaces
 
 
 def register(commands: Any) -> None:
@@ -40,10 +39,15 @@ def register(commands: Any) -> None:
             "nothing recorded are caught up as events at start; recorded files changed "
             "meanwhile become drift findings. Settings come from the files, the environment "
             "and the flags (`mplp-lsp config` shows them); a change to a settings file applies "
-            "while it runs. Ctrl-C stops after committing what is pending."
+            "while it runs. Ctrl-C, SIGTERM or SIGHUP stop it after committing what it has "
+            "seen."
         ),
     )
-    parser.add_argument("path", nargs="?", default=".", help="the folder to watch")
+    parser.add_argument(
+        "path",
+        nargs="?",
+        help=f"the folder to watch ({WORKSPACE_DEFAULT}); a folder given is watched as it is",
+    )
     parser.add_argument("--json", action="store_true", help="print each stored envelope as JSON")
     add_state_options(parser)
     add_remote_option(parser)
@@ -53,7 +57,7 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    root = workspace_path(args.path)
+    root = workspace_path(args.path) if args.path is not None else find_workspace(args)
     try:
         return asyncio.run(_watch(root, args))
     except KeyboardInterrupt:
@@ -62,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
 
 async def _watch(root: Path, args: argparse.Namespace) -> int:
     from mplp_lsp.api.server import api_port, start_api
-    from mplp_lsp.sources.fswatch import watch_files
+    from mplp_lsp.exit_bound import stop_on_signals
+    from mplp_lsp.folder_watch import watch_folder
     from mplp_lsp.workspace import StateDirBusy, Workspace
     from mplp_lsp.workspaces import Workspaces
 
@@ -81,12 +86,10 @@ async def _watch(root: Path, args: argparse.Namespace) -> int:
     port = api_port(settings)
     api = await start_api(workspace, port) if port is not None else None
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+    stop_on_signals(asyncio.get_running_loop(), stop.set)
 
-    def ready() -> None:
-        workspaces.catch_up(workspace)
+    async def recording() -> None:
+        await workspace.files.learnt()  # "watching" once the graph knows what was there
         print(
             f"watching {root} (store: {workspace.paths.database}); Ctrl-C to stop",
             file=sys.stderr,
@@ -95,15 +98,14 @@ async def _watch(root: Path, args: argparse.Namespace) -> int:
         if api is not None:
             print(f"HTTP API on {api.url} (token: {api.token_file})", file=sys.stderr, flush=True)
 
+    announced: list[asyncio.Task[None]] = []
+
+    def ready() -> None:
+        workspaces.catch_up(workspace)
+        announced.append(asyncio.get_running_loop().create_task(recording()))
+
     try:
-        await watch_files(
-            str(root),
-            _Sink(workspaces, workspace),
-            stop,
-            skip=(str(workspace.paths.root),),
-            ignored_dir=lambda relative: workspace.ignore.is_ignored(f"{relative}/"),
-            ready=ready,
-        )
+        await watch_folder(workspaces, workspace, stop, ready)
     finally:
         if api is not None:
             await api.stop()
@@ -136,18 +138,3 @@ def _print_all(as_json: bool, workspace: Workspace) -> None:
 
     workspace.bus.subscribe("print", show)
     workspace.drift.on_change(drifted)
-
-
-class _Sink:
-    """The watcher's reports, routed like any raw path (refusals are counted there)."""
-
-    def __init__(self, workspaces: Workspaces, workspace: Workspace) -> None:
-        self._workspaces = workspaces
-        self._workspace = workspace
-        self._cut = len(str(workspace.root)) + 1
-
-    def changed(self, change: Change, path: str, previous: str | None = None) -> None:
-        self._workspaces.observe(change, path, previous=previous, origin=WATCHER)
-
-    def lost(self, directory: str) -> None:
-        self._workspace.recheck_tree(directory[self._cut :])

@@ -3,8 +3,10 @@
 Diagnostics go one way per session: pulled (``textDocument/diagnostic`` and
 ``workspace/diagnostic``) when the client supports pull diagnostics *and* can be told to
 refresh them, pushed (``textDocument/publishDiagnostics``) otherwise. Pushing covers files
-that are not open, which is also what workspace diagnostics give pull clients. A finding that
-goes away (resolved, file deleted, now ignored) clears its diagnostic at once.
+that are not open, which is also what workspace diagnostics give pull clients; a pushed
+diagnostic is sent again when its file is opened, for clients that keep only those of open
+files. A finding that goes away (resolved, file deleted, now ignored) clears its diagnostic
+at once.
 
 The engine is imported only when used: this module is loaded before ``initialized``.
 """
@@ -30,7 +32,6 @@ log = logging.getLogger(__name__)
 
 SOURCE = "mplp"
 CODE = "drift"
-RESOLVE_COMMAND = "mplp.resolveDrift"
 SCAN_COMMAND = "mplp.scanDrift"
 _PROGRESS_FROM = 10_000  # files: smaller scans finish before a progress bar would show
 _SEVERITY = {
@@ -39,12 +40,6 @@ _SEVERITY = {
     "information": types.DiagnosticSeverity.Information,
     "hint": types.DiagnosticSeverity.Hint,
 }
-_TITLES = (
-    ("fs", "Drift: file system wins (update the project graph)"),
-    ("psg", "Drift: PSG wins (restore the recorded content)"),
-    ("merge", "Drift: three-way merge"),
-    ("ignore", "Drift: decide later"),
-)
 _START = types.Position(line=0, character=0)
 _tokens = itertools.count(1)
 
@@ -85,6 +80,22 @@ class DriftFeature(Feature):
                 types.PublishDiagnosticsParams(
                     uri=(workspace.root / path).as_uri(),
                     diagnostics=self._diagnostics(workspace, drift),
+                )
+            )
+
+    def opened(self, uri: str) -> None:
+        """The editor opened a document: send its diagnostic again. Clients may drop what
+        was pushed for files they did not have open (eglot does), and a pull client asks by
+        itself."""
+        found = None if self.pull else locate(self.server, uri)
+        if found is None:
+            return
+        workspace, path = found
+        drift = workspace.drift.drifts.get(path)
+        if drift is not None and drift.state == "open":
+            self.server.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(
+                    uri=uri, diagnostics=self._diagnostics(workspace, drift)
                 )
             )
 
@@ -143,22 +154,6 @@ class DriftFeature(Feature):
 
     # --- requests --------------------------------------------------------------------------
 
-    def _locate(self, uri: str) -> tuple[Workspace, str] | None:
-        workspaces = self.server.workspaces
-        if workspaces is None:
-            return None
-        from mplp_lsp.sanitize.paths import PathRejected
-
-        try:
-            return workspaces.locate(uri)
-        except PathRejected:
-            # A deleted file cannot be resolved through the file system: map it lexically.
-            path = to_fs_path(uri)
-            for workspace in workspaces:
-                if path and Path(path).is_relative_to(workspace.root):
-                    return workspace, Path(path).relative_to(workspace.root).as_posix()
-            return None
-
     @handles(
         types.TEXT_DOCUMENT_DIAGNOSTIC,
         types.DiagnosticOptions(
@@ -169,7 +164,7 @@ class DriftFeature(Feature):
         self, params: types.DocumentDiagnosticParams
     ) -> types.RelatedFullDocumentDiagnosticReport:
         items: list[types.Diagnostic] = []
-        found = self._locate(params.text_document.uri)
+        found = locate(self.server, params.text_document.uri)
         if found is not None and self.pull:
             workspace, path = found
             items = self._diagnostics(workspace, workspace.drift.drifts.get(path))
@@ -192,53 +187,13 @@ class DriftFeature(Feature):
                     )
         return types.WorkspaceDiagnosticReport(items=reports)
 
-    @handles(
-        types.TEXT_DOCUMENT_CODE_ACTION,
-        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]),
-    )
-    def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
-        found = self._locate(params.text_document.uri)
-        if found is None:
-            return []
-        workspace, path = found
-        drift = workspace.drift.open_drifts.get(path)
-        if drift is None:
-            return []
-        ours = [d for d in params.context.diagnostics if d.source == SOURCE and d.code == CODE]
-        uri = params.text_document.uri
-        return [
-            types.CodeAction(
-                title=title,
-                kind=types.CodeActionKind.QuickFix,
-                diagnostics=ours or None,
-                is_preferred=strategy == "fs",
-                command=types.Command(
-                    title=title, command=RESOLVE_COMMAND, arguments=[uri, strategy]
-                ),
-            )
-            for strategy, title in _TITLES
-        ]
-
-    @command(RESOLVE_COMMAND)
-    async def resolve(self, *args: Any) -> dict[str, Any]:
-        from mplp_lsp.runtime.drift import Strategy
-
-        uri, strategy = [*args, None, None][:2]
-        if not isinstance(uri, str) or strategy not in {s.value for s in Strategy}:
-            raise ValueError(
-                f"{RESOLVE_COMMAND} takes a file URI and one of fs, psg, merge, ignore"
-            )
-        await self.server.ready.wait()
-        found = self._locate(uri)
-        if found is None:
-            raise ValueError(f"{uri} is not in a workspace")
-        workspace, path = found
-        result = await workspace.drift.resolve(path, Strategy(strategy))
-        if not result.ok:
-            self.server.window_show_message(
-                types.ShowMessageParams(type=types.MessageType.Warning, message=result.message)
-            )
-        return result.to_json()
+    def saved(self, uri: str) -> None:
+        """A save may leave a drifted file as the graph records it (a restore the editor
+        applied), which no event reports: look at it again."""
+        found = locate(self.server, uri)
+        if found is not None and found[1] in found[0].drift.drifts:
+            workspace, path = found
+            self.server.spawn(workspace.drift.recheck([path]), "drift-recheck")
 
     @command(SCAN_COMMAND)
     async def scan(self, *_args: Any) -> list[dict[str, Any]]:
@@ -248,3 +203,21 @@ class DriftFeature(Feature):
             summary = await workspace.drift.scan()
             out.append({"root": str(workspace.root), **summary.to_json()})
         return out
+
+
+def locate(server: MplpLanguageServer, uri: str) -> tuple[Workspace, str] | None:
+    """The owned workspace of a file URI and its path there; a deleted file (which cannot be
+    resolved through the file system) is mapped lexically."""
+    workspaces = server.workspaces
+    if workspaces is None:
+        return None
+    from mplp_lsp.sanitize.paths import PathRejected
+
+    try:
+        return workspaces.locate(uri)
+    except PathRejected:
+        path = to_fs_path(uri)
+        for workspace in workspaces:
+            if path and Path(path).is_relative_to(workspace.root):
+                return workspace, Path(path).relative_to(workspace.root).as_posix()
+        return None

@@ -1,28 +1,46 @@
 """The session's life: ``initialize``, ``initialized``, ``shutdown`` and ``exit``.
 
 Nothing heavy happens before ``initialized``; from there the engine starts in the background
-and the editor is asked to report file changes (when it can register watchers)."""
+and the editor is asked to report file changes when its watcher covers the workspace
+(:func:`client_watches`); otherwise the server watches each folder it records itself, with
+the engine of ``mplp-lsp watch``.
+
+The initialization options are the editor's settings (:mod:`mplp_lsp.config`), except
+:data:`NOTIFICATIONS_OPTION`: the server's own notifications the client handles (the VS Code
+extension and the Neovim plugin list ``mplp/status``). Other clients are sent none: lsp-mode
+warns in a window about every notification it does not know.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
 from lsprotocol import types
 
+from mplp_lsp.exit_bound import exit_within
 from mplp_lsp.lsp.feature import Feature, handles
-from mplp_lsp.lsp.stdio import exit_within, watch_parent
+from mplp_lsp.lsp.stdio import watch_parent
 
 # Named on their own, so a client that leaves dot-directories out of "**/*" still reports them.
 # A change there makes the Git source poll at once (Workspace.observe).
 _GIT_GLOBS = ("**/.git/HEAD", "**/.git/refs/**", "**/.git/packed-refs", "**/.git/logs/**")
+NOTIFICATIONS_OPTION = "notifications"
+log = logging.getLogger(__name__)
 
 
 class LifecycleFeature(Feature):
     @handles(types.INITIALIZE)
     def initialize(self, params: types.InitializeParams) -> None:
         server = self.server
-        server.initialization_options = params.initialization_options
+        options = params.initialization_options
+        if isinstance(options, dict) and NOTIFICATIONS_OPTION in options:
+            options = dict(options)
+            asked = options.pop(NOTIFICATIONS_OPTION)
+            if isinstance(asked, list):
+                server.client_notifications = frozenset(m for m in asked if isinstance(m, str))
+        server.initialization_options = options
         if params.process_id and params.process_id != os.getpid():
             server.parent_pid = params.process_id
 
@@ -31,24 +49,29 @@ class LifecycleFeature(Feature):
         server = self.server
         if server.parent_pid:
             server.spawn(watch_parent(server.parent_pid, server.stop_reading), "watch-editor")
-        watched = (
-            server.client_capabilities.workspace
-            and server.client_capabilities.workspace.did_change_watched_files
-        )
-        if watched and watched.dynamic_registration:
-            registration = types.Registration(
-                id="mplp-watched-files",
-                method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
-                register_options=types.DidChangeWatchedFilesRegistrationOptions(
-                    watchers=[
-                        types.FileSystemWatcher(glob_pattern=glob) for glob in ("**/*", *_GIT_GLOBS)
-                    ]
-                ),
-            )
-            server.client_register_capability(
-                types.RegistrationParams(registrations=[registration]), callback=lambda _r: None
-            )
+        if client_watches(server.client_capabilities):
+            server.spawn(self._register_watchers(), "register-watchers")
+        else:
+            server.watches_disk = True
         server.spawn(server.start_engine(), "start-engine")
+
+    async def _register_watchers(self) -> None:
+        registration = types.Registration(
+            id="mplp-watched-files",
+            method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+            register_options=types.DidChangeWatchedFilesRegistrationOptions(
+                watchers=[
+                    types.FileSystemWatcher(glob_pattern=glob) for glob in ("**/*", *_GIT_GLOBS)
+                ]
+            ),
+        )
+        try:
+            await self.server.client_register_capability_async(
+                types.RegistrationParams(registrations=[registration])
+            )
+        except Exception as error:  # refused: the editor will not watch, so the server does
+            log.warning("the editor refused to watch the workspace (%s); watching it here", error)
+            self.server.watch_disk()
 
     @handles(types.SHUTDOWN)
     async def shutdown(self, _params: Any) -> None:
@@ -60,3 +83,14 @@ class LifecycleFeature(Feature):
         # pygls raises SystemExit from inside the event loop next; asyncio's shutdown after
         # that has hung (the store still open), so the end is bounded from here on.
         exit_within()
+
+
+def client_watches(capabilities: types.ClientCapabilities) -> bool:
+    """Whether the editor watches the workspace for the server: it registers watchers
+    dynamically, and its watcher is the LSP 3.17 one (relative patterns), which VS Code and
+    Neovim 0.10+ have. Older watchers watch part of a tree: eglot 1.9 only the directories
+    that held files when it registered, and it drops renames; so for them, and for an editor
+    that does not watch at all, the server watches each folder it records itself."""
+    workspace = capabilities.workspace
+    watched = workspace.did_change_watched_files if workspace else None
+    return bool(watched and watched.dynamic_registration and watched.relative_pattern_support)

@@ -22,6 +22,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from mplp_lsp import __version__
+from mplp_lsp.exit_bound import exit_within, stop_on_signals
 from mplp_lsp.lsp import feature
 from mplp_lsp.lsp.configuration import ConfigurationFeature
 from mplp_lsp.lsp.dashboard import DashboardFeature
@@ -34,14 +35,16 @@ from mplp_lsp.lsp.hooks import HooksFeature
 from mplp_lsp.lsp.lifecycle import LifecycleFeature
 from mplp_lsp.lsp.plan_run import PlanRunFeature
 from mplp_lsp.lsp.protocol import MplpProtocol
+from mplp_lsp.lsp.quick_fixes import QuickFixesFeature
 from mplp_lsp.lsp.status import StatusFeature
-from mplp_lsp.lsp.stdio import exit_within, serve_stdio
+from mplp_lsp.lsp.stdio import serve_stdio
 from mplp_lsp.lsp.tools import ToolsFeature
 
 if TYPE_CHECKING:
     from mplp_lsp.api.server import ApiServers
     from mplp_lsp.config import Resolved
     from mplp_lsp.config.sources import Layer
+    from mplp_lsp.sanitize.paths import PathRejected
     from mplp_lsp.workspace import Workspace
     from mplp_lsp.workspaces import Workspaces
 
@@ -60,6 +63,7 @@ FEATURES: tuple[type[feature.Feature], ...] = (
     ConfigurationFeature,
     StatusFeature,
     DriftFeature,
+    QuickFixesFeature,
     ToolsFeature,
     HooksFeature,
     GraphRequestsFeature,
@@ -87,16 +91,32 @@ class MplpLanguageServer(LanguageServer):
         self.flags = flags  # the command line's settings, over every other source
         self.apis: ApiServers | None = None
         self.initialization_options: Any = None
+        # The server's own notifications this client asked for (lsp/lifecycle.py).
+        self.client_notifications: frozenset[str] = frozenset()
+        # Whether the server watches its folders itself (the editor does not: lifecycle.py).
+        self.watches_disk = False
         self.workspaces: Workspaces | None = None
         self.ready = asyncio.Event()
         self._early: list[Callable[[], None]] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self.stopped = False
+        self._stopping: asyncio.Task[None] | None = None
         self.parent_pid: int | None = None
         # How to stop reading input when the editor is gone; stdio replaces it.
         self.stop_reading: Callable[[], None] = self.shutdown
         self.features = [kind(self) for kind in FEATURES]
         feature.register(self, self.features)
+
+    def watch_disk(self) -> None:
+        """Watch every folder this server records itself, from now on."""
+        self.watches_disk = True
+        if self.workspaces is not None:
+            self.workspaces.watch()
+
+    def notify_client(self, method: str, params: Any) -> None:
+        """Send one of the server's own notifications, if the client asked for it."""
+        if method in self.client_notifications and not self.stopped:
+            self.protocol.notify(method, params)
 
     def get_feature(self, kind: type[F]) -> F:
         return next(f for f in self.features if isinstance(f, kind))
@@ -149,19 +169,27 @@ class MplpLanguageServer(LanguageServer):
                 directories=directories,
             )
 
-    def document(self, uri: str, action: Callable[[Any, str], None]) -> None:
+    def document(
+        self,
+        uri: str,
+        action: Callable[[Any, str], None],
+        refused: Callable[[PathRejected], None] | None = None,
+    ) -> None:
         """Run ``action(workspace, relative_path)`` for a document inside a workspace (one
-        this server records, or one it follows: both keep the editor's documents)."""
+        this server records, or one it follows: both keep the editor's documents), else
+        ``refused`` (the refusal is counted when the document's activity is observed)."""
         if self.workspaces is None:
             if len(self._early) < _EARLY_LIMIT:
-                self._early.append(lambda: self.document(uri, action))
+                self._early.append(lambda: self.document(uri, action, refused))
             return
         from mplp_lsp.sanitize.paths import PathRejected
 
         try:
             workspace, path = self.workspaces.route(uri)
-        except PathRejected:
-            return  # refused and counted when the document's activity is observed
+        except PathRejected as rejected:
+            if refused is not None:
+                refused(rejected)
+            return
         action(workspace, path)
 
     # --- engine life cycle ------------------------------------------------------------------
@@ -176,15 +204,26 @@ class MplpLanguageServer(LanguageServer):
             state_dir=self.state_dir,
             remote_url=self.remote_url,
             reconfigure=lambda root: self._settings_for(root.as_uri()),
+            watch=self.watches_disk,
         )
         workspaces.on_promoted(self.recording)
-        for root, folder_uri in self._folders():
+        folders = self._folders()
+        if not folders:
+            self.tell(
+                types.MessageType.Warning,
+                "mplp-lsp records the files of workspace folders, and the editor started it "
+                "with none (rootUri is null: a file opened outside any project or folder). "
+                "Nothing is recorded; open the file's folder or project to record it.",
+            )
+        for root, folder_uri in folders:
             try:
                 await self.add_folder(workspaces, root, folder_uri)
             except Exception as exc:
                 log.exception("cannot open workspace %s", root)
                 self._warn(f"mplp-lsp is not recording {root}: {exc}")
         self.workspaces = workspaces
+        if self.watches_disk:
+            workspaces.watch()  # the editor refused to watch while the folders opened
         early, self._early = self._early, []
         for replay in early:
             replay()
@@ -196,6 +235,9 @@ class MplpLanguageServer(LanguageServer):
 
         workspace = await workspaces.add(root, await self._settings_for(folder_uri))
         if isinstance(workspace, Workspace):
+            # Ready once the graph knows what was there: a change from then on is judged
+            # against it (what the editor reports meanwhile waits for it in any case).
+            await workspace.files.learnt()
             await self.recording(workspace)
         else:  # following another editor's server: its status shows what it handed over
             workspace.on_commit(lambda _count: self.status_changed())
@@ -267,15 +309,29 @@ class MplpLanguageServer(LanguageServer):
             workspace.apply_config(await self._settings_for(workspace.root.as_uri()))
 
     def _warn(self, message: str) -> None:
-        log.warning("%s", message)
-        self.window_show_message(
-            types.ShowMessageParams(type=types.MessageType.Warning, message=message)
-        )
+        self.tell(types.MessageType.Warning, message)
+
+    def tell(self, kind: types.MessageType, message: str, *, show: bool = True) -> None:
+        """A message for the user: logged, and shown by the editor (``show``) or put in its
+        log of the server's messages."""
+        log.log(logging.WARNING if kind <= types.MessageType.Warning else logging.INFO, message)
+        if show:
+            self.window_show_message(types.ShowMessageParams(type=kind, message=message))
+        else:
+            self.window_log_message(types.LogMessageParams(type=kind, message=message))
 
     async def stop_engine(self) -> None:
-        if self.stopped:
-            return
-        self.stopped = True
+        """Commit what is pending and close every store. Every caller (``shutdown``, the end
+        of input, a signal) waits for the one stop to finish: the process must not end
+        while another caller's stop is still storing."""
+        if self._stopping is None:
+            self.stopped = True
+            self._stopping = asyncio.get_running_loop().create_task(
+                self._stop(), name="stop-engine"
+            )
+        await asyncio.shield(self._stopping)
+
+    async def _stop(self) -> None:
         if self.apis is not None:
             await self.apis.close_all()
         if self.workspaces is not None:
@@ -363,6 +419,7 @@ async def _serve_stdio(server: MplpLanguageServer) -> None:
         loop.call_soon_threadsafe(main.cancel)
 
     server.stop_reading = stop_reading
+    stop_on_signals(loop, stop_reading)
     try:
         await serve_stdio(server, server.stop_engine)
     except asyncio.CancelledError:

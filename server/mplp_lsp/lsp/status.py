@@ -1,4 +1,5 @@
-"""``mplp/status``: asked for as a request, and sent as a notification when it changes."""
+"""``mplp/status``: asked for as a request, and sent as a notification when it changes (to
+clients that asked for it: lsp/lifecycle.py)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ class StatusFeature(Feature):
 
     def changed(self) -> None:
         """Send the status soon, at most twice a second."""
-        if self._due:
+        if self._due or STATUS_METHOD not in self.server.client_notifications:
             return
         self._due = True
         delay = max(0.0, self._last + _INTERVAL - time.monotonic())
@@ -46,7 +47,7 @@ class StatusFeature(Feature):
         self._due = False
         self._last = time.monotonic()
         if not self.server.stopped:
-            self.server.protocol.notify(STATUS_METHOD, await self.status())
+            self.server.notify_client(STATUS_METHOD, await self.status())
 
     async def status(self) -> dict[str, Any]:
         workspaces = self.server.workspaces

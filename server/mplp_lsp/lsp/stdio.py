@@ -12,21 +12,17 @@ import logging
 import os
 import sys
 import threading
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, BinaryIO
 
 from pygls.io_ import StdoutWriter, run_async
 
+from mplp_lsp.exit_bound import exit_within
+
 log = logging.getLogger(__name__)
 
 _READ_LIMIT = 2**26  # the largest single header line we accept; bodies are read exactly
 PARENT_POLL_SECONDS = 3.0
-# Once the editor has said goodbye (exit, end of input, or its process is gone), the server
-# commits what is pending and closes the store; if that or asyncio's own shutdown (tasks
-# ignoring cancellation, executor threads) is stuck, the process still ends this long after.
-EXIT_GRACE_SECONDS = 8.0
-_exit_armed = threading.Event()
 
 
 async def serve_stdio(
@@ -78,21 +74,6 @@ class _EofTolerantReader:
             return await self._reader.readexactly(n)
         except (asyncio.IncompleteReadError, ConnectionError):
             return b""
-
-
-def exit_within(seconds: float = EXIT_GRACE_SECONDS) -> None:
-    """End the process after ``seconds`` unless it has ended by itself (armed once)."""
-    if _exit_armed.is_set():
-        return
-    _exit_armed.set()
-
-    def force() -> None:
-        time.sleep(seconds)
-        log.error("shutdown took over %.0f s; exiting now", seconds)
-        logging.shutdown()
-        os._exit(0)
-
-    threading.Thread(target=force, name="mplp-exit-watchdog", daemon=True).start()
 
 
 def process_alive(pid: int) -> bool:

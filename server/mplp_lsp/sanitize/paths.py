@@ -28,6 +28,9 @@ Decisions, each covered by a test:
   its lexical form or one of its resolved parents was inside is ``PATH_SYMLINK_ESCAPE``. The
   returned ``relpath`` is the *resolved* location, so a link inside the workspace that points
   elsewhere inside reports the target's path, and ``root`` is the deepest root containing it.
+  With ``follow_leaf=False`` (a watcher's report names a directory entry, not what it points
+  to) the last component is kept as it is when it is a link: the parents are still resolved,
+  and the link itself is then judged by ``lstat`` (it is never a file event).
 * A path that does not exist (deleted files are reported too) resolves its deepest existing
   parent and keeps the rest as written; ``must_exist=True`` makes it ``PATH_INVALID``.
 * NUL, C0/C1 controls and DEL, before or after percent-decoding, are
@@ -58,7 +61,7 @@ from urllib.parse import unquote, unquote_to_bytes
 
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 
-__all__ = ["PathRejected", "is_inside", "relative_path", "resolve_roots"]
+__all__ = ["PathRejected", "check_name", "is_inside", "relative_path", "resolve_roots"]
 
 # Linux MAXSYMLINKS: the kernel gives up with ELOOP after this many links in one lookup.
 _MAX_SYMLINKS = 40
@@ -117,6 +120,7 @@ def relative_path(
     *,
     must_exist: bool = False,
     directories: DirectoryCache | None = None,
+    follow_leaf: bool = True,
 ) -> tuple[Path, str]:
     """Map ``raw`` to ``(root, relpath)`` or raise :class:`PathRejected`.
 
@@ -132,10 +136,10 @@ def relative_path(
     parts, absolute, had_dotdot = _lexical_parts(_posix_form(text))
     base = _deepest(root_strs, "/" + "/".join(parts)) if absolute else 0
     if base is None:
-        real, exists = _resolve("/", parts, directories)
+        real, exists = _resolve("/", parts, directories, follow_leaf)
     else:
         start = len(_split(root_strs[base])) if absolute else 0
-        real, exists = _resolve(root_strs[base], parts[start:], directories)
+        real, exists = _resolve(root_strs[base], parts[start:], directories, follow_leaf)
     found = _deepest(root_strs, real)
     if found is None:
         raise _why_outside(parts, had_dotdot, lexically_inside=base is not None, roots=root_strs)
@@ -146,6 +150,12 @@ def relative_path(
         raise PathRejected(ErrorCode.PATH_INVALID, "the workspace root itself is not a file path")
     _check_characters(relpath)
     return roots[found], relpath
+
+
+def check_name(relpath: str) -> None:
+    """Raise :class:`PathRejected` for a name listed from the disk that cannot be a
+    ``file_path`` (not UTF-8, a control character); its directories need no resolving."""
+    _check_characters(relpath)
 
 
 def _as_text(raw: str | bytes | os.PathLike[str]) -> str:
@@ -261,7 +271,10 @@ def _deepest(roots: Sequence[str], path: str) -> int | None:
 
 
 def _resolve(
-    base: str, parts: Sequence[str], directories: DirectoryCache | None = None
+    base: str,
+    parts: Sequence[str],
+    directories: DirectoryCache | None = None,
+    follow_leaf: bool = True,
 ) -> tuple[str, bool]:
     """Follow ``parts`` from the real directory ``base``: (real path, whether it exists).
 
@@ -290,7 +303,7 @@ def _resolve(
             if found is None:
                 found = directories[candidate] = _inspect(candidate)
             exists, target = found
-        if target is None:
+        if target is None or (not pending and not follow_leaf):
             path = candidate
             continue
         links += 1

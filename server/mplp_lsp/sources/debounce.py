@@ -27,6 +27,7 @@ from typing import Final, Literal
 
 __all__ = [
     "EDITOR",
+    "PAIRED",
     "WATCHER",
     "Change",
     "Coalescer",
@@ -40,6 +41,9 @@ logger = logging.getLogger(__name__)
 EDITOR: Final = "editor"
 WATCHER: Final = "watcher"
 WILL_SAVE: Final = "will_save"  # the editor is about to save (LSP willSave): a save began
+# Settled.extra key of a rename that pairs a watcher's delete with its create: a guess, which
+# the disk must confirm (sources/disk_state.py)
+PAIRED: Final = "paired"
 
 _EMPTY: Final[Mapping[str, object]] = MappingProxyType({})
 
@@ -194,6 +198,10 @@ class Coalescer:
     @property
     def pending_count(self) -> int:
         return len(self._windows)
+
+    def holds(self, path: str) -> bool:
+        """Whether a pending window claims ``path`` (it is there, or moved away from it)."""
+        return path in self._windows or path in self._vacated
 
     def next_deadline(self) -> float | None:
         """Earliest time something may be due; may be early, never late."""
@@ -466,6 +474,7 @@ class Coalescer:
         gone.alive = False
         arrived.old = gone.old
         _merge_into(arrived, gone)
+        arrived.extra = {**(arrived.extra or {}), PAIRED: True}
         self._attach(arrived)
         self._schedule(arrived)
         return True
@@ -522,6 +531,10 @@ class Debouncer:
     def dropped(self) -> int:
         """Observations whose window cancelled out and produced no change."""
         return self._rules.dropped
+
+    def holds(self, path: str) -> bool:
+        """Whether activity for ``path`` is waiting out its quiet period."""
+        return self._rules.holds(path)
 
     def observe(self, obs: Observation) -> None:
         if self._closed:

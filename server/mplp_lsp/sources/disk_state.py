@@ -1,26 +1,36 @@
-"""The settled change of a watched path, taken from the disk when its window closes.
+"""The settled change of a path, decided by what the disk holds when its window closes and
+what the graph held when it opened.
 
-A watcher's report says which path to look at, not what happened to it: reports arrive
-out of order, late, or not at all (see :mod:`mplp_lsp.sources.fswatch`). When a window
-that a watcher took part in settles, its change is decided here from two facts only: what
-the disk holds now (one ``lstat``) and what the graph records (or what this process emitted
-and the graph has not applied yet):
+Reports are hints: a watcher's arrive out of order, late, or not at all (see
+:mod:`mplp_lsp.sources.fswatch`); an editor's say what it meant to do (a ``willSave`` may
+be followed by no write at all). So every window's change is decided here from the window's
+final state: one ``lstat`` of the path, and what the graph records for it (or what this
+process sent and the graph has not applied yet). The graph knows every file from the first
+start on (the baseline, :mod:`mplp_lsp.runtime.psg.baseline`), so "the graph has no node"
+means "the path held no file when the window opened":
 
-==========================  =======================  =======================================
-on disk now                 recorded                 change
-==========================  =======================  =======================================
-a regular file              nothing                  ``created`` (``modified`` if reported)
-a regular file              other size/mtime/inode   ``modified``
-a regular file              the same stat facts      none
-nothing, or not a file      a node                   ``deleted``
-nothing, or not a file      nothing                  none
-==========================  =======================  =======================================
+==========================  =====================  ========================================
+on disk now                 recorded               change
+==========================  =====================  ========================================
+a regular file              nothing                ``created``
+a regular file              a node                 ``modified``, unless nothing was written
+nothing, or not a file      a node                 ``deleted``
+nothing, or not a file      nothing                none
+==========================  =====================  ========================================
 
-A rename keeps its link when its source is gone from the disk and its target is a file;
-otherwise its two paths are decided on their own. So ``echo x > t; rm t`` in one batch
-gives nothing, a directory, FIFO, socket or device never becomes a file event, and a scan
-that reports files the graph already has (a new directory's listing, an overflow rescan)
-adds nothing for them. Windows only an editor reported are taken at their word.
+"Nothing was written": the file has the stat facts (size, mtime, inode) recorded for it and
+no editor reported a write in the window (an editor's ``didSave`` is its word that it wrote,
+even when the graph already read the write under an earlier event). So a rewrite through a
+temporary file and a rename (``sed -i``, ``rsync``, an atomic save) is ``modified`` however
+it was reported, a file replaced by a symlink is ``deleted``, and a directory, FIFO, socket
+or device never becomes a file event.
+
+A rename is a claim about identity, so it is kept only with evidence that the file now at
+the target is the one recorded at the source: the source is gone, the target is a regular
+file, and it has the source's inode (a move the kernel or an editor reported) or, for a
+delete and a create paired by guess (:data:`~mplp_lsp.sources.debounce.PAIRED`), the
+source's inode, size and mtime together (an inode number is reused at once by the next new
+file), or its recorded content. Otherwise its two paths are decided on their own.
 """
 
 from __future__ import annotations
@@ -28,13 +38,15 @@ from __future__ import annotations
 import os
 import stat
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 
+from mplp_lsp.runtime.psg.content_hash import safe_hash
 from mplp_lsp.runtime.psg.files import FileChange
-from mplp_lsp.sources.debounce import Change, Settled
+from mplp_lsp.sources.debounce import PAIRED, Change, Settled
 
-WATCHED = "watched"  # Observation.extra key: a watcher (or a scan) reported this path
+WROTE = "wrote"  # Observation.extra key: an editor reported a write of this path
 
 Facts = tuple[int | None, int | None, int | None]  # size, mtime_ns, inode, as psg_files has them
 
@@ -46,36 +58,55 @@ class DiskState:
         # intake is quiet): None for a deletion. Counted per emitted event.
         self._emitted: dict[str, Facts | None] = {}
         self._in_flight: Counter[str] = Counter()
-        self.unchanged = 0  # watched windows that changed nothing once the disk was asked
-
-    @staticmethod
-    def watched(batch: Sequence[Settled]) -> bool:
-        return any(WATCHED in settled.extra for settled in batch)
+        self._reads = 0  # recorded facts read and not yet settled
+        self._deferred: list[FileChange] = []
+        self.unchanged = 0  # windows that changed nothing once the disk was asked
 
     @staticmethod
     def paths(batch: Iterable[Settled]) -> list[str]:
         """The paths whose recorded facts :meth:`settle` needs."""
         out: set[str] = set()
         for settled in batch:
-            if WATCHED in settled.extra:
-                out.add(settled.path)
-                if settled.previous_path is not None:
-                    out.add(settled.previous_path)
+            out.add(settled.path)
+            if settled.previous_path is not None:
+                out.add(settled.previous_path)
         return sorted(out)
+
+    @staticmethod
+    def renamed_from(batch: Iterable[Settled]) -> list[str]:
+        """The sources of renames: their recorded content may be the evidence."""
+        return sorted({s.previous_path for s in batch if s.previous_path is not None})
 
     def pending_under(self, directory: str) -> list[str]:
         """Emitted paths below ``directory`` ("" for all) the graph may not have yet."""
         prefix = f"{directory}/" if directory else ""
         return [path for path in self._emitted if path.startswith(prefix)]
 
-    def settle(self, batch: Sequence[Settled], recorded: Mapping[str, Facts]) -> list[Settled]:
-        """The batch with each watched window's change decided by the disk."""
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Around reading the recorded facts for :meth:`settle` and settling: what the graph
+        applies meanwhile is forgotten here only after, or the facts read before it applied
+        would be taken for the graph's word on what this process sent."""
+        self._reads += 1
+        try:
+            yield
+        finally:
+            self._reads -= 1
+            if not self._reads and self._deferred:
+                deferred, self._deferred = self._deferred, []
+                self.applied(deferred)
+
+    def settle(
+        self,
+        batch: Sequence[Settled],
+        recorded: Mapping[str, Facts],
+        hashes: Mapping[str, str | None] | None = None,
+    ) -> list[Settled]:
+        """The batch with each window's change decided by the disk and the graph;
+        ``hashes``: recorded content hashes of rename sources."""
         out: list[Settled] = []
         for settled in batch:
-            if WATCHED not in settled.extra:
-                out.append(settled)
-                continue
-            decided = self._decide(settled, recorded)
+            decided = self._decide(settled, recorded, hashes or {})
             if not decided:
                 self.unchanged += 1
             out.extend(decided)
@@ -83,6 +114,9 @@ class DiskState:
 
     def applied(self, changes: Sequence[FileChange]) -> None:
         """The PSG applied these changes: the graph now answers for their paths."""
+        if self._reads:
+            self._deferred.extend(changes)
+            return
         for change in changes:
             for path in (change.path, change.previous_path):
                 if path is not None and path in self._in_flight:
@@ -93,26 +127,53 @@ class DiskState:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _decide(self, settled: Settled, recorded: Mapping[str, Facts]) -> list[Settled]:
+    def _decide(
+        self, settled: Settled, recorded: Mapping[str, Facts], hashes: Mapping[str, str | None]
+    ) -> list[Settled]:
         target = self._on_disk(settled.path)
+        wrote = WROTE in settled.extra
         source = settled.previous_path
         if source is not None:
-            if target is not None and self._on_disk(source) is None:
+            if (
+                target is not None
+                and self._on_disk(source) is None
+                and self._same_file(settled, source, target, recorded, hashes)
+            ):
                 self._emit(source, None)
                 self._emit(settled.path, target)
                 return [settled]
-            gone = self._change(source, self._on_disk(source), recorded, Change.DELETED)
+            gone = self._change(source, self._on_disk(source), recorded, wrote=False)
             out = [] if gone is None else [self._as(settled, source, gone)]
-            change = self._change(settled.path, target, recorded, Change.CREATED)
+            change = self._change(settled.path, target, recorded, wrote=wrote)
             return out + ([] if change is None else [self._as(settled, settled.path, change)])
-        change = self._change(settled.path, target, recorded, settled.change)
+        change = self._change(settled.path, target, recorded, wrote=wrote)
         return [] if change is None else [self._as(settled, settled.path, change)]
+
+    def _same_file(
+        self,
+        settled: Settled,
+        source: str,
+        target: Facts,
+        recorded: Mapping[str, Facts],
+        hashes: Mapping[str, str | None],
+    ) -> bool:
+        """Whether the file at the target is the one recorded at the source."""
+        if not self._known(source, recorded):
+            return False
+        was = self._facts(source, recorded)
+        if was is not None and was[2] is not None:
+            if PAIRED not in settled.extra and was[2] == target[2]:
+                return True  # the kernel's or the editor's move: one inode, one file
+            if was == target:
+                return True
+        digest = hashes.get(source)
+        return digest is not None and safe_hash(self._prefix + settled.path, like=digest) == digest
 
     def _as(self, settled: Settled, path: str, change: Change) -> Settled:
         return replace(settled, path=path, change=change, previous_path=None)
 
     def _change(
-        self, path: str, disk: Facts | None, recorded: Mapping[str, Facts], reported: Change
+        self, path: str, disk: Facts | None, recorded: Mapping[str, Facts], *, wrote: bool
     ) -> Change | None:
         if disk is None:
             if not self._known(path, recorded):
@@ -120,12 +181,8 @@ class DiskState:
             self._emit(path, None)
             return Change.DELETED
         if not self._known(path, recorded):
-            # A file the graph never recorded: "modified" when that is what was reported
-            # (an editor's save of a file that predates recording), else "created".
-            change: Change | None = (
-                Change.MODIFIED if reported is Change.MODIFIED else Change.CREATED
-            )
-        elif self._facts(path, recorded) == disk:
+            change = Change.CREATED
+        elif not wrote and self._facts(path, recorded) == disk:
             return None
         else:
             change = Change.MODIFIED

@@ -52,11 +52,27 @@ _LANGUAGE_BY_SUFFIX = {
     ".xml": "xml",
     ".vue": "vue",
     ".svelte": "svelte",
+    ".txt": "plaintext",
+    ".mk": "makefile",
+    ".ini": "ini",
+    ".pl": "perl",
+    ".tex": "latex",
+    ".rst": "restructuredtext",
+}
+# Names that say the language without an extension (VS Code's language ids).
+_LANGUAGE_BY_NAME = {
+    "Makefile": "makefile",
+    "makefile": "makefile",
+    "GNUmakefile": "makefile",
+    "Dockerfile": "dockerfile",
+    "CMakeLists.txt": "cmake",
 }
 
 
 def language_of(path: str) -> str | None:
-    return _LANGUAGE_BY_SUFFIX.get(suffix_of(path).lower())
+    """The language a file's name says, if any."""
+    by_name = _LANGUAGE_BY_NAME.get(path.rpartition("/")[2])
+    return by_name or _LANGUAGE_BY_SUFFIX.get(suffix_of(path).lower())
 
 
 def suffix_of(path: str) -> str:
@@ -121,6 +137,10 @@ class EditorDocuments:
 
     def closed(self, path: str) -> None:
         self._language.pop(path, None)
+
+    def forget_languages(self) -> None:
+        """The editor's language ids turned out not to be per document: names decide."""
+        self._language.clear()
 
     def renamed(self, old: str, new: str) -> None:
         for table in (self._language, self._saved, self._emitted):

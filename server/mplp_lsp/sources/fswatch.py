@@ -8,9 +8,15 @@ closes (:mod:`mplp_lsp.sources.disk_state`). Two more reports keep nothing from 
 
 * a new directory (created, or moved in) is watched and then scanned, and every file
   already in it is reported, so files written before its watch was added are not missed;
+* a directory moved inside the tree (both halves of the move in one read, matched by the
+  kernel's cookie) is one rename per file below it, each from its old path;
 * when events may have been lost (an inotify queue overflow, a watcher error, a directory
-  deleted or moved away), :meth:`WatchSink.lost` names the directory to compare with the
-  graph, and the watcher scans it again.
+  deleted or moved away), the watches are put back and :meth:`WatchSink.lost` names the
+  directory the sink compares with the graph (a slice at a time: nothing is reported per
+  file here).
+
+When the watcher stops, the reports the kernel has queued are read first: a write seen
+before the stop is reported, and the sink stores it before the process ends.
 
 On Linux the kernel's inotify is used directly (through ``inotify_simple``), because it
 reports queue overflows and hands names over as bytes; elsewhere ``watchfiles`` is used, and
@@ -178,6 +184,7 @@ class _Inotify:
         loop = getattr(self, "_loop", None)
         if loop is not None:
             loop.remove_reader(self._inotify.fileno())
+            self._read()  # what the kernel queued before the stop is reported, not dropped
         self._inotify.close()
 
     def _watch(self, directory: str) -> bool:
@@ -227,6 +234,7 @@ class _Inotify:
         hints: dict[str, Change] = {}
         moves: dict[int, str] = {}  # cookie -> source of a move not yet matched
         renames: list[tuple[str, str]] = []
+        folders: dict[int, str] = {}  # cookie -> a directory moved away, not yet matched
         for wd, mask, cookie, name in events:
             if mask & self._overflow:
                 log.warning("inotify queue overflow; rescanning the workspace")
@@ -246,7 +254,7 @@ class _Inotify:
                 continue
             path = f"{directory}/{name}"
             if mask & self._isdir:
-                self._directory_event(mask, path)
+                self._directory_event(mask, cookie, path, folders)
             elif mask & self._moved_from:
                 moves[cookie] = path
             elif mask & self._moved_to and cookie in moves:
@@ -259,6 +267,9 @@ class _Inotify:
                 hints.setdefault(path, Change.MODIFIED)
         for source in moves.values():  # moved out of the tree
             hints[source] = Change.DELETED
+        for folder in folders.values():  # a directory moved out of the tree
+            self._unwatch_tree(folder)
+            self._sink.lost(folder)
         for source, target in renames:
             self._renamed(source, target)
         for path, change in hints.items():
@@ -268,14 +279,28 @@ class _Inotify:
             if _name(path) == ".gitignore":  # a directory below may be ignored no more
                 self._add_tree(path.rpartition("/")[0], report=False)
 
-    def _directory_event(self, mask: int, path: str) -> None:
-        if self._skip(path):
+    def _directory_event(self, mask: int, cookie: int, path: str, folders: dict[int, str]) -> None:
+        if mask & self._moved_from and not self._skip(path):
+            folders[cookie] = path  # moved: where to, the rest of this read may say
+        elif mask & self._moved_to and cookie in folders:
+            self._directory_moved(folders.pop(cookie), path)
+        elif self._skip(path):
             return
-        if mask & (self._delete | self._moved_from):
+        elif mask & self._delete:
             self._unwatch_tree(path)
             self._sink.lost(path)
         elif mask & (self._create | self._moved_to):
             self._add_tree(path, report=True)
+
+    def _directory_moved(self, source: str, target: str) -> None:
+        """A directory moved inside the tree: each file below it was renamed."""
+        self._unwatch_tree(source)
+        if self._skip(target):  # moved into an ignored place: its files are gone from view
+            self._sink.lost(source)
+            return
+        cut = len(target)
+        for path in files_under(target, self._skip, on_dir=self._watch):
+            self._sink.changed(Change.RENAMED, path, source + path[cut:])
 
     def _renamed(self, source: str, target: str) -> None:
         source_temp = is_temp_name(_name(source))
@@ -290,8 +315,8 @@ class _Inotify:
             self._sink.changed(Change.RENAMED, target, source)
 
     def _rescan(self, top: str) -> None:
+        self._add_tree(top, report=False)  # watches first: what changes next is reported
         self._sink.lost(top)
-        self._add_tree(top, report=True)
 
 
 # -- other platforms: watchfiles -----------------------------------------------------------
@@ -330,5 +355,3 @@ async def _watch_portable(
         except Exception:
             log.exception("the file watcher stopped; restarting it and rescanning the workspace")
             sink.lost(root)
-            for found in files_under(root, skip):
-                sink.changed(Change.CREATED, found)

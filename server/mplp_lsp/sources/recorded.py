@@ -39,7 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from mplp_lsp.runtime.psg.files import HASH_SIZE_CAP, bytes_hash, file_facts
+from mplp_lsp.runtime.psg.content_hash import safe_hash
+from mplp_lsp.runtime.psg.files import HASH_SIZE_CAP, bytes_hash
 
 SCRATCH_PREFIX: Final = ".mplp-restore-"
 _SENT_LIMIT: Final = 16_384  # paths remembered; older ones fall back on the graph
@@ -151,10 +152,10 @@ def _compare(
             continue
         hashed = {ref.digest for ref in sized if ref.digest is not None}
         if hashed and now.size <= HASH_SIZE_CAP:
-            facts = file_facts(root / path)
-            digest = facts.content_hash if facts is not None else None
-            now = Fingerprint(now.size, now.mtime_ns, now.inode, digest)
-            out[path] = (digest in hashed, now)
+            digests = {safe_hash(str(root / path), like=digest) for digest in hashed}
+            match = hashed & digests
+            now = Fingerprint(now.size, now.mtime_ns, now.inode, next(iter(match or digests)))
+            out[path] = (bool(match), now)
             continue
         out[path] = (False, now)
     return out

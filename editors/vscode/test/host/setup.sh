@@ -36,6 +36,14 @@ if [ -e "$done_mark" ] && [ -e "$entry" ]; then
   exit 0
 fi
 
+# Native modules build against the installed Node's headers. Without a configured nodedir,
+# node-gyp downloads them from nodejs.org, which a machine with only the package registries
+# cannot reach; distributions' and NodeSource's packages put them in /usr/include/node.
+if [ -z "${npm_config_nodedir:-}" ] && [ "$(npm config get nodedir)" = "undefined" ] \
+    && [ -e /usr/include/node/node.h ]; then
+  export npm_config_nodedir=/usr
+fi
+
 mkdir -p "$cache"
 cd "$cache"
 [ -e package.json ] || echo '{"name": "mplp-lsp-code-server", "private": true}' >package.json

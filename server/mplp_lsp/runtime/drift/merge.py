@@ -38,9 +38,20 @@ def git_env() -> dict[str, str]:
 
 def head_blob(root: Path, path: str) -> bytes | None:
     """The file's content at HEAD, or None (no repository, untracked, no commits)."""
+    return _blob(root, f"HEAD:./{path}")
+
+
+def object_blob(root: Path, oid: str) -> bytes | None:
+    """The content of the blob with this object id, or None (no repository, no such blob)."""
+    if not oid.isalnum():
+        return None  # an id is hex; nothing else reaches git's argument list
+    return _blob(root, oid)
+
+
+def _blob(root: Path, name: str) -> bytes | None:
     try:
         done = subprocess.run(
-            ["git", "-C", str(root), "cat-file", "blob", f"HEAD:./{path}"],
+            ["git", "-C", str(root), "cat-file", "blob", name],
             capture_output=True,
             env=git_env(),
             timeout=_TIMEOUT,

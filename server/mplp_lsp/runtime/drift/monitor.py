@@ -31,7 +31,14 @@ from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.runtime.drift import records
 from mplp_lsp.runtime.drift.model import Drift, Reason, RepositoryDrift, Strategy
-from mplp_lsp.runtime.drift.reconcile import OwnWrite, Reconciler, Resolution
+from mplp_lsp.runtime.drift.reconcile import (
+    EventFor,
+    OwnWrite,
+    Proposal,
+    Reconciler,
+    Resolution,
+    resolved_event,
+)
 from mplp_lsp.runtime.drift.repository import (
     MetaRepositoryRecord,
     RepositoryRecord,
@@ -111,6 +118,7 @@ class DriftMonitor:
         self._reader = ReaderConnection(writer)
         self._index: Index | None = None  # recorded stat facts, kept in step with the PSG
         self._checked_epoch: int | None = None
+        self._stale = False  # nodes were added behind the index's back
         self._dirty: set[str] | None = None  # paths re-recorded while a full scan runs
         self._scan: asyncio.Future[ScanSummary] | None = None
         self._cancel: threading.Event | None = None
@@ -119,6 +127,8 @@ class DriftMonitor:
         self._reconciler = Reconciler(root, writer, snapshot_cap, own_write)
         self._graph_id: str | None = None
         self.drifts: dict[str, Drift] = {}
+        self._in_editor: dict[str, Strategy] = {}  # resolutions waiting for the editor's save
+        self._recording: set[asyncio.Task[None]] = set()
 
     # --- life cycle -------------------------------------------------------------------------
 
@@ -151,6 +161,8 @@ class DriftMonitor:
 
     async def close(self) -> None:
         self.cancel_scan()
+        if self._recording:
+            await asyncio.gather(*self._recording, return_exceptions=True)
         if self._scan is not None:
             await asyncio.gather(self._scan, return_exceptions=True)
         loop = asyncio.get_running_loop()
@@ -160,6 +172,10 @@ class DriftMonitor:
     def _connection(self) -> sqlite3.Connection:
         """The monitor thread's read-only connection: scans never hold up the writer."""
         return self._reader.get()
+
+    def graph_learnt(self) -> None:
+        """Nodes were added without events (the baseline): the next scan reloads them."""
+        self._stale = True
 
     @property
     def open_drifts(self) -> dict[str, Drift]:
@@ -182,8 +198,9 @@ class DriftMonitor:
         loop = asyncio.get_running_loop()
         started = loop.time()
         epoch = self._ignore_epoch()
-        if epoch != self._checked_epoch:
-            self._index = None  # the rules changed: reload every node and re-judge each
+        if epoch != self._checked_epoch or self._stale:
+            self._index = None  # the rules or the graph changed: reload every node, re-judge
+            self._stale = False
         items = list(self._index.items()) if self._index is not None else None
         if self._sync_repository is not None and self._git_dir is not None:
             try:
@@ -324,6 +341,8 @@ class DriftMonitor:
         for path, drift in changes.items():
             if drift is None:
                 self.drifts.pop(path, None)
+                if path in self._in_editor:
+                    self._resolved_in_editor(path)
             else:
                 self.drifts[path] = drift
         for listener in self._listeners:
@@ -334,7 +353,40 @@ class DriftMonitor:
 
     # --- reconciliation -----------------------------------------------------------------
 
+    async def propose(
+        self, path: str, strategy: Strategy, editor_text: str
+    ) -> Proposal | Resolution:
+        """The text resolving ``path`` would give it, for an editor that has it open
+        (:meth:`Reconciler.propose`); nothing is changed."""
+        drift = self.drifts.get(path)
+        if drift is None:
+            return Resolution(path, strategy, False, f"{path} has no drift")
+        loop = asyncio.get_running_loop()
+        return await self._reconciler.propose(drift, strategy, editor_text, loop, self._executor)
+
+    async def in_editor(self, path: str, strategy: Strategy, conflicts: int) -> Resolution:
+        """An editor put a proposal in its buffer: the file changes when it is saved. The
+        drift stays, saying so, until a re-check finds the file as the graph records it (the
+        save of a restore), or the save's event is applied; then the resolution is recorded."""
+        if conflicts:
+            note = (
+                f"the merge left {conflicts} conflict(s) marked in the editor; edit them, then "
+                "save the file"
+            )
+        elif strategy is Strategy.PSG:
+            note = "the recorded content is in the editor; save the file to restore it"
+        else:
+            note = "merged in the editor; save the file to keep the result"
+        drift = self.drifts.get(path)
+        if drift is not None:
+            noted = replace(drift, note=note, state="open")
+            await self._writer.run(lambda conn: records.put(conn, noted))
+            self._publish({path: noted})
+        self._in_editor[path] = strategy
+        return Resolution(path, strategy, not conflicts, note, conflicts)
+
     async def resolve(self, path: str, strategy: Strategy) -> Resolution:
+        self._in_editor.pop(path, None)
         drift = self.drifts.get(path)
         if drift is None:
             return Resolution(path, strategy, False, f"{path} has no drift")
@@ -348,10 +400,23 @@ class DriftMonitor:
         stored = await self._writer.read(lambda conn: records.load(conn, [path]))
         self._publish({path: stored.get(path)})
         if resolution.event is not None:
-            event = resolution.event(await self._ensure_graph_id())
-            await self._intake.submit(Submission(Kind.GRAPH_UPDATE, event, "psg"))
+            await self._record_resolution(resolution.event)
         await self.recheck([path])
         return resolution
+
+    async def _record_resolution(self, event: EventFor) -> None:
+        await self._intake.submit(
+            Submission(Kind.GRAPH_UPDATE, event(await self._ensure_graph_id()), "psg")
+        )
+
+    def _resolved_in_editor(self, path: str) -> None:
+        """A resolution an editor applied is complete: the file is as the graph records it."""
+        strategy = self._in_editor.pop(path)
+        task = asyncio.get_running_loop().create_task(
+            self._record_resolution(resolved_event(path, strategy)), name="drift-resolved"
+        )
+        self._recording.add(task)
+        task.add_done_callback(self._recording.discard)
 
     async def _ensure_graph_id(self) -> str:
         if self._graph_id is None:

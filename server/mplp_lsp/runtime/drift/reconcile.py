@@ -2,11 +2,15 @@
 
 * file system wins: the node takes the disk's facts and content (or is removed when the
   file is gone);
-* PSG wins: the recorded content is written back (from the snapshot; a Git blob at HEAD
-  serves when it has the recorded hash), atomically, keeping the file's mode, never through
+* PSG wins: the recorded content is written back (from the snapshot; else from Git: the
+  blob a baseline node's hash names, or the blob at HEAD when it has the recorded hash),
+  atomically, keeping the file's mode, never through
   a link (:mod:`mplp_lsp.runtime.confined`: refused as ``path_symlink_escape``);
 * merge: see :mod:`mplp_lsp.runtime.drift.merge`; a clean merge is written and recorded, a
   conflicting one is written with markers and the drift stays, with a note.
+
+An editor that has the file open gets the result for its buffer instead
+(:meth:`Reconciler.propose`), and the file changes when the editor saves it.
 
 Each resolution that changes the graph returns the ``graph_update`` it causes (built with
 :func:`~mplp_lsp.runtime.psg.graph_events.graph_update`); the monitor submits it to the intake.
@@ -27,9 +31,9 @@ from mplp_lsp.runtime import confined
 from mplp_lsp.runtime.drift import merge, records
 from mplp_lsp.runtime.drift.model import DiskFacts, Drift, Reason, Strategy
 from mplp_lsp.runtime.psg import snapshots
+from mplp_lsp.runtime.psg.content_hash import blob_oid, digest_bytes
 from mplp_lsp.runtime.psg.files import (
     FileFacts,
-    bytes_hash,
     delete_node,
     file_facts,
     record_node,
@@ -64,6 +68,7 @@ class Resolution:
         return out
 
 
+NOT_TEXT = "content_not_text"  # a proposal's refusal: an editor cannot hold this as text
 OwnWrite = Callable[[str, bytes], None]  # told before the daemon writes content to a path
 
 
@@ -86,23 +91,74 @@ class Reconciler:
     ) -> Resolution:
         if strategy is Strategy.FS:
             return await self._file_system_wins(drift, loop, pool)
-        recorded = await self._writer.read(lambda conn: _recorded(conn, drift.path))
-        content = recorded[1] if recorded else None
-        if recorded is not None and content is None and recorded[0] is not None:
-            blob = await loop.run_in_executor(pool, merge.head_blob, self._root, drift.path)
-            content = blob if blob is not None and bytes_hash(blob) == recorded[0] else None
-        if content is None:
-            return Resolution(
-                drift.path, strategy, False,
-                "the PSG holds no recorded content for this file (binary, over the snapshot "
-                "size cap, or recorded before snapshots were kept)",
-            )  # fmt: skip
+        content = await self.recorded_content(drift, strategy, loop, pool)
+        if isinstance(content, Resolution):
+            return content
         try:
             if strategy is Strategy.PSG:
                 return await self._psg_wins(drift, content, loop, pool)
             return await self._merge(drift, content, loop, pool)
         except confined.PathEscape as escape:
             return Resolution(drift.path, strategy, False, escape.message, code=escape.code)
+
+    async def propose(
+        self,
+        drift: Drift,
+        strategy: Strategy,
+        editor_text: str,
+        loop: asyncio.AbstractEventLoop,
+        pool: Executor,
+    ) -> Proposal | Resolution:
+        """What "PSG wins" or a merge would make of the file, as text for an editor that has
+        it open (``editor_text``: its buffer, which is what a merge keeps as *ours*); the
+        disk and the graph are left alone. A refusal when the recorded content is missing,
+        and one with the code :data:`NOT_TEXT` when it is not UTF-8 text."""
+        content = await self.recorded_content(drift, strategy, loop, pool)
+        if isinstance(content, Resolution):
+            return content
+        if strategy is Strategy.MERGE and drift.reason is not Reason.MODIFIED:
+            return _cannot_merge(drift)
+
+        def work() -> Proposal:
+            disk = confined.read_bytes(self._root, drift.path) or b""
+            recorded = editor_form(content, disk, editor_text)
+            if strategy is Strategy.PSG:
+                return Proposal(drift.path, strategy, recorded, 0)
+            base = merge.head_blob(self._root, drift.path)
+            merged = merge.merge(
+                editor_text.encode(),
+                None if base is None else editor_form(base, disk, editor_text).encode(),
+                recorded.encode(),
+                name=drift.path,
+            )
+            return Proposal(drift.path, strategy, merged.content.decode(), merged.conflicts)
+
+        try:
+            return await loop.run_in_executor(pool, work)
+        except confined.PathEscape as escape:
+            return Resolution(drift.path, strategy, False, escape.message, code=escape.code)
+        except UnicodeDecodeError:
+            message = "the file's content is not UTF-8 text"
+            return Resolution(drift.path, strategy, False, message, code=NOT_TEXT)
+        except (OSError, RuntimeError) as error:
+            return Resolution(drift.path, strategy, False, f"merge failed: {error}")
+
+    async def recorded_content(
+        self, drift: Drift, strategy: Strategy, loop: asyncio.AbstractEventLoop, pool: Executor
+    ) -> bytes | Resolution:
+        """The content the PSG recorded for the file (its snapshot, or the blob at HEAD when
+        that has the recorded hash); a refusal when there is none."""
+        recorded = await self._writer.read(lambda conn: _recorded(conn, drift.path))
+        content = recorded[1] if recorded else None
+        if recorded is not None and content is None and recorded[0] is not None:
+            content = await loop.run_in_executor(pool, self._blob, drift.path, recorded[0])
+        if content is None:
+            return Resolution(
+                drift.path, strategy, False,
+                "the PSG holds no recorded content for this file (binary, over the snapshot "
+                "size cap, or recorded before snapshots were kept)",
+            )  # fmt: skip
+        return content
 
     async def _file_system_wins(
         self, drift: Drift, loop: asyncio.AbstractEventLoop, pool: Executor
@@ -139,9 +195,7 @@ class Reconciler:
         self, drift: Drift, recorded: bytes, loop: asyncio.AbstractEventLoop, pool: Executor
     ) -> Resolution:
         if drift.reason is not Reason.MODIFIED:
-            return Resolution(
-                drift.path, Strategy.MERGE, False, f"cannot merge a file that is {drift.reason}"
-            )
+            return _cannot_merge(drift)
 
         def work() -> tuple[int, FileFacts | None]:
             disk = confined.read_bytes(self._root, drift.path)
@@ -177,12 +231,51 @@ class Reconciler:
             event=_event(drift.path, Strategy.MERGE, "node_update", 0),
         )  # fmt: skip
 
+    def _blob(self, path: str, recorded_hash: str) -> bytes | None:
+        """The recorded content from Git: the blob the hash names (a node of the baseline
+        holds its index blob id), else the file's blob at HEAD if it has the recorded hash."""
+        oid = blob_oid(recorded_hash)
+        blob = (
+            merge.object_blob(self._root, oid)
+            if oid is not None
+            else merge.head_blob(self._root, path)
+        )
+        if blob is None or digest_bytes(blob, like=recorded_hash) != recorded_hash:
+            return None
+        return blob
+
     def _write(self, path: str, content: bytes) -> FileFacts | None:
         """Replace the file atomically (a reader never sees half of it), keeping its mode."""
         if self._own_write is not None:
             self._own_write(path, content)
         confined.write_bytes(self._root, path, content, prefix=SCRATCH_PREFIX)
         return file_facts(self._root / path, snapshot_cap=max(self._cap(), len(content)))
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """A resolution's result as text for the editor's buffer (:meth:`Reconciler.propose`)."""
+
+    path: str
+    strategy: Strategy
+    text: str
+    conflicts: int  # of a merge; 0 when it merged cleanly
+
+
+def editor_form(content: bytes, disk: bytes, editor_text: str) -> str:
+    """``content`` as the editor holds text. An editor that shows a file with CRLF line ends
+    without its CRs (Emacs's ``dos`` files, Vim's ``fileformat=dos``) writes them back
+    itself: it gets LF, or every line would end in a stray CR."""
+    text = content.decode("utf-8")
+    if b"\r\n" in disk and "\r" not in editor_text:
+        text = text.replace("\r\n", "\n")
+    return text
+
+
+def _cannot_merge(drift: Drift) -> Resolution:
+    return Resolution(
+        drift.path, Strategy.MERGE, False, f"cannot merge a file that is {drift.reason}"
+    )
 
 
 def _recorded(conn: sqlite3.Connection, path: str) -> tuple[str | None, bytes | None] | None:
@@ -201,6 +294,11 @@ def _record(conn: sqlite3.Connection, path: str, now: str, facts: FileFacts | No
 def _remove_node(conn: sqlite3.Connection, path: str) -> None:
     delete_node(conn, path)
     records.clear(conn, path)
+
+
+def resolved_event(path: str, strategy: Strategy) -> EventFor:
+    """The ``graph_update`` recording that a file's drift was resolved with ``strategy``."""
+    return _event(path, strategy, "node_update", 0)
 
 
 def _event(path: str, strategy: Strategy, kind: Any, delta: int) -> EventFor:

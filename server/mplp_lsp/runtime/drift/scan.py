@@ -13,7 +13,6 @@ Only files the PSG records are checked: a file the graph never knew is not drift
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import sqlite3
 import stat
@@ -23,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mplp_lsp.runtime.drift.model import DiskFacts, Drift, Reason
+from mplp_lsp.runtime.psg.content_hash import safe_hash
 from mplp_lsp.runtime.psg.files import HASH_SIZE_CAP
 
 Recorded = tuple[int | None, int | None, int | None]  # size, mtime_ns, inode
@@ -30,10 +30,8 @@ Index = dict[str, Recorded]
 Progress = Callable[[int, int], None]  # (checked, total)
 
 _EVERY = 4096  # paths between cancellation checks and progress reports
-_CHUNK = 2**20
 _IN_LIMIT = 500  # paths per "IN (...)" query
 _GONE = (errno.ENOENT, errno.ENOTDIR)
-_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC
 
 
 def per_directory(files_in: Callable[[str], bool | Callable[[str], bool]]) -> Callable[[str], bool]:
@@ -71,6 +69,17 @@ def recorded_rows(conn: sqlite3.Connection, paths: Sequence[str]) -> Index:
     return out
 
 
+def recorded_hashes(conn: sqlite3.Connection, paths: Sequence[str]) -> dict[str, str | None]:
+    """The recorded content hashes of these paths (those without a node are absent)."""
+    out: dict[str, str | None] = {}
+    for start in range(0, len(paths), _IN_LIMIT):
+        chunk = paths[start : start + _IN_LIMIT]
+        marks = ",".join("?" * len(chunk))  # placeholders only: the values stay bound
+        query = f"SELECT path, content_hash FROM psg_files WHERE path IN ({marks})"  # noqa: S608
+        out.update(conn.execute(query, chunk))
+    return out
+
+
 def recorded_under(conn: sqlite3.Connection, directory: str) -> list[str]:
     """Every recorded path below ``directory`` ("" for the whole workspace)."""
     if not directory:
@@ -78,6 +87,17 @@ def recorded_under(conn: sqlite3.Connection, directory: str) -> list[str]:
     # "0" follows "/" in code-point order: the range holds exactly the paths below
     query = "SELECT path FROM psg_files WHERE path >= ? AND path < ?"
     return [row[0] for row in conn.execute(query, (f"{directory}/", f"{directory}0"))]
+
+
+def recorded_page(conn: sqlite3.Connection, *, directory: str, after: str, limit: int) -> list[str]:
+    """Up to ``limit`` recorded paths below ``directory`` ("" for all) that sort after
+    ``after``, in path order: the graph a page at a time, whatever its size."""
+    if not directory:
+        query = "SELECT path FROM psg_files WHERE path > ? ORDER BY path LIMIT ?"
+        return [row[0] for row in conn.execute(query, (after, limit))]
+    query = "SELECT path FROM psg_files WHERE path > ? AND path < ? ORDER BY path LIMIT ?"
+    start = max(after, f"{directory}/")
+    return [row[0] for row in conn.execute(query, (start, f"{directory}0", limit))]
 
 
 def logged_not_applied(conn: sqlite3.Connection) -> dict[str, bool]:
@@ -170,7 +190,11 @@ def _compare(
         if not stat.S_ISREG(info.st_mode):
             outcome.drifts.append(Drift(path, Reason.NOT_A_FILE, now, recorded_at))
             continue
-        digest = safe_hash(f"{root}/{path}") if info.st_size <= HASH_SIZE_CAP else None
+        digest = (
+            safe_hash(f"{root}/{path}", like=recorded_hash)
+            if info.st_size <= HASH_SIZE_CAP
+            else None
+        )
         if digest is None and info.st_size <= HASH_SIZE_CAP:
             disk = DiskFacts(info.st_size, info.st_mtime_ns, info.st_ino)
             outcome.drifts.append(Drift(path, Reason.UNREADABLE, now, recorded_at, disk))
@@ -193,26 +217,3 @@ def _records(conn: sqlite3.Connection, paths: list[str]) -> dict[str, tuple[str 
         ):
             out[path] = (digest, recorded_at)
     return out
-
-
-def safe_hash(path: str) -> str | None:
-    """The content hash of a regular file, or None if it cannot be read.
-
-    Opened non-blocking and without following a symlink, then checked with fstat: a path
-    swapped for a fifo or a device after the stat can never block the scan.
-    """
-    try:
-        fd = os.open(path, _OPEN_FLAGS)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        digest = hashlib.blake2b(digest_size=16)
-        while chunk := os.read(fd, _CHUNK):
-            digest.update(chunk)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return "blake2b-128:" + digest.hexdigest()

@@ -10,7 +10,6 @@ never moves the node backwards: events arrive out of order (spec §6.4).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
 import sqlite3
@@ -25,6 +24,7 @@ from typing import Any
 from mplp_lsp.intake import Intake, Submission
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.runtime.psg import snapshots
+from mplp_lsp.runtime.psg.content_hash import digest_bytes, digest_fd
 from mplp_lsp.runtime.psg.graph_events import (
     BULK_THRESHOLD,
     UpdateKind,
@@ -72,15 +72,12 @@ class GraphChange:
 
 
 def content_hash(path: Path) -> str:
-    digest = hashlib.blake2b(digest_size=16)
     with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return "blake2b-128:" + digest.hexdigest()
+        return digest_fd(handle.fileno(), os.fstat(handle.fileno()).st_size)
 
 
 def bytes_hash(data: bytes) -> str:
-    return "blake2b-128:" + hashlib.blake2b(data, digest_size=16).hexdigest()
+    return digest_bytes(data)
 
 
 def file_facts(path: Path, *, snapshot_cap: int = 0) -> FileFacts | None:
@@ -107,7 +104,7 @@ def file_facts(path: Path, *, snapshot_cap: int = 0) -> FileFacts | None:
                 kept = data if snapshots.is_text(data) else None
                 return FileFacts(len(data), info.st_mtime_ns, bytes_hash(data), info.st_ino, kept)
             os.lseek(fd, 0, os.SEEK_SET)
-        digest = _fd_hash(fd) if info.st_size <= HASH_SIZE_CAP else None
+        digest = digest_fd(fd, info.st_size) if info.st_size <= HASH_SIZE_CAP else None
     except OSError:
         return None
     finally:
@@ -122,13 +119,6 @@ def _read(fd: int, limit: int) -> bytes:
         parts.append(chunk)
         remaining -= len(chunk)
     return b"".join(parts)
-
-
-def _fd_hash(fd: int) -> str:
-    digest = hashlib.blake2b(digest_size=16)
-    while chunk := os.read(fd, _CHUNK):
-        digest.update(chunk)
-    return "blake2b-128:" + digest.hexdigest()
 
 
 def _instant(timestamp: str) -> datetime:

@@ -62,14 +62,16 @@ def bulk_update(
     node_ids: Sequence[str],
     node_delta: int,
     edge_delta: int = 0,
+    total: int | None = None,
     **payload: Any,
 ) -> dict[str, Any]:
-    """One ``bulk`` event for many changes: counts by kind and a sample of the node ids."""
+    """One ``bulk`` event for many changes: counts by kind and a sample of the node ids
+    (``total``: how many ids there are when ``node_ids`` is already a sample)."""
     body = {
         **payload,
         "changes": dict(Counter(kinds)),
         "node_ids": list(node_ids[:BULK_SAMPLE]),
-        "node_ids_complete": len(node_ids) <= BULK_SAMPLE,
+        "node_ids_complete": (len(node_ids) if total is None else total) <= BULK_SAMPLE,
     }
     return graph_update(
         graph, "bulk", event_type, body, node_delta=node_delta, edge_delta=edge_delta
