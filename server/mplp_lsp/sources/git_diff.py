@@ -6,6 +6,9 @@ orders the changed refs as they most likely happened, from the reflogs (whole se
 
 from __future__ import annotations
 
+import heapq
+from graphlib import CycleError, TopologicalSorter
+
 from mplp_lsp.sources.git_state import as_current
 from mplp_lsp.vcs.operations import MessageLookup, RefUpdate
 from mplp_lsp.vcs.refs import (
@@ -37,29 +40,44 @@ def diff_updates(repo: GitRepo, before: dict[str, str], after: Snapshot) -> list
 
 def creations_after_their_commits(updates: list[RefUpdate]) -> list[RefUpdate]:
     """Reflog times are whole seconds: a commit on ``main`` and a ``checkout -b x`` made in
-    the same second tie. A branch created at a commit comes after the move that made the
-    commit (else that move would find the commit known already, and report nothing), and
-    the branch's later updates come after its creation. One stable sort: thousands of refs
-    changed at once (a fetch of tags) cost no more than sorting them."""
-    last_move: dict[str, int] = {}
+    the same second tie. A branch created at a commit comes after the (last) move of another
+    ref that made the commit (else that move would find the commit known already, and
+    report nothing); each ref's own updates keep their order; everything else keeps the
+    given order. Constraints that contradict each other (a cycle): the given order stands."""
+    moves: dict[str, list[int]] = {}  # commit -> the updates that moved a ref to it
     for index, update in enumerate(updates):
         if update.old != ZERO and update.new != ZERO:
-            last_move[update.new] = index
-    follows: dict[str, int] = {}  # a created branch -> the move its updates now follow
-    keys: list[float] = []
+            moves.setdefault(update.new, []).append(index)
+    graph: dict[int, set[int]] = {}  # update -> the updates it must come after
+    previous: dict[str, int] = {}
     for index, update in enumerate(updates):
-        mover = -1
+        graph[index] = {previous[update.ref]} if update.ref in previous else set()
+        previous[update.ref] = index
         if update.old == ZERO and update.ref.startswith("refs/heads/"):
-            mover = last_move.get(update.new, -1)
-        elif index < follows.get(update.ref, -1):
-            mover = follows[update.ref]
-        if mover > index:
-            follows[update.ref] = mover
-            keys.append(mover + 0.5)  # right after the move, in their own order
-        else:
-            keys.append(float(index))
-    order = sorted(range(len(updates)), key=lambda i: (keys[i], i))
-    return [updates[i] for i in order]
+            later = [
+                m for m in moves.get(update.new, ()) if m > index and updates[m].ref != update.ref
+            ]
+            graph[index].update(later[-1:])
+    try:
+        return [updates[index] for index in _in_order(graph)]
+    except CycleError:
+        return list(updates)
+
+
+def _in_order(graph: dict[int, set[int]]) -> list[int]:
+    """A topological order of ``graph`` that takes the smallest ready index first."""
+    sorter = TopologicalSorter(graph)
+    sorter.prepare()
+    ready = list(sorter.get_ready())
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        index = heapq.heappop(ready)
+        order.append(index)
+        sorter.done(index)
+        for released in sorter.get_ready():
+            heapq.heappush(ready, released)
+    return order
 
 
 def _deleted_tip(repo: GitRepo, update: RefUpdate) -> RefUpdate:
