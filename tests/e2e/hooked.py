@@ -45,7 +45,7 @@ def with_a_colleague(tmp_path: Path) -> tuple[Repo, Path, Repo]:
     ``origin`` both push to: commits made there are made where no hook of ours runs."""
     state, remote = tmp_path / "state", tmp_path / "remote.git"
     repo = hooked_repo(tmp_path / "ws", state)
-    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
     repo.git("remote", "add", "origin", str(remote))
     repo.git("push", "-q", "-u", "origin", "main")
     other = Repo(tmp_path / "other")

@@ -125,7 +125,8 @@ async def test_push_and_tag_of_commits_never_seen_give_nodes_that_resolve(
 ) -> None:
     repo, state, other = with_a_colleague(tmp_path)
     # A commit made elsewhere, fetched here: no hook of ours saw it made.
-    other.git("-c", "user.name=Grace Other", "commit", "-q", "--allow-empty", "-m", "theirs")
+    grace = "--author=Grace Other <grace@example.org>"
+    other.git("commit", "-q", "--allow-empty", grace, "-m", "theirs")
     other.git("push", "-q", "origin", "main")
     repo.git("fetch", "-q", "origin")
     theirs = repo.rev("origin/main")
