@@ -229,7 +229,7 @@ def main(bench: Bench, args: argparse.Namespace) -> None:
         print(
             "every operation recorded once (against git reflog --all): "
             + ("yes" if complete else "NO")
-            + ("" if bench.quick else ("   target: met" if complete else "   target: NOT met"))
+            + f"   target: {bench.verdict(complete)}"
         )
 
 
