@@ -21,6 +21,7 @@ import logging
 import logging.handlers
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -46,8 +47,11 @@ _LOOK = 0.05
 Outcome = Literal["done", "waiting", "stop"]
 
 
-def run_ingester(root: Path, settings: Settings) -> int:
-    paths = StatePaths(resolve_state_dir(root, settings.state_dir))
+def run_ingester(root: Path, settings_now: Callable[[], Settings]) -> int:
+    """``settings_now`` is asked again for each round: the records of a commit made after
+    the settings file changed are ingested with what it says then, as a hook run at that
+    moment would have. The store stays the one the hook named."""
+    paths = StatePaths(resolve_state_dir(root, settings_now().state_dir))
     spool = Spool(paths.git_spool)
     spool.ensure()
     _log_to(spool.directory / LOG_NAME)
@@ -55,7 +59,7 @@ def run_ingester(root: Path, settings: Settings) -> int:
     try:
         while True:
             spool.wait_quiet()
-            outcome = _take(root, paths, settings, spool)
+            outcome = _take(root, paths, settings_now(), spool)
             if outcome == "waiting":
                 time.sleep(BUSY_WAIT)  # a push the records wait for is still running
                 continue

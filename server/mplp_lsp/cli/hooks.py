@@ -93,5 +93,5 @@ def _ingest(root: Path, args: argparse.Namespace) -> int:
         Spool(StatePaths(Path(args.state_dir)).git_spool).wait_quiet()
     from mplp_lsp.cli.git_ingest import run_ingester
 
-    # Resolved now, at ingest time: a settings file changed a moment ago counts.
-    return run_ingester(root, configuration(args, root).settings)
+    # Resolved for each round, at ingest time: a settings file changed a moment ago counts.
+    return run_ingester(root, lambda: configuration(args, root).settings)
