@@ -43,6 +43,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -145,8 +147,23 @@ def start_collector(db: str, env: dict[str, str]) -> tuple[subprocess.Popen[str]
     while line := process.stderr.readline():
         found = re.search(r"listening on (http://\S+)", line)
         if found:
+            wait_ready(found.group(1))
             return process, found.group(1)
     raise RuntimeError(f"collector did not start: {process.stderr.read()}")
+
+
+def wait_ready(url: str) -> None:
+    """Until ``/ready`` says the database is migrated and takes writes, as a balancer waits
+    (a PostgreSQL collector listens before it has reached its database)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/ready", timeout=5):
+                return
+        except OSError:  # 503 (HTTPError) or no answer yet
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"the collector at {url} did not get ready")
 
 
 async def drain(urls: list[str], per_stream: list[list[bytes]]) -> float:
@@ -389,6 +406,19 @@ def run(bench: Bench, args: argparse.Namespace) -> None:
                 "SELECT count(*), count(DISTINCT event_id) FROM events"
             ).fetchone()
         print(f"  stored after two instances: {stored[0]:,} rows, {stored[1]:,} distinct")
+        with psycopg.connect(cluster.psql_url("one")) as conn:
+            events, database, body = conn.execute(
+                "SELECT pg_total_relation_size('events'), pg_database_size(current_database()),"
+                " avg(octet_length(body)) FROM events"
+            ).fetchone()
+        # What retention sizing needs (docs/team.md): the events table with its indexes,
+        # and the whole database with the team graph, per stored event; the peer is the
+        # envelope's own JSON.
+        print(
+            f"  stored size per event: {events / size:,.0f} B (events and their indexes),"
+            f" {database / size:,.0f} B (the whole database, graph included); the envelope"
+            f" JSON itself (peer) {body:,.0f} B"
+        )
 
         if args.prefill:
             big = cluster.create_database("big")

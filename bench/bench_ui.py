@@ -6,10 +6,11 @@ Run from the repository root: python bench/bench_ui.py [--quick] [--events N] [-
 Two stores are filled in the store's own format (bulk INSERT into ``events`` of a store
 created by ``connect``, as bench_store.py does): N events (default 1,000,000) and a peer of
 1,000, each spread over 90 days across every lane. For each, a real ``mplp-lsp watch``
-serves it, a real ``mplp-lsp ui`` prints the login link, and Debian's Chromium (Playwright)
-opens it. Measured in the page: from the start of the navigation (the login link, its
-redirect included) to the moment the timeline has drawn its buckets; the first load (a
-cold SQLite cache) and the median of K reloads. Bytes: everything the page transferred
+serves it, a real ``mplp-lsp ui`` prints the private login page it wrote, and Debian's
+Chromium (Playwright) opens it (the page, the login page and its post, then the dashboard).
+Measured in the dashboard's page: from the start of its navigation to the moment the
+timeline has drawn its buckets; the first load (a cold SQLite cache) and the median of K
+reloads. Bytes: everything the page transferred
 (HTML, scripts, styles, every API answer), as Chromium's network layer counts them. Also
 the answer time of two zoomed views (a day: 10-minute buckets counted from the index; a
 week: hourly counts), fetched from the page.
@@ -130,7 +131,7 @@ class Daemon:
         else:
             raise RuntimeError("the daemon did not start")
 
-    def login_link(self) -> str:
+    def login_page(self) -> str:
         done = subprocess.run(
             [
                 sys.executable,
@@ -169,7 +170,7 @@ def measure(browser: Any, daemon: Daemon, loads: int) -> dict[str, float]:
             page.evaluate("performance.getEntriesByName('timeline-rendered')[0].startTime")
         )
 
-    page.goto(daemon.login_link())
+    page.goto(daemon.login_page())
     first = rendered_ms()
     page.wait_for_timeout(1500)  # the other panels finish loading
     first_bytes = sum(transferred)

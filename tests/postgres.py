@@ -54,6 +54,7 @@ class Cluster:
     port: int
     process: subprocess.Popen[bytes]
     as_user: list[str]
+    args: list[str]  # the server's -c settings, to start it again on the same port
 
     @property
     def url(self) -> str:
@@ -76,22 +77,26 @@ class Cluster:
             conn.execute(f'CREATE DATABASE "{name}"'.encode())
         return self.url_for(name)
 
-    def stop(self) -> None:
+    def halt(self) -> None:
+        """Stop the server at once (``-m immediate``: no checkpoint, as a crash); the
+        cluster's files stay, for :meth:`resume`."""
+        self._pg_ctl("immediate")
+        self.process.wait(timeout=60)
+
+    def resume(self) -> None:
+        """Start the server again on the same port and wait until it accepts connections."""
+        self.process = _spawn(self.root, self.bin, self.as_user, self.args)
+        wait_until_up(self)
+
+    def _pg_ctl(self, mode: str) -> None:
         subprocess.run(
-            [
-                *self.as_user,
-                str(self.bin / "pg_ctl"),
-                "-D",
-                str(self.root / "data"),
-                "-m",
-                "fast",
-                "-w",
-                "stop",
-            ],
-            capture_output=True,
-            check=False,
-            timeout=60,
-        )
+            [*self.as_user, str(self.bin / "pg_ctl"), "-D", str(self.root / "data"),
+             "-m", mode, "-w", "stop"],
+            capture_output=True, check=False, timeout=60,
+        )  # fmt: skip
+
+    def stop(self) -> None:
+        self._pg_ctl("fast")
         try:
             self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -139,25 +144,37 @@ def start(bin_dir: Path, *, settings: dict[str, str] | None = None) -> Cluster:
         **(settings or {}),
     }
     args = [f"-c{name}={value}" for name, value in options.items()]
-    process = subprocess.Popen(
-        [*as_user, str(bin_dir / "postgres"), "-D", str(data), *args],
+    cluster = Cluster(root, bin_dir, port, _spawn(root, bin_dir, as_user, args), as_user, args)
+    try:
+        wait_until_up(cluster)
+    except RuntimeError:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def _spawn(
+    root: Path, bin_dir: Path, as_user: list[str], args: list[str]
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [*as_user, str(bin_dir / "postgres"), "-D", str(root / "data"), *args],
         stdout=subprocess.DEVNULL,
-        stderr=open(root / "server.log", "wb"),  # noqa: SIM115 (the server keeps it)
+        stderr=open(root / "server.log", "ab"),  # the server keeps it open
     )
-    cluster = Cluster(root, bin_dir, port, process, as_user)
+
+
+def wait_until_up(cluster: Cluster) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if process.poll() is not None:
-            log = (root / "server.log").read_text(errors="replace")
-            shutil.rmtree(root, ignore_errors=True)
+        if cluster.process.poll() is not None:
+            log = (cluster.root / "server.log").read_text(errors="replace")
             raise RuntimeError(f"postgres exited: {log[-2000:]}")
         ready = subprocess.run(
-            [str(bin_dir / "pg_isready"), "-h", "127.0.0.1", "-p", str(port)],
+            [str(cluster.bin / "pg_isready"), "-h", "127.0.0.1", "-p", str(cluster.port)],
             capture_output=True,
             check=False,
         )
         if ready.returncode == 0:
-            return cluster
-        time.sleep(0.1)
-    cluster.stop()
+            return
+        time.sleep(0.05)
     raise RuntimeError("postgres did not start within 60 s")

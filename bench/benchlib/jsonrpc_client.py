@@ -52,7 +52,13 @@ class RawClient:
         assert self.process is not None and self.process.stdout is not None
         stdout = self.process.stdout
         while True:
-            header = await stdout.readuntil(b"\r\n\r\n")
+            try:
+                header = await stdout.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                # The server ended (a test may end it without shutdown): no error is left
+                # in the task (nobody would retrieve it), and a request still waiting fails.
+                self._ended()
+                return
             length = int(header.split(b"Content-Length: ")[1].split(b"\r\n")[0])
             message = json.loads(await stdout.readexactly(length))
             if "method" in message and "id" in message:  # a request from the server
@@ -68,6 +74,12 @@ class RawClient:
                 future = self._pending.pop(message["id"], None)
                 if future is not None and not future.done():
                     future.set_result(message.get("result"))
+
+    def _ended(self) -> None:
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(ConnectionError("the server ended"))
+        self._pending.clear()
 
     async def initialize(
         self, root_uri: str | None, options: Any = None, capabilities: Any = None

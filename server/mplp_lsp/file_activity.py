@@ -31,16 +31,19 @@ from mplp_lsp.runtime.drift.scan import recorded_hashes, recorded_rows
 from mplp_lsp.runtime.psg.files import FileChange
 from mplp_lsp.sanitize.paths import PathRejected, check_name
 from mplp_lsp.settings import Settings
-from mplp_lsp.sources.debounce import EDITOR, Change, Debouncer, Observation, Settled
+from mplp_lsp.sources.debounce import EDITOR, WATCHER, Change, Debouncer, Observation, Settled
 from mplp_lsp.sources.disk_state import WROTE, DiskState
 from mplp_lsp.sources.files import LANGUAGE, TIMESTAMP, EditorDocuments, payload_for
 from mplp_lsp.sources.recorded import RecordedContent, graph_fingerprints, scratch_name
-from mplp_lsp.sources.tree import slices
+from mplp_lsp.sources.tree import SLICE, slices
 from mplp_lsp.store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
 
 Submit = Callable[[list[Submission]], Awaitable[Any]]
+# Reported changes held (in their quiet period, or settled and not yet stored) before a
+# watcher is asked to stop reading: what bounds memory in a mass deletion (about 1 KiB each).
+BACKLOG_LIMIT = 8 * SLICE
 Refuse = Callable[[str, PathRejected], None]
 _MAX_TICK = 0.001
 
@@ -119,6 +122,12 @@ class FileActivity:
         """Changes not yet emitted: waiting for their ignore verdict or their quiet period."""
         return self.debouncer.pending_count + self.judge.waiting
 
+    @property
+    def saturated(self) -> bool:
+        """Holding as much as it should: a watcher stops reading until this drains, and the
+        kernel keeps the rest (its overflow then makes a comparison, a slice at a time)."""
+        return self.debouncer.backlog + self.judge.waiting > BACKLOG_LIMIT
+
     async def learnt(self) -> None:
         """Wait until the graph knows the files that were there (the catch-up's baseline)."""
         if self._learning is not None:
@@ -133,25 +142,26 @@ class FileActivity:
                 lambda conn: (recorded_rows(conn, paths), recorded_hashes(conn, sources))
             )
             decided = self.disk_state.settle(batch, recorded, hashes)
-        self._look_below(batch, decided)
+        self._look_below()
         batch = await screen_settled(decided, self.recorded, self.documents)
         root = str(self.root) if self.settings.send_workspace_root else None
         await self._submit(file_submissions(batch, self.documents, root))
 
-    def _look_below(self, reported: list[Settled], decided: list[Settled]) -> None:
-        """A deletion that was no file's may have been a directory's (an editor's watcher
-        reports a deleted folder as one path): compare what the graph holds below it."""
-        kept = {settled.path for settled in decided}
-        for settled in reported:
-            if settled.change is Change.DELETED and settled.path not in kept:
-                self.recheck_tree(settled.path)
+    def _look_below(self) -> None:
+        """A path gone that was never a file here may have been a directory (an editor's
+        watcher reports a deleted folder as one path): compare what the graph holds below."""
+        gone, self.disk_state.gone_unknown = self.disk_state.gone_unknown, []
+        for path in gone:
+            self.recheck_tree(path)
 
     async def settle_now(self, paths: list[str]) -> None:
         """Decide these paths by the disk and the graph now, as windows that closed, and
         store the result (a slice of a rescan or of the catch-up). Paths with activity
-        waiting in the debouncer are left to it."""
+        waiting in the debouncer are left to it, and so are files changed within the quiet
+        period (being written, maybe: their window settles once they are quiet)."""
         stamp = utc_timestamp()
         now = time.monotonic()
+        recent = time.time_ns() - self.settings.debounce_ms * 1_000_000
         batch = []
         for path in paths:
             try:
@@ -159,7 +169,11 @@ class FileActivity:
             except PathRejected as rejected:
                 self._refuse(path, rejected)
                 continue
-            if not self.debouncer.holds(path) and not scratch_name(path):
+            if self.debouncer.holds(path) or scratch_name(path):
+                continue
+            if _changed_after(self.root / path, recent):
+                self.observe(Change.MODIFIED, path, origin=WATCHER)
+            else:
                 batch.append(Settled(path, Change.MODIFIED, None, now, now, 1, {TIMESTAMP: stamp}))
         if batch:
             await self._emit(batch)
@@ -173,22 +187,23 @@ class FileActivity:
         if _utf8(directory):  # a name that is not UTF-8 was never recorded
             self.rescans.request(directory)
 
-    def catch_up(self, until_ns: int) -> asyncio.Task[None]:
+    def catch_up(self, heard_ns: int, until_ns: int) -> asyncio.Task[None]:
         """Start the start-up catch-up (:mod:`mplp_lsp.file_catch_up`): no window is decided
-        until the graph knows the files that were there; the files created while nothing
-        recorded are then decided like reports, a slice at a time."""
+        until the graph knows the files that were there; the files changed while nothing
+        recorded are then decided like reports, a slice at a time. ``heard_ns``: since when
+        this process could hear of the folder's changes."""
         loop = asyncio.get_running_loop()
         learning = self._learning = loop.create_future()
 
         async def run() -> None:
             try:
-                outcome = await self._catch_up.run(self.opened_ns, until_ns)
+                outcome = await self._catch_up.run(self.opened_ns, heard_ns, until_ns)
             finally:
                 if not learning.done():
                     learning.set_result(None)
                 if self._learning is learning:
                     self._learning = None
-            for chunk in slices(iter(outcome.created)):
+            for chunk in slices(iter(outcome.changed)):
                 await self.settle_now(chunk)
 
         self._catching = loop.create_task(run(), name="mplp-files-catch-up")
@@ -235,12 +250,14 @@ class FileActivity:
         await self.debouncer.flush()
 
     async def close(self) -> None:
-        """Emit what is pending and stop: what was reported is stored before this returns."""
+        """Emit what is pending and stop: what was reported is stored before this returns,
+        first of all (then the catch-up and comparisons under way finish, and what they
+        handed to the debouncer is stored too)."""
+        await self.flush()
         if self._catching is not None:
             await asyncio.gather(self._catching, return_exceptions=True)
         await self.rescans.idle()
-        await self.judge.settled()
-        await self.debouncer.flush()
+        await self.flush()
         await self.debouncer.aclose()
 
 
@@ -330,6 +347,13 @@ def _settles_content(data: Any) -> bool:
         and isinstance(data.get("file_path"), str)
         and data.get("change_type") in _CONTENT_CHANGES
     )
+
+
+def _changed_after(path: Path, ns: int) -> bool:
+    try:
+        return path.lstat().st_ctime_ns > ns
+    except OSError:
+        return False
 
 
 def _utf8(text: str) -> bool:

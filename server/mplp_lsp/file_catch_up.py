@@ -1,21 +1,24 @@
 """The start-up catch-up of one workspace's files: what the graph must know before the live
-sources' reports can be judged, and what was created while nothing recorded.
+sources' reports can be judged, and what changed while nothing recorded.
 
 One walk of the tree finds every recordable file the graph has no node for, and its ``ctime``
 (which extractors and checkouts cannot set back) says which it is:
 
 * **there before recording began** (changed no later than the previous start began
-  recording; on the first start, no later than this catch-up's cut): a node of the
-  **baseline** (:mod:`mplp_lsp.runtime.psg.baseline`), learnt silently. A tracked file whose
-  content is still the index's takes its stat facts from ``lstat`` and its content hash from
-  the index (:mod:`mplp_lsp.vcs.index`: nothing is read); any other file is read and hashed.
-  On the first start this is every file of the workspace;
-* **created while nothing recorded** (after the previous start, up to the cut): a ``created``
-  event, which the caller decides against the disk like a watcher's report;
-* **changed after the cut**: the live sources report it. On the first start one that was
-  there at the cut (tracked, or born before it: :mod:`~mplp_lsp.sources.birth_time`) is
+  recording; on the first start, no later than the moment this process could first hear of
+  the folder: the process's start, :mod:`mplp_lsp.process_start`, or when a folder added
+  later was named to it): a node of the **baseline** (:mod:`mplp_lsp.runtime.psg.baseline`),
+  learnt silently. A tracked file whose content is still the index's takes its stat facts
+  from ``lstat`` and its content hash from the index (:mod:`mplp_lsp.vcs.index`: nothing is
+  read); any other file is read and hashed. On the first start this is every file of the
+  workspace that nothing changed since;
+* **changed while nothing recorded** (from then up to this catch-up's cut): an event the
+  caller decides against the disk like a watcher's report. On the first start a file that
+  was there before (tracked, or born before: :mod:`~mplp_lsp.sources.birth_time`) is first
   learnt without stat facts (a tracked one with the content its index entry names), so that
-  the report of the change is a ``modified``, not a ``created``.
+  a save made while the server started is a ``modified``; a file born since is ``created``;
+* **changed after the cut**: the live sources report it; on the first start a file that was
+  there before is learnt the same way, so that the report is a ``modified`` too.
 
 The graph equals the log first: events logged and not applied yet count as recorded.
 """
@@ -27,16 +30,15 @@ import logging
 import os
 import sqlite3
 import stat
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
 from mplp_lsp.ignore import IgnoreRules
 from mplp_lsp.intake import Submission
-from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.runtime.drift.scan import logged_not_applied, recorded_under
 from mplp_lsp.runtime.psg import baseline
@@ -60,16 +62,16 @@ BASELINE_AT = "files_baseline_at"
 
 @dataclass
 class Found:
-    """One slice of the walk: nodes to learn, paths created while nothing recorded."""
+    """One slice of the walk: nodes to learn, paths changed while nothing recorded."""
 
     nodes: list[BaselineNode] = field(default_factory=list)
-    created: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
 
 
 @dataclass
 class Outcome:
     learnt: int
-    created: list[str]
+    changed: list[str]  # to decide against the disk and the graph, like reports
     first: bool  # no baseline before this one
 
 
@@ -94,33 +96,36 @@ class CatchUp:
         self._snapshot_cap = snapshot_cap
         self._on_learnt = on_learnt
 
-    async def run(self, opened_ns: int, until_ns: int) -> Outcome:
-        """Learn the baseline and list the files created while nothing recorded (the caller
-        reports those); files changed after ``until_ns`` are the live sources'."""
+    async def run(self, opened_ns: int, heard_ns: int, until_ns: int) -> Outcome:
+        """Learn the baseline and list the files changed while nothing recorded (the caller
+        decides those); ``heard_ns``: since when this process could hear of the folder's
+        changes (a first start's baseline is cut there); files changed after ``until_ns``
+        are the live sources'."""
         since, baseline_at, known = await self._writer.read(_recorded)
         first = baseline_at is None
-        before = until_ns if since is None else int(since)
+        before = min(heard_ns, until_ns) if since is None else int(since)
         classify = _Classifier(self._root, known, before, until_ns, first, self._snapshot_cap())
         walk = slices(recordable_files(self._root, self._rules()))
         tally = Tally()
-        created: list[str] = []
+        changed: list[str] = []
         while found := await asyncio.to_thread(_next, walk, classify):
-            created.extend(found.created)
+            changed.extend(found.changed)
             if found.nodes:
-                tally.add(await self._writer.run(partial(baseline.learn, nodes=found.nodes)))
+                added = await self._writer.run(partial(baseline.learn, nodes=found.nodes))
+                tally.add(found.nodes, added)
         if tally.count:
             self._on_learnt()
             event = tally.event(await self._writer.run(graph_id))
             await self._submit([Submission(Kind.GRAPH_UPDATE, event, "psg")])
         stamp = str(opened_ns)
-        cut = utc_timestamp(_moment(until_ns))
+        cut = _stamp(before)
         try:
             await self._writer.run(lambda conn: _mark(conn, stamp, cut, first))
         except sqlite3.Error as error:  # a full disk, say: the next start looks further back
             log.warning("could not note when this catch-up started (%s)", error)
         if tally.count:
             log.info("%s: the graph learnt %d file(s) already there", self._root, tally.count)
-        return Outcome(tally.count, created, first)
+        return Outcome(tally.count, changed, first)
 
 
 def _recorded(conn: sqlite3.Connection) -> tuple[str | None, str | None, set[str]]:
@@ -147,8 +152,16 @@ def _next(walk: Iterator[list[str]], classify: _Classifier) -> Found | None:
     return None if chunk is None else classify(chunk)
 
 
-def _moment(ns: int) -> datetime:
-    return datetime.fromtimestamp(ns / 1e9, UTC)
+@lru_cache(maxsize=64)
+def _second(second: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+
+
+def _stamp(ns: int) -> str:
+    """ISO 8601 UTC with milliseconds for a time in ns (files share their seconds: the
+    formatting is done once per second)."""
+    second, rest = divmod(ns, 1_000_000_000)
+    return f"{_second(second)}.{rest // 1_000_000:03d}Z"
 
 
 class _Classifier:
@@ -161,7 +174,7 @@ class _Classifier:
         self._until = until
         self._first = first
         self._cap = cap
-        self._cut = utc_timestamp(_moment(until))
+        self._cut = _stamp(before)
         self._index: IndexBlobs | None = None
 
     def index(self) -> IndexBlobs:
@@ -185,27 +198,29 @@ class _Classifier:
                 node = self._node(path, info)
                 if node is not None:
                     found.nodes.append(node)
-            elif info.st_ctime_ns <= self._until:
-                found.created.append(path)
-            elif self._first and (node := self._changed_since(path)) is not None:
+                continue
+            if self._first and (node := self._changed_since(path)) is not None:
                 found.nodes.append(node)
+            if info.st_ctime_ns <= self._until:
+                found.changed.append(path)
         return found
 
     def _changed_since(self, path: str) -> BaselineNode | None:
-        """A file changed after the cut, learnt as it was at the cut if it was there then:
-        a tracked one as its index entry's content, another one born before the cut with
-        no facts at all (its report is then a ``modified``, not a ``created``)."""
+        """A file changed after the baseline's cut, learnt as it was at the cut if a file was
+        there then: a tracked one as its index entry's content, another one born before the
+        cut with no facts at all (its change is then a ``modified``, not a ``created``). A
+        rewrite through a temporary file and a rename gives the path a new inode, born after
+        the cut: for a tracked path, the index says a file was there."""
         oid = self.index().staged.get(path)
         if oid is not None:
             return BaselineNode(path, self._cut, None, None, None, git_blob(oid))
         born = birth_ns(f"{self._root}/{path}")
-        if born is not None and born <= self._until:
+        if born is not None and born <= self._before:
             return BaselineNode(path, self._cut, None, None, None, None)
-        return None  # created after the cut, or no birth time: the live report decides
+        return None  # born after the cut, or no birth time: it is decided as created
 
     def _node(self, path: str, info: os.stat_result) -> BaselineNode | None:
-        modified = min(info.st_mtime_ns, self._until)
-        stamp = utc_timestamp(_moment(modified))
+        stamp = _stamp(min(info.st_mtime_ns, self._before))
         oid = self.index().clean(path)
         if oid is not None:
             return BaselineNode(

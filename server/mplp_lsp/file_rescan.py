@@ -102,9 +102,17 @@ class Rescans:
 def enqueue(queue: list[str], directory: str) -> list[str]:
     """The queue with ``directory`` in it: nothing added when a queued directory covers it,
     and the queued ones it covers taken out (one comparison of the parent does them)."""
-    if any(_covers(queued, directory) for queued in queue):
+    if _covered(set(queue), directory):
         return queue
     return [queued for queued in queue if not _covers(directory, queued)] + [directory]
+
+
+def _covered(queued: set[str], directory: str) -> bool:
+    """Whether a queued directory is ``directory`` or one of its parents."""
+    if "" in queued:
+        return True
+    parts = directory.split("/")
+    return any("/".join(parts[:depth]) in queued for depth in range(1, len(parts) + 1))
 
 
 def _covers(directory: str, other: str) -> bool:

@@ -37,6 +37,9 @@ class FolderSink:
     def lost(self, directory: str) -> None:
         self._workspace.recheck_tree(directory[self._cut :])
 
+    def saturated(self) -> bool:
+        return self._workspace.files.saturated
+
 
 async def watch_folder(
     workspaces: Workspaces,

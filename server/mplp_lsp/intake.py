@@ -14,6 +14,7 @@ import contextlib
 import contextvars
 import json
 import logging
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -293,7 +294,7 @@ class Intake:
                 data[name] = strip_url_credentials(data[name])
         args = data.get("args")
         if kind is Kind.TOOL and isinstance(args, list) and all(isinstance(a, str) for a in args):
-            data["args"] = redact_args(args)
+            data["args"] = redact_args(args, program=_program(data))
         for name in _PATH_FIELDS.get(kind, ()):
             if isinstance(data.get(name), str):
                 if not trusted:
@@ -391,11 +392,23 @@ def _refuse_secret_path(name: str, value: str) -> None:
         )
 
 
+_TOOL_VERSION = re.compile(r"-[0-9][\w.+\-]*$")  # cargo-1.75.0: the id tool_run gives
+
+
+def _program(data: Mapping[str, Any]) -> str | None:
+    """The program a tool event's arguments were given to, as far as its id tells."""
+    tool = data.get("tool_id")
+    return _TOOL_VERSION.sub("", tool) if isinstance(tool, str) else None
+
+
 def _excerpt(data: Any) -> str:
     """What the error log keeps of rejected input: redacted and bounded."""
     args = data.get("args") if isinstance(data, Mapping) else None
     if isinstance(args, list) and all(isinstance(arg, str) for arg in args):
-        data = {**data, "args": redact_args(args)}  # a value after --token looks like anything
+        data = {
+            **data,
+            "args": redact_args(args, program=_program(data)),
+        }  # a value after --token looks like anything
     try:
         text = json.dumps(data, ensure_ascii=False, default=repr)
     except (TypeError, ValueError):

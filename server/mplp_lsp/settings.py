@@ -171,6 +171,7 @@ class Settings(BaseModel):
     forward_disk_budget_mb: _Int = Field(
         default=1024, alias="forwardDiskBudgetMb", ge=1, le=1_048_576
     )
+    forward_report_s: _Int = Field(default=30, alias="forwardReportS", ge=1, le=3600)
     drift_interval: _Int = Field(default=60, alias="driftInterval", ge=0, le=86_400)
     drift_severity: DriftSeverity = Field(default="warning", alias="driftSeverity")
     snapshot_max_bytes: _Int = Field(

@@ -35,6 +35,7 @@ from typing import Any, Final
 
 import platformdirs
 
+from mplp_lsp.private import make_private_dir
 from mplp_lsp.protocol.envelope import utc_timestamp
 
 __all__ = [
@@ -150,10 +151,11 @@ def resolve_state_dir(
 
     Directories that already exist keep their permissions; the ones created here (the
     state dir and any missing parents) are private to the user, since the store holds
-    workspace activity.
+    workspace activity. A state dir that another user could change (it or a folder above
+    it) is refused: :class:`~mplp_lsp.private.NotPrivate`.
     """
     chosen = locate_state_dir(workspace, override, env)
-    _make_private_dirs(chosen)
+    make_private_dir(chosen)
     return chosen
 
 
@@ -183,25 +185,6 @@ def _name_workspace(paths: StatePaths, workspace: str) -> None:
     scratch = paths.root / f".{WORKSPACE_NAME}.{os.getpid()}"
     scratch.write_text(os.path.realpath(workspace) + "\n", encoding="utf-8")
     scratch.replace(paths.workspace)
-
-
-def _make_private_dirs(path: Path) -> None:
-    missing: list[Path] = []
-    probe = path
-    while not probe.is_dir():
-        missing.append(probe)
-        if probe.parent == probe:
-            break
-        probe = probe.parent
-    for directory in reversed(missing):
-        try:
-            directory.mkdir(mode=0o700)
-        except FileExistsError:
-            if not directory.is_dir():
-                raise
-            continue  # created concurrently by someone else: leave its mode alone
-        # mkdir's mode is filtered through the umask; set it exactly.
-        directory.chmod(0o700)
 
 
 class StateDirLocked(RuntimeError):

@@ -179,7 +179,7 @@ class Workspace:
                 prepare(workspace)
             await workspace.owner.start()
             workspace.forwarding = await Forwarding.start(
-                writer, workspace.bus, settings, remote_url
+                writer, workspace.bus, settings, remote_url, root
             )
             await workspace.inbox.start()
             await workspace.git.start()
@@ -286,11 +286,13 @@ class Workspace:
     async def close(self) -> None:
         """Commit pending activity, stop consumers, close the store, release the state dir."""
         try:
-            # First, and bounded: with the remote down, pending entries simply stay queued.
+            # First what the editors and the watcher reported: an editor that quits may kill
+            # this process soon after (Neovim: SIGKILL 2 s after SIGTERM).
+            await self.files.close()
+            # Bounded: with the remote down, pending entries simply stay queued.
             await self.forwarding.close()
             await self.git.close()
             await self.inbox.close()
-            await self.files.close()
             if self._records:
                 await asyncio.gather(*self._records, return_exceptions=True)
             if self._drift_task is not None:

@@ -26,6 +26,7 @@ from mplp_lsp.config import Resolved
 from mplp_lsp.config.live import ConfigFileWatch, set_log_level
 from mplp_lsp.config.sources import config_files
 from mplp_lsp.folder_watch import FolderWatch
+from mplp_lsp.process_start import STARTED_NS
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ValidationResult
 from mplp_lsp.sanitize.paths import DirectoryCache, PathRejected, is_inside, relative_path
@@ -74,6 +75,7 @@ class Workspaces:
         self._promoted: list[Callable[[Workspace], Awaitable[None]]] = []
         self._reconfigure = reconfigure
         self._config_watches: dict[Path, ConfigFileWatch] = {}
+        self._heard: dict[Path, int] = {}  # since when this process hears of each folder
         self.refused = 0
 
     def __iter__(self) -> Iterator[Workspace]:
@@ -102,10 +104,13 @@ class Workspaces:
         *,
         prepare: Prepare | None = None,
         catch_up: bool = True,
+        named_ns: int | None = None,
     ) -> Workspace | Follower:
         """Open the folder's store and, unless told not to, start its :meth:`catch_up`; or
         follow its owner when another process has the store. Given a :class:`Resolved`
-        configuration, the log level is set from it and the editor's part is recorded."""
+        configuration, the log level is set from it and the editor's part is recorded.
+        ``named_ns``: when a folder added while running was named to this process (by
+        default the folder was named at its start, and is heard of since then)."""
         resolved = settings if isinstance(settings, Resolved) else None
         if isinstance(settings, Resolved):
             settings = settings.settings
@@ -115,6 +120,7 @@ class Workspaces:
             return self._by_root[root]
         if root in self._followers:
             return self._followers[root]
+        self._heard.setdefault(root, STARTED_NS if named_ns is None else named_ns)
         # An explicit --state-dir can serve one folder only: one store per workspace.
         state_dir = self._state_dir if not self._by_root and not self._followers else None
         try:
@@ -204,11 +210,15 @@ class Workspaces:
         that were there (its baseline), and files created while nothing recorded become
         ``created`` events (recorded files that changed are the start-up drift scan's). A
         file watcher of the daemon's own starts it once its watches are in place, so nothing
-        falls between; what changes from this call on is the live sources' to report."""
+        falls between; what changes from this call on is the live sources' to report. A
+        first start's baseline is cut when this process began to hear of the folder (its
+        start, for the folders it was started with): a file saved while it started is a
+        change, not a file that was there."""
+        heard = self._heard.get(workspace.root, STARTED_NS)
         # A file's ctime comes from the kernel's coarse clock, which lags this one by up to a
         # tick: a file written just after this call may look a little older than it.
         until = time.time_ns() - _COARSE_CLOCK_NS
-        self._track(_reported(workspace.files.catch_up(until)))
+        self._track(_reported(workspace.files.catch_up(heard, until)))
 
     def _nest(self) -> None:
         """Each folder leaves the folders inside it to their own store."""
@@ -257,6 +267,7 @@ class Workspaces:
 
     async def remove(self, root: Path) -> None:
         root = root.resolve()
+        self._heard.pop(root, None)
         following = self._following.pop(root, None)
         if following is not None:
             following.cancel()

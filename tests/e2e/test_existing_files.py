@@ -19,6 +19,7 @@ import pytest
 from bench.benchlib.jsonrpc_client import RawClient
 
 from mplp_lsp.cli.outbox import EXIT_NO_STORE
+from mplp_lsp.sources.birth_time import birth_ns
 from tests.e2e.harness import (
     file_events,
     read_events,
@@ -27,6 +28,7 @@ from tests.e2e.harness import (
     wait_until,
     watching,
 )
+from tests.e2e.nvim_session import run
 from tests.gitrepo import Repo
 from tests.required import unavailable
 
@@ -200,8 +202,10 @@ def test_watch_stores_a_write_it_saw_before_a_signal(
     assert sorted(changes(state_dir)) == [("src/new.py", "created"), ("src/util.py", "modified")]
 
 
-def serve_argv(state_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "mplp_lsp", "serve", "--state-dir", str(state_dir)]
+def serve_argv(state_dir: Path | None = None) -> list[str]:
+    """``serve`` recording into ``state_dir``, else each folder's store in its default place."""
+    where = [] if state_dir is None else ["--state-dir", str(state_dir)]
+    return [sys.executable, "-m", "mplp_lsp", "serve", *where]
 
 
 async def started_serve(workspace: Path, state_dir: Path) -> RawClient:
@@ -258,6 +262,43 @@ async def test_a_cancelled_save_stores_nothing(workspace: Path, state_dir: Path)
     assert "src/never.py" not in recorded_paths(state_dir)
 
 
+async def test_changes_made_while_serve_starts_are_recorded(repo: Repo, state_dir: Path) -> None:
+    """The first baseline is cut when the server process started, not when the folder
+    opened: what another program writes while the server starts is a change, not a file
+    that was there (a tracked file rewritten through a rename is still ``modified``)."""
+    workspace = repo.path
+    untouched = repo.files() - {"src/util.py", "README.md", "scratch.txt"}
+    client = RawClient()
+    await client.start(*serve_argv(state_dir), env=server_env())
+    # The process runs (its interpreter starts for far longer than this: the writes come
+    # a few clock ticks after the process began); its folder opens at initialize, after them.
+    await asyncio.sleep(0.1)
+    sed = await asyncio.create_subprocess_exec(
+        "sed", "-i", "s/hello/hi/", "src/util.py", cwd=workspace
+    )
+    assert await sed.wait() == 0
+    with (workspace / "README.md").open("a") as readme:  # written in place
+        readme.write("more\n")
+    (workspace / "scratch.txt").write_text("rewritten\n")  # untracked, born before the start
+    (workspace / "src/during.py").write_text("DURING = 1\n")
+    await client.initialize(workspace.as_uri(), {"mplp": {"debounceMs": 100}})
+    expected = {
+        ("README.md", "modified"),
+        ("src/util.py", "modified"),
+        ("src/during.py", "created"),
+        # where the file system records no birth time, an untracked file cannot be told
+        # from a new one (docs/daemon.md, the baseline's limits)
+        ("scratch.txt", "modified" if birth_ns(str(workspace / "scratch.txt")) else "created"),
+    }
+    try:
+        await asyncio.to_thread(wait_until, lambda: stored(state_dir, expected), 30)
+        await asyncio.sleep(1.0)  # an extra event would land now
+    finally:
+        await client.stop()
+    assert sorted(changes(state_dir)) == sorted(expected)
+    assert untouched <= recorded_paths(state_dir)  # learnt, with no event of their own
+
+
 def daemon_env(tmp_path: Path) -> dict[str, str]:
     """Stores in their default place, under this test's own state home."""
     return {"XDG_STATE_HOME": str(tmp_path / "xdg-state")}
@@ -273,6 +314,44 @@ def mplp(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProc
 def state_folders(tmp_path: Path) -> list[str]:
     folder = tmp_path / "xdg-state" / "mplp-lsp" / "workspaces"
     return sorted(path.name for path in folder.iterdir()) if folder.is_dir() else []
+
+
+async def test_a_folder_added_later_is_cut_when_it_was_added(repo: Repo, tmp_path: Path) -> None:
+    """A folder the editor adds while the server runs was not heard of before: a file
+    changed in it before it was added is learnt as it is (no event), like a file changed
+    before the server started; what changes once it is recorded is an event."""
+    env = daemon_env(tmp_path)
+    other = Repo.existing(tmp_path / "other")
+    client = RawClient()
+    await client.start(*serve_argv(), env=server_env(env))
+    try:
+        await client.initialize(repo.path.as_uri(), {"mplp": {"debounceMs": 100}})
+        while not (await client.request("mplp/status"))["ready"]:
+            await asyncio.sleep(0.05)
+        (other.path / "src/util.py").write_text("changed before the folder was added\n")
+        await asyncio.sleep(0.1)  # a few clock ticks: the change is older than the add
+        folder = {"uri": other.path.as_uri(), "name": "other"}
+        client.notify(
+            "workspace/didChangeWorkspaceFolders", {"event": {"added": [folder], "removed": []}}
+        )
+        state = await store_of(client, other.path)
+        await asyncio.to_thread(wait_until, lambda: recorded_paths(state) == other.files())
+        saved(client, other.path / "src/new.py", "NEW = 1\n")
+        await asyncio.to_thread(wait_until, lambda: stored(state, {("src/new.py", "created")}), 30)
+        await asyncio.sleep(1.0)  # an extra event would land now
+    finally:
+        await client.stop()
+    assert changes(state) == [("src/new.py", "created")]
+
+
+async def store_of(client: RawClient, root: Path) -> Path:
+    """The state dir of the folder ``root`` once the server records it."""
+    while True:
+        status = await client.request("mplp/status")
+        for folder in status["workspaces"]:
+            if folder["root"] == str(root) and folder.get("role") == "owner":
+                return Path(folder["state_dir"])
+        await asyncio.sleep(0.05)
 
 
 def test_status_from_a_subdirectory_reads_the_daemon_recording_the_repository(
@@ -330,8 +409,6 @@ finish(0)  -- :qall at once, well inside the quiet period
 def test_neovim_writes_then_quits_and_both_writes_are_true(repo: Repo, tmp_path: Path) -> None:
     """A file that was there is ``modified``, a new one ``created``, and neither is lost
     though Neovim quits right after writing them."""
-    from tests.e2e.nvim_session import run
-
     state = tmp_path / "state"
     session = run(
         tmp_path,

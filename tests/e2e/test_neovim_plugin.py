@@ -12,8 +12,10 @@ diagnostic to clear. The Lua side writes what it saw to a JSON file the tests re
 from __future__ import annotations
 
 import json
+import stat
 import subprocess
 import sys
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +45,17 @@ require('mplp').setup({
   settings = { debounceMs = 100 },
 })
 
-local function stored_events()
-  local done = vim.system({ PYTHON, '-m', 'mplp_lsp', 'events', '--json', '--kind', 'file_update',
-    '--state-dir', STATE, '--workspace', ROOT }, { text = true }):wait()
+--- Stored events (of every kind when ``...`` is empty), read with the CLI as a user would.
+local function stored(...)
+  local command = { PYTHON, '-m', 'mplp_lsp', 'events', '--json', '--state-dir', STATE,
+    '--workspace', ROOT, ... }
+  local done = vim.system(command, { text = true }):wait()
   local events = {}
   for line in (done.stdout or ''):gmatch('[^\n]+') do table.insert(events, vim.json.decode(line)) end
   return events
 end
+
+local function stored_events() return stored('--kind', 'file_update') end
 
 -- What the plugin tells the user (vim.notify), kept for the assertions.
 result.notifications = {}
@@ -143,9 +149,11 @@ vim.api.nvim_create_autocmd('VimEnter', { nested = true, callback = function()
   vim.cmd('write')
   if not vim.wait(30000, function() return #stored_events() >= 1 end, 200) then return finish(5) end
   step('stored')
-  -- The status notification reaches the statusline function.
+  -- The status notification reaches the statusline function: every event stored (the
+  -- baseline's graph_update, the write and the graph's update for it) is counted.
   if not vim.wait(30000, function()
-    return require('mplp').statusline():match('^mplp [1-9]%d* today') ~= nil
+    local today = require('mplp').statusline():match('^mplp (%d+) today')
+    return today ~= nil and tonumber(today) == #stored()
   end, 100) then result.statusline = require('mplp').statusline() return finish(6) end
   result.statusline = require('mplp').statusline()
   result.mplp_status = vim.api.nvim_exec2('MplpStatus', { output = true }).output
@@ -185,8 +193,8 @@ vim.api.nvim_create_autocmd('VimEnter', { nested = true, callback = function()
   result.hooks_said = vim.wait(30000, function()
     return vim.iter(result.notifications):any(function(m) return m:match('^mplp: Git hooks installed in ') end)
   end, 100)
-  -- :MplpDashboard: the server has Neovim open a one-time login link (window/showDocument,
-  -- external); the browser here is a stand-in that follows the link once.
+  -- :MplpDashboard: the server has Neovim open its private login page (window/showDocument,
+  -- external); the browser here is a stand-in that does what the page has a browser do.
   local opened = {}
   vim.ui.open = function(uri)
     table.insert(opened, uri)
@@ -206,17 +214,28 @@ end })
 """
 
 
-# Follows a login link once without following its redirect: prints the status, where it
-# leads, and the cookie's attributes (never its value).
-LOGIN_PROBE = """
-import sys, urllib.error, urllib.request
-class Stay(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args): return None
-try:
-    urllib.request.build_opener(Stay).open(sys.argv[1], timeout=10)
-except urllib.error.HTTPError as answer:
-    cookie = answer.headers.get("Set-Cookie", "").split(";", 1)[-1].strip()
-    print(answer.code, answer.headers.get("Location"), cookie)
+# A stand-in for the browser: reads the page it was given (as its user can), goes to the
+# login page the page names (the nonce cookie) and posts the code from the URL's fragment,
+# as the login page's script does. Prints the status and the session cookie's attributes
+# (never its value).
+LOGIN_PROBE = r"""
+import json, re, sys, urllib.error, urllib.parse, urllib.request
+page = urllib.parse.unquote(urllib.parse.urlsplit(sys.argv[1]).path)
+target = re.search(r'url=([^"]+)"', open(page).read()).group(1).replace("&amp;", "&")
+login, code = target.split("#code=")
+def call(method, url, body=None, headers=None):
+    request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, answer.headers.get_all("Set-Cookie") or []
+    except urllib.error.HTTPError as answer:
+        return answer.code, answer.headers.get_all("Set-Cookie") or []
+_, nonce = call("GET", login)
+headers = {"Content-Type": "application/json", "Sec-Fetch-Site": "same-origin",
+           "Cookie": "; ".join(cookie.split(";", 1)[0] for cookie in nonce)}
+status, cookies = call("POST", login, json.dumps({"code": code}).encode(), headers)
+session = [cookie for cookie in cookies if cookie.startswith("mplp_ui_")]
+print(status, session[0].split(";", 1)[1].strip() if session else "-")
 """
 
 
@@ -310,12 +329,16 @@ def test_plugin_write_is_stored_and_status_is_shown(session: dict[str, Any]) -> 
     assert result["hooks_said"] is True, result["notifications"]
     hook = session["root"] / ".git" / "hooks" / "reference-transaction"
     assert str(session["state"]) in hook.read_text()
-    # :MplpDashboard: Neovim was asked to open a login link of the daemon's API; it logs a
-    # browser in once (a session cookie only page requests carry), then goes to /ui/.
-    assert result["dashboard_link"].startswith("http://127.0.0.1:"), result
-    assert "/ui/login?code=" in result["dashboard_link"]
-    status, location, cookie = result["dashboard_login"].split(" ", 2)
-    assert (status, location) == ("303", "/ui/")
+    # :MplpDashboard: Neovim was asked to open the private login page in the state dir (so
+    # the browser's argv holds a path, never a code); it logs a browser in once, with a
+    # session cookie only the pages' own requests carry.
+    link = result["dashboard_link"]
+    assert link.startswith("file://") and link.endswith("/ui-login.html"), result
+    assert "code" not in link
+    page = Path(urllib.parse.unquote(urllib.parse.urlsplit(link).path))
+    assert page.parent == session["state"] and stat.S_IMODE(page.stat().st_mode) == 0o600
+    status, cookie = result["dashboard_login"].split(" ", 1)
+    assert status == "200"
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
     assert result["dashboard_said"] is True, result["notifications"]
     listed = subprocess.run(

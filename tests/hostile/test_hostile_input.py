@@ -70,7 +70,7 @@ class Daemon:
             time.sleep(0.05)
         endpoint = json.loads((state / "api.json").read_text())
         self.url = endpoint["url"]
-        self.token = Path(endpoint["token_file"]).read_text().strip()
+        self.token = (state / "api-token").read_text().strip()
 
     def post(self, path: str, body: bytes) -> tuple[int, Any]:
         request = urllib.request.Request(

@@ -9,13 +9,16 @@ import pytest
 
 from mplp_lsp.api.app import openapi_document
 from mplp_lsp.api.credentials import IDLE_TIMEOUT
+from mplp_lsp.api.dashboard_shell import OPEN_ROUTES
 from tests.unit.test_http_api import Api
 from tests.unit.test_http_api import api as api
 
+# Every route but the login page and its form (which hand out nothing: tested below).
 ROUTES = [
     (method.upper(), path.replace("{kind}", "file").replace("{", "").replace("}", ""))
     for path, methods in openapi_document()["paths"].items()
     for method in methods
+    if (method.upper(), path) not in OPEN_ROUTES
 ]
 
 
@@ -27,6 +30,17 @@ async def test_every_route_refuses_a_missing_or_wrong_token(
         async with api.session.request(method, api.server.url + path, headers=headers) as reply:
             assert reply.status == 401
             assert (await reply.json())["errors"][0]["code"] == "unauthorized"
+
+
+async def test_the_login_form_opens_nothing_without_a_code_and_the_pages_nonce(api: Api) -> None:
+    for headers in ({}, {"Sec-Fetch-Site": "same-origin"}, {"Authorization": "Bearer " + "x" * 43}):
+        async with api.session.post(
+            api.server.url + "/ui/login", json={"code": "guess"}, headers=headers
+        ) as reply:
+            assert reply.status in (401, 403)
+            assert (
+                "Set-Cookie" not in reply.headers or "mplp_ui_" not in reply.headers["Set-Cookie"]
+            )
 
 
 async def test_a_cross_origin_browser_request_is_refused(api: Api) -> None:

@@ -2,18 +2,23 @@
 
 A hypothesis property: argument vectors made of harmless words with secrets planted in
 every known form (curl's -u/--user and -H headers, cookies, --passphrase, npm's _authToken,
-user:pass@host, KEY=value, tokens after a separator), checked against ``redact_args``; the
-same forms as one command line of text (tool output, a commit message) against
-``redact``, and as names (branches, files) against ``redact_name``.
+user:pass@host, KEY=value, assignments inside an argument, every row of the table of
+common programs' password options, tokens after a separator), checked against
+``redact_args``; the same forms as one command line of text (tool output, a commit
+message) against ``redact``, with .netrc entries, connection strings, signed URLs, header
+lines and vendors' prefixed keys; and as names (branches, files) against ``redact_name``.
 """
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mplp_lsp.sanitize.cli_options import ARGUMENTS, OPTIONS, POSITIONALS
+from mplp_lsp.sanitize.prefixes import PREFIXED
 from mplp_lsp.sanitize.redact import redact, redact_args, redact_name
 
 # A secret: a prefix no harmless word holds, then anything a password may hold (no
@@ -73,7 +78,19 @@ ARGV_FORMS: dict[str, ArgvForm] = {
     "shell line header": lambda s, u: [
         "sh", "-c", f"curl -H 'Authorization: token {s}' https://x.example.org"
     ],
+    "mount -o list": lambda s, u: ["mount", "-o", f"username={u},password={s}", "//srv/x", "/mnt"],
+    "--from-literal=k=v": lambda s, u: ["kubectl", "create", "secret", "generic", "db",
+                                        f"--from-literal=password={s}"],
+    "--env=K=V": lambda s, u: ["docker", "run", f"--env=API_TOKEN={s}", "app"],
+    "extra vars": lambda s, u: ["ansible-playbook", "-e", f"ansible_user={u} ansible_password={s}"],
+    "libpq string": lambda s, u: ["psql", f"host=db user={u} password={s} dbname=app"],
+    "connection string": lambda s, u: ["sqlcmd", "--conn", f"Server=db;User Id={u};Password={s};"],
+    "query": lambda s, u: [f"https://api.example.org/v1/x?user={u}&access_token={s}"],
 }  # fmt: skip
+# Every row of the table of common programs' password options, as the row's example has it.
+TABLE_ROWS = {row.example: row.example for row in (*OPTIONS, *POSITIONALS, *ARGUMENTS)}
+for _example in TABLE_ROWS:
+    ARGV_FORMS[_example] = lambda s, u, e=_example: shlex.split(e.replace("SECRET", s))
 
 
 @given(
@@ -106,7 +123,26 @@ HEADER_FORMS: dict[str, Callable[[str], str]] = {
     "curl -u in text": lambda s: f"$ curl -u deploy:{s} https://x.example.org",
     "--user in text": lambda s: f"ran curl --user=deploy:{s} -s",
     "userinfo": lambda s: f"mirror at deploy:{s}@ftp.example.org",
+    "netrc line": lambda s: f"machine api.example.org login deploy password {s}",
+    "netrc entry": lambda s: f"machine api.example.org\n  login deploy\n  password {s}\n",
+    "netrc default": lambda s: f"default login anonymous password {s}",
+    "ado connection": lambda s: f"Server=db;Database=app;User Id=sa;Password={s};",
+    "odbc pwd": lambda s: f"Driver={{ODBC}};Server=db;Uid=sa;Pwd={s};",
+    "azure storage": lambda s: f"DefaultEndpointsProtocol=https;AccountName=a;AccountKey={s};",
+    "azure service bus": lambda s: f"Endpoint=sb://x/;SharedAccessKeyName=k;SharedAccessKey={s}",
+    "libpq": lambda s: f"host=db port=5432 user=app password={s} dbname=app",
+    "jdbc query": lambda s: f"jdbc:mysql://db/app?user=app&password={s}",
+    "jdbc oracle": lambda s: f"jdbc:oracle:thin:scott/{s}@db:1521/orcl",
+    "s3 presigned": lambda s: f"GET https://b.s3.amazonaws.com/f?X-Amz-Signature={s}&x=1",
+    "gcs signed": lambda s: f"https://storage.googleapis.com/b/o?X-Goog-Signature={s}",
+    "azure sas": lambda s: f"https://a.blob.core.windows.net/c/b?sv=2022&sig={s}",
+    "x-api-key line": lambda s: f"X-Api-Key: {s}",
+    "curl -v header": lambda s: f"> x-auth-token: {s}",
+    "private-token -H": lambda s: f"curl -H 'Private-Token: {s}' https://gitlab.example.org",
 }
+# A command line quoted in text, for every row of the table.
+for _example in TABLE_ROWS:
+    HEADER_FORMS[_example] = lambda s, e=_example: shlex.join(shlex.split(e.replace("SECRET", s)))
 
 
 @given(
@@ -146,3 +182,24 @@ def test_an_assignment_in_a_name_is_hidden_whatever_the_value(
     key: str, value: str, prefix: str
 ) -> None:
     assert value not in redact_name(f"{prefix}{key}={value}")
+
+
+@given(
+    row=st.sampled_from(PREFIXED),
+    data=st.data(),
+    before=st.sampled_from([" ", "=", "_", "/", "\n", '"', "-"]),
+)
+def test_every_vendors_prefixed_key_is_found(
+    row: tuple[str, str, str], data: st.DataObject, before: str
+) -> None:
+    """A token made to each prefix row's own body pattern (digits in it, as random tokens of
+    that length have), after any separator, in text and in a name."""
+    _kind, prefix, body = row
+    token = prefix + data.draw(
+        st.from_regex(f"(?a){body}", fullmatch=True).filter(
+            lambda b: any(c.isdigit() for c in b) and b[-1:].isalnum()
+        )
+    )
+    text = f"key{before}{token} used"
+    assert token not in redact(text), (row, text)
+    assert token not in redact_name(f"conf/{before.strip()}{token}.env"), row

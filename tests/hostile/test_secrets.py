@@ -88,7 +88,7 @@ def read_db(path: Path, *, tables: tuple[str, ...] | None = None) -> bytes:
 
 def api_call(state: Path, method: str, path: str, body: Any) -> int:
     endpoint = json.loads((state / "api.json").read_text())
-    token = Path(endpoint["token_file"]).read_text().strip()
+    token = (state / "api-token").read_text().strip()
     request = urllib.request.Request(
         endpoint["url"] + path,
         data=json.dumps(body).encode(),

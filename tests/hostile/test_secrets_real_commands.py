@@ -69,6 +69,23 @@ def wait_for(predicate: object, timeout: float = 60.0) -> None:
         time.sleep(0.1)
 
 
+def debug_watch(
+    workspace: Path, state: Path, remote: str, log_file: Path, token: str, **env: str
+) -> subprocess.Popen[bytes]:
+    """A real ``mplp-lsp watch`` forwarding to ``remote``, its debug log in ``log_file``;
+    returns once it watches. ``env`` adds to the environment (a PATH, say)."""
+    environment = {**os.environ, "MPLP_LSP_REMOTE_TOKEN": token, **env}
+    environment.pop("MPLP_LSP_STATE_DIR", None)
+    watch = subprocess.Popen(
+        [CLI, "watch", str(workspace), "--state-dir", str(state), "--remote", remote,
+         "--log-level", "debug", "--log-file", str(log_file)],
+        env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert watch.stderr is not None
+    assert b"watching" in watch.stderr.readline()
+    return watch
+
+
 def all_argv() -> bytes:
     out = []
     for pid in os.listdir("/proc"):
@@ -86,16 +103,8 @@ def test_real_commands_secrets_reach_no_store_log_collector_or_argv(tmp_path: Pa
     repo = Repo.create(tmp_path / "ws")
     repo.commit("initial")
     workspace, state, log_file = repo.path, tmp_path / "state", tmp_path / "watch.log"
-    env = {**os.environ, "MPLP_LSP_REMOTE_TOKEN": TOKEN}
-    env.pop("MPLP_LSP_STATE_DIR", None)
-    watch = subprocess.Popen(
-        [CLI, "watch", str(workspace), "--state-dir", str(state), "--remote", collector.url,
-         "--log-level", "debug", "--log-file", str(log_file)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    watch = debug_watch(workspace, state, collector.url, log_file, TOKEN)
     try:
-        assert watch.stderr is not None
-        assert b"watching" in watch.stderr.readline()
         closed = f"http://127.0.0.1:{free_port()}/"
         s = SECRETS
         run_recorded(

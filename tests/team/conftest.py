@@ -6,19 +6,22 @@ with the reason; with CI=true they must run (.ci/run installs both).
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+import urllib.error
+import urllib.request
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests import postgres
+from tests import postgres, processes
 from tests.required import unavailable
 
 _names = itertools.count()
@@ -48,8 +51,8 @@ def _unavailable() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
-def pg_cluster() -> Iterator[postgres.Cluster]:
+def throwaway_cluster() -> Iterator[postgres.Cluster]:
+    """A fixture's body: a cluster of its own, stopped at the end."""
     reason = _unavailable()
     if reason is not None:
         unavailable(reason)
@@ -58,6 +61,19 @@ def pg_cluster() -> Iterator[postgres.Cluster]:
     cluster = postgres.start(bin_dir)
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[postgres.Cluster]:
+    yield from throwaway_cluster()
+
+
+async def until(check: Callable[[], Awaitable[bool]], timeout: float = 120) -> None:
+    """Polls ``check`` until it holds; fails past ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not await check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.2)
 
 
 @pytest.fixture
@@ -81,22 +97,23 @@ class Collector:
         self.process.wait(timeout=30)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        processes.stop(self.process)
 
 
 def start_collector(
-    db_url: str, cluster: postgres.Cluster, work: Path, *extra: str, port: int = 0
+    db_url: str,
+    cluster: postgres.Cluster,
+    work: Path,
+    *extra: str,
+    port: int = 0,
+    ready: bool = True,
+    env: dict[str, str] | None = None,
 ) -> Collector:
-    """``mplp-lsp collector serve --db <url>`` as a process; returns once it listens."""
+    """``mplp-lsp collector serve --db <url>`` as a process; returns once it listens and,
+    with ``ready``, once ``/ready`` says its database takes writes (as a balancer waits)."""
     read_tokens = work / "read-tokens"
     read_tokens.write_text(READ_TOKEN + "\n")
-    env = {**cluster.env(), "MPLP_LSP_COLLECTOR_TOKEN": TOKEN}
+    env = {**cluster.env(), "MPLP_LSP_COLLECTOR_TOKEN": TOKEN, **(env or {})}
     process = subprocess.Popen(
         [
             sys.executable,
@@ -124,6 +141,27 @@ def start_collector(
             break
         found = re.search(r"listening on (http://\S+)", line)
         if found:
-            return Collector(process, found.group(1))
+            collector = Collector(process, found.group(1))
+            if ready:
+                wait_ready(collector.url, deadline)
+            return collector
     process.kill()
     raise RuntimeError(f"collector did not start: {process.stderr.read()}")
+
+
+def ready_status(url: str) -> int:
+    """``GET /ready``'s status; 0 when nothing answers."""
+    try:
+        with urllib.request.urlopen(f"{url}/ready", timeout=5) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return 0
+
+
+def wait_ready(url: str, deadline: float) -> None:
+    while ready_status(url) != 200:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the collector at {url} did not get ready")
+        time.sleep(0.05)

@@ -18,7 +18,17 @@ def test_the_postgresql_suite_can_run(pg_cluster: postgres.Cluster) -> None:
 
 
 @pytest.mark.parametrize(
-    "option", [["--retention-days", "3"], ["--read-token-file", "t"], ["--db-password-file", "p"]]
+    "option",
+    [
+        ["--retention-days", "3"],
+        ["--read-token-file", "t"],
+        ["--db-password-file", "p"],
+        ["--db-pool-size", "4"],
+        ["--db-timeout", "2"],
+        ["--names", "names"],
+        ["--aliases", "a.toml"],
+        ["--deploy-pipeline", "ship*"],
+    ],
 )
 def test_postgres_options_need_a_postgres_db(tmp_path: Path, option: list[str]) -> None:
     done = subprocess.run(
@@ -31,10 +41,7 @@ def test_postgres_options_need_a_postgres_db(tmp_path: Path, option: list[str]) 
         check=False,
     )
     assert done.returncode == 1
-    assert done.stderr.strip() == (
-        "mplp-lsp collector: --db-password-file, --read-token-file and --retention-days"
-        " need a PostgreSQL --db"
-    )
+    assert done.stderr.strip() == f"mplp-lsp collector: {option[0]}: only with a PostgreSQL --db"
     assert not (tmp_path / "collector.db").exists()
 
 

@@ -8,13 +8,9 @@ what the first batch reported can be read from ``GET /streams`` before the drain
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
 import sqlite3
-import time
-from collections.abc import Awaitable, Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,20 +19,13 @@ import pytest
 
 from mplp_lsp.forward.outbox import STREAM_META_KEY
 from tests import postgres
-from tests.team.conftest import TOKEN, start_collector
-from tests.team.test_pg_collector import get
+from tests.team.conftest import TOKEN, start_collector, until
+from tests.team.test_pg_collector import get, instant
 
 pytestmark = pytest.mark.e2e
 
 FILES = 2500
 BATCH = 1000  # the daemon's default forwardBatchSize
-
-
-async def until(check: Callable[[], Awaitable[bool]], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.2)
 
 
 def free_port() -> int:
@@ -57,10 +46,6 @@ async def stream_row(url: str, stream: str) -> dict[str, Any] | None:
     status, answer = await get(url, "/streams")
     assert status == 200
     return next((s for s in answer["streams"] if s["stream"] == stream), None)
-
-
-def instant(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 async def test_the_backlog_behind_each_batch_is_shown_per_stream(
@@ -122,7 +107,8 @@ async def test_the_backlog_behind_each_batch_is_shown_per_stream(
             daemon = await start_watch(workspace, state, "--remote", remote)
 
             async def first_batch_in() -> bool:
-                return await stream_row(collector.url, stream) is not None
+                row = await stream_row(collector.url, stream)
+                return row is not None and row["batches"] > 0
 
             await until(first_batch_in)
             row = await stream_row(collector.url, stream)

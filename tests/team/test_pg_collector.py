@@ -21,6 +21,7 @@ from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import default_validator
 from tests import postgres
 from tests.conftest import sample
+from tests.hostile.sessions import call, cookie_header, login_code
 from tests.team.conftest import READ_TOKEN, TOKEN, Collector, start_collector
 from tests.team.graph_dump import dump
 
@@ -132,6 +133,78 @@ async def test_the_same_batch_through_two_instances_is_stored_once(
     assert (status, replay) == (200, again)
     status, _ = await post(first.url, batch("stream-a", envelopes[:1]), **{"Idempotency-Key": "k1"})
     assert status == 422
+
+
+async def test_a_stream_is_bound_to_its_first_key_across_instances(
+    pg_cluster: postgres.Cluster, pg_url: str, two: tuple[Collector, Collector]
+) -> None:
+    first, second = two
+    files = [envelope(Kind.FILE_UPDATE, "file_update", file_path=f"k{i}") for i in range(6)]
+    # A stream from before keys: keyless batches are taken and bind nothing.
+    assert (await post(first.url, batch("legacy", files[:1])))[0] == 200
+    # Two forwarders claim one new stream at once, through two instances: one key wins.
+    claims = await asyncio.gather(
+        post(first.url, batch("new", files[1:2], 1), **{"Mplp-Stream-Key": "key-one"}),
+        post(second.url, batch("new", files[2:3], 2), **{"Mplp-Stream-Key": "key-two"}),
+    )
+    assert sorted(status for status, _ in claims) == [200, 403]
+    winner = "key-one" if claims[0][0] == 200 else "key-two"
+    assert (await post(second.url, batch("new", files[3:4], 3), **{"Mplp-Stream-Key": winner}))[
+        0
+    ] == 200
+    status, answer = await post(first.url, batch("new", files[4:5], 4))
+    assert (status, answer["error"]) == (403, "stream_key_mismatch")
+    # The legacy stream is bound by its forwarder's first keyed batch.
+    assert (await post(first.url, batch("legacy", files[5:6], 2), **{"Mplp-Stream-Key": "k"}))[
+        0
+    ] == 200
+    status, _ = await post(second.url, batch("legacy", files[:1], 3))
+    assert status == 403
+    assert count(pg_cluster, pg_url, "SELECT count(*) FROM stream_keys") == 2
+
+
+def test_a_login_through_one_instance_holds_on_every_other(
+    two: tuple[Collector, Collector],
+) -> None:
+    """A round-robin balancer: the code, the login page, the form and the pages each reach
+    whichever instance; one-time values stay one-time across instances."""
+    first, second = two
+    code = login_code(first.url, READ_TOKEN)
+    page = call("GET", f"{second.url}/ui/login")
+    nonce = cookie_header(page.cookies)
+    form = {"Cookie": nonce, "Sec-Fetch-Site": "same-origin"}
+    posted = call("POST", f"{first.url}/ui/login", body={"code": code}, headers=form)
+    assert posted.status == 200, posted.body
+    session = cookie_header([c for c in posted.cookies if c.startswith("mplp_ui_team=")])
+    assert session
+    for url in (second.url, first.url):
+        seen = call(
+            "GET",
+            f"{url}/ui/api/team?days=7",
+            headers={"Cookie": session, "Sec-Fetch-Site": "same-origin"},
+        )
+        assert seen.status == 200, seen.body
+    # The code and the nonce are spent everywhere: a replay through the other instance
+    # (with a fresh nonce for the code, with a fresh code for the nonce) opens nothing.
+    fresh_nonce = cookie_header(call("GET", f"{first.url}/ui/login").cookies)
+    replays = (
+        (code, fresh_nonce),
+        (login_code(second.url, READ_TOKEN), nonce),
+    )
+    for replayed_code, replayed_nonce in replays:
+        again = call(
+            "POST",
+            f"{second.url}/ui/login",
+            body={"code": replayed_code},
+            headers={**form, "Cookie": replayed_nonce},
+        )
+        assert again.status == 401, again.body
+    forged = call(
+        "GET",
+        f"{second.url}/ui/api/team?days=7",
+        headers={"Cookie": session[:-4] + "AAAA", "Sec-Fetch-Site": "same-origin"},
+    )
+    assert forged.status == 401
 
 
 async def test_an_invalid_envelope_refuses_the_batch_and_stores_nothing(
@@ -257,16 +330,22 @@ async def test_repository_graph_pipelines_and_retention(
     before = dump(pg_cluster.psql_url(pg_url.rsplit("/", 1)[1]))
     with psycopg.connect(pg_cluster.psql_url(pg_url.rsplit("/", 1)[1])) as conn:
         conn.execute("UPDATE idempotency SET at = '2020-01-01T00:00:00Z'")  # answered long ago
+        # Received long ago; the root only happened long ago (a clock days behind): by
+        # receive time, it stays as long as everything else received with it.
+        conn.execute(
+            "UPDATE events SET received_at = '2020-01-01Z' WHERE event_id = %s", (done["event_id"],)
+        )
     collector = start_collector(pg_url, pg_cluster, tmp_path, "--retention-days", "30")
     try:
         deadline = asyncio.get_running_loop().time() + 60
         while True:
             _, page = await get(collector.url, "/events")
             ids = [e["event_id"] for e in page["events"]]
-            if root["event_id"] not in ids or asyncio.get_running_loop().time() > deadline:
+            if done["event_id"] not in ids or asyncio.get_running_loop().time() > deadline:
                 break
             await asyncio.sleep(0.2)
-        assert root["event_id"] not in ids and len(ids) == 4
+        assert done["event_id"] not in ids and len(ids) == 4
+        assert root["event_id"] in ids
         assert count(pg_cluster, pg_url, "SELECT count(*) FROM idempotency") == 0
     finally:
         collector.stop()

@@ -20,8 +20,6 @@ import contextlib
 import itertools
 import json
 import sys
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,20 +28,11 @@ import pytest
 
 from tests import postgres
 from tests.gitrepo import Repo
-from tests.team.conftest import TOKEN, Collector, start_collector
+from tests.team.conftest import TOKEN, Collector, start_collector, until
 from tests.team.graph_dump import dump
 from tests.team.test_team_graph import deliver
 
 pytestmark = pytest.mark.e2e
-
-
-async def until(check: Callable[[], Awaitable[bool]], timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await check():
-            return
-        await asyncio.sleep(0.3)
-    raise AssertionError("condition not met in time")
 
 
 class Balancer:
@@ -152,7 +141,7 @@ async def test_three_daemons_two_instances_one_killed(
         async def some_arrived() -> bool:
             return pg_rows(pg_cluster, database, "SELECT count(*) FROM events")[0][0] >= 100
 
-        await until(some_arrived)
+        await until(some_arrived, timeout=180)
         first.kill()  # SIGKILL, mid-drain
         at_kill = pg_rows(pg_cluster, database, "SELECT count(*) FROM events")[0][0]
         await asyncio.sleep(1)

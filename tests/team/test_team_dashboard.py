@@ -106,17 +106,22 @@ def test_the_team_view_shows_two_workspaces(
         context = browser.new_context(viewport={"width": 1280, "height": 800})
         page = context.new_page()
         try:
+            assert link.startswith("file://")  # a private page, not a link that logs in
             page.goto(link)
-            assert page.url == f"{collector.url}/ui/"
             page.wait_for_selector("body[data-loaded]")
+            assert page.url == f"{collector.url}/ui/"
             text = page.inner_text("main")
             for shown in ("alpha", "beta", "first alpha change", "alpha-build", "100 %", "4 min"):
                 assert shown in text, shown
             assert page.inner_text("#streams-body").count("git.example.com") == 0  # names only
             assert len(page.locator("#streams-body tbody tr").all()) == 2
-            # The session reads; it cannot write (a POST of events is refused).
-            refused = page.request.post(f"{collector.url}/events", data="{}")
-            assert refused.status == 401
+            # The session loads the team page; it cannot write, nor read the collector's
+            # API (its own fetches, with the cookie and Sec-Fetch-Site: same-origin).
+            for method, path in (("POST", "/events"), ("GET", "/events"), ("GET", "/streams")):
+                status = page.evaluate(
+                    f"fetch('{path}', {{method: '{method}'}}).then(r => r.status)"
+                )
+                assert status == 401, (method, path)
             page.screenshot(path=str(pictures / "ui-team.png"), full_page=False)
             page.set_viewport_size({"width": 390, "height": 844})  # a phone: no sideways scroll
             page.wait_for_timeout(300)

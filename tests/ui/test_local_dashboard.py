@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.ui.daemon import Remote, Watch, wait_for
+from tests.ui.daemon import Remote, Watch, cli, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -40,7 +40,16 @@ def shows(page: Any, expression: str) -> None:
 
 
 def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
-    request = urllib.request.Request(url, headers=headers or {})
+    return _call(urllib.request.Request(url, headers=headers or {}))
+
+
+def _post(url: str, body: Any, headers: dict[str, str]) -> tuple[int, dict[str, str], Any]:
+    data = json.dumps(body).encode()
+    headers = {"Content-Type": "application/json", **headers}
+    return _call(urllib.request.Request(url, data=data, headers=headers, method="POST"))
+
+
+def _call(request: urllib.request.Request) -> tuple[int, dict[str, str], Any]:
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, dict(response.headers), response.read()
@@ -48,26 +57,55 @@ def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str
         return error.code, dict(error.headers), json.loads(error.read())
 
 
-def test_the_login_link_opens_the_dashboard_once(browser: Any, daemon: Watch, page: Any) -> None:
+def test_the_login_page_opens_the_dashboard_once(browser: Any, daemon: Watch, page: Any) -> None:
     assert page.url == f"{daemon.url}/ui/"
-    cookies = page.context.cookies()
-    assert [(c["httpOnly"], c["sameSite"]) for c in cookies] == [(True, "Strict")]
+    cookies = {c["name"]: c for c in page.context.cookies()}
+    session = cookies[f"mplp_ui_{daemon.url.rsplit(':', 1)[1]}"]
+    assert (session["httpOnly"], session["sameSite"]) == (True, "Strict")
+    assert not any(name.startswith("mplp_login_") for name in cookies)  # the nonce is spent
     token = (daemon.state_dir / "api-token").read_text()
     assert token not in page.content()
-    # The link's code is spent: a second browser cannot use it.
-    link = daemon.login_link()
     assert page.evaluate("document.cookie") == ""  # page script cannot read the session
+    # What `mplp-lsp ui` printed is a private file, not a link that logs anyone in.
+    link = daemon.login_link()
+    assert link.startswith("file://") and "code" not in link
+    written = daemon.state_dir / "ui-login.html"
+    assert oct(written.stat().st_mode & 0o777) == "0o600"
+    # The page's code is spent by the first browser: a second one gets the login page.
     other = browser.new_context()
     try:
         first = other.new_page()
         first.goto(link)
-        assert first.url == f"{daemon.url}/ui/"
+        first.wait_for_url(f"{daemon.url}/ui/")
         again = other.new_page()
-        response = again.goto(link)
-        assert response.status == 401
-        assert json.loads(again.inner_text("body"))["errors"][0]["path"] == "code"
+        again.goto(link)
+        again.wait_for_selector("#login-state.error")
+        assert again.url == f"{daemon.url}/ui/login"  # the code left the address bar
+        assert "used up or has expired" in again.inner_text("#login-state")
     finally:
         other.close()
+
+
+def test_a_typed_code_logs_in_and_a_code_alone_opens_nothing(browser: Any, daemon: Watch) -> None:
+    done = cli(
+        daemon.env, "ui", "--state-dir", str(daemon.state_dir), "--workspace", str(daemon.workspace)
+    )
+    code = done.stderr.rsplit("enter the code ", 1)[1].strip()
+    # Without the login page's nonce (a client that never loaded it), the code is refused,
+    # and it stays good for the browser.
+    status, _, body = _post(
+        f"{daemon.url}/ui/login", {"code": code}, {"Sec-Fetch-Site": "same-origin"}
+    )
+    assert (status, body["errors"][0]["path"]) == (401, "code")
+    context = browser.new_context()
+    try:
+        tab = context.new_page()
+        tab.goto(f"{daemon.url}/ui/login")
+        tab.fill("#code", code)
+        tab.click("#login button")
+        tab.wait_for_url(f"{daemon.url}/ui/")
+    finally:
+        context.close()
 
 
 def test_a_request_without_a_session_or_with_a_wrong_one_is_refused(daemon: Watch) -> None:
@@ -83,13 +121,20 @@ def test_a_request_without_a_session_or_with_a_wrong_one_is_refused(daemon: Watc
 def test_the_page_has_a_strict_csp_and_cannot_be_framed(
     browser: Any, daemon: Watch, page: Any
 ) -> None:
+    # Playwright's own requests carry the page's cookies but no Sec-Fetch-Site, as curl with
+    # a stolen cookie would: refused, and the refusal has the headers too.
     response = page.request.get(f"{daemon.url}/ui/")
+    assert response.status == 401
     csp = response.headers["content-security-policy"]
     assert "frame-ancestors 'none'" in csp and "script-src 'self'" in csp
     assert "unsafe-inline" not in csp
     assert response.headers["x-frame-options"] == "DENY"
-    streamed = page.request.get(f"{daemon.url}/ui/api/export?format=csv")  # a streamed answer
-    assert streamed.ok and streamed.headers["content-security-policy"] == csp
+    # The page's own fetch of a streamed answer.
+    ok, streamed_csp = page.evaluate(
+        "fetch('/ui/api/export?format=csv')"
+        ".then(r => [r.ok, r.headers.get('content-security-policy')])"
+    )
+    assert ok and streamed_csp == csp
     # A page of another origin that frames the dashboard gets nothing of it.
     framing = page.context.new_page()
     try:

@@ -85,3 +85,29 @@ def test_the_fast_parser_reads_every_body_as_json_does(value: object, spaced: bo
     result is json's, integers beyond 64 bits exact (dumped back to tell 1e23 from 10**23)."""
     body = json.dumps({"items": [value]}, indent=1 if spaced else None).encode()
     assert json.dumps(_parse(body)) == json.dumps(json.loads(body))
+
+
+def test_a_stream_is_bound_to_the_first_key_that_writes_it(store: CollectorStore) -> None:
+    # Written before keys existed: a keyless batch is still taken, and binds nothing.
+    assert store.receive(_batch(_envelope(1)).encode(), None).status == 200
+    assert store.receive(_batch(_envelope(2)).encode(), None).status == 200
+    # The forwarder, upgraded, sends its key: that binds the stream.
+    assert store.receive(_batch(_envelope(3)).encode(), None, "key-of-s").status == 200
+    assert store.receive(_batch(_envelope(4)).encode(), None, "key-of-s").status == 200
+    for offered in (None, "another-key"):
+        refused = store.receive(_batch(_envelope(5)).encode(), None, offered)
+        assert (refused.status, refused.body["error"]) == (403, "stream_key_mismatch")
+    assert store.stats()["stored"] == 4 and store.stats()["refused_stream_writes"] == 2
+    # Another stream is another key's.
+    other = _batch(_envelope(6)).replace('"source": "s"', '"source": "t"')
+    assert store.receive(other.encode(), None, "key-of-t").status == 200
+
+
+def test_a_collector_that_requires_keys_refuses_a_keyless_batch(tmp_path: Path) -> None:
+    strict = CollectorStore(tmp_path / "strict.db", require_stream_keys=True)
+    try:
+        refused = strict.receive(_batch(_envelope(1)).encode(), None)
+        assert (refused.status, refused.body["error"]) == (403, "stream_key_required")
+        assert strict.receive(_batch(_envelope(1)).encode(), None, "k").status == 200
+    finally:
+        strict.close()

@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from mplp_lsp.api.endpoint import Endpoint
 from mplp_lsp.cli.daemon_status import daemon_status, without_live_state
+from mplp_lsp.private import write_private
+from mplp_lsp.statedir import StatePaths
 from mplp_lsp.workspace_status import WorkspaceStatus
 
 TOKEN = "daemon-token"
@@ -45,14 +48,14 @@ async def daemon() -> AsyncIterator[tuple[Daemon, int]]:
     await runner.cleanup()
 
 
-def endpoint(tmp_path: Path, url: str) -> dict[str, str]:
-    token_file = tmp_path / "api-token"
-    token_file.write_text(TOKEN + "\n")
-    return {"url": url, "token_file": str(token_file)}
+def endpoint(tmp_path: Path, url: str) -> tuple[StatePaths, Endpoint]:
+    """A state dir whose own token file (0600) holds the token, and the daemon's URL."""
+    write_private(tmp_path / "api-token", (TOKEN + "\n").encode())
+    return StatePaths(tmp_path), Endpoint(url)
 
 
-async def ask(api: dict[str, str]) -> WorkspaceStatus | None:
-    return await asyncio.to_thread(daemon_status, api)
+async def ask(api: tuple[StatePaths, Endpoint]) -> WorkspaceStatus | None:
+    return await asyncio.to_thread(daemon_status, *api)
 
 
 async def test_the_daemons_report_is_read_and_unknown_fields_are_left_out(
@@ -73,6 +76,22 @@ async def test_the_token_goes_only_to_a_plain_loopback_address(
     fake, port = daemon
     fake.answer = (200, json.dumps({"state_dir": "s"}))
     assert await ask(endpoint(tmp_path, form.format(port=port))) is None
+    assert fake.requests == []
+
+
+async def test_a_token_file_others_can_read_is_not_sent(
+    daemon: tuple[Daemon, int], tmp_path: Path
+) -> None:
+    fake, port = daemon
+    fake.answer = (200, json.dumps({"state_dir": "s"}))
+    api = endpoint(tmp_path, f"http://127.0.0.1:{port}")
+    (tmp_path / "api-token").chmod(0o644)
+    assert await ask(api) is None
+    (tmp_path / "api-token").unlink()
+    (tmp_path / "api-token").symlink_to(tmp_path / "elsewhere")  # never followed
+    (tmp_path / "elsewhere").write_text(TOKEN)
+    (tmp_path / "elsewhere").chmod(0o600)
+    assert await ask(api) is None
     assert fake.requests == []
 
 

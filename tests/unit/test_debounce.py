@@ -361,6 +361,28 @@ async def test_fake_clock_one_path_many_times_is_one_change() -> None:
     await deb.aclose()
 
 
+async def test_the_backlog_counts_what_waits_and_what_is_not_yet_through_emit() -> None:
+    clock, released = FakeClock(), asyncio.Event()
+    delivered: list[int] = []
+
+    async def slow(batch: list[Settled]) -> None:
+        await released.wait()
+        delivered.append(len(batch))
+
+    deb = Debouncer(slow, quiet=0.5, clock=clock)
+    for i in range(30):
+        deb.observe(ob(DELETED, f"gone/f{i}", clock.now))
+    assert deb.backlog == 30  # in their quiet period
+    clock.now += 0.5
+    deb.poll()
+    await asyncio.sleep(0)
+    assert (deb.pending_count, deb.backlog) == (0, 30)  # settled, emit still storing them
+    released.set()
+    await deb.join()
+    assert (deb.backlog, delivered) == (0, [30])
+    await deb.aclose()
+
+
 async def test_fake_clock_distinct_paths_come_in_one_batch() -> None:
     clock, out = FakeClock(), Recorder()
     deb = Debouncer(out, quiet=0.5, clock=clock)

@@ -20,12 +20,16 @@ class Recorder:
     def __init__(self) -> None:
         self.changes: list[tuple[Change, str, str | None]] = []
         self.lost_dirs: list[str] = []
+        self.full = False
 
     def changed(self, change: Change, path: str, previous: str | None = None) -> None:
         self.changes.append((change, path, previous))
 
     def lost(self, directory: str) -> None:
         self.lost_dirs.append(directory)
+
+    def saturated(self) -> bool:
+        return self.full
 
 
 Watched = tuple[Any, Recorder, Path]
@@ -147,6 +151,31 @@ def test_a_directory_moved_inside_the_tree_is_a_rename_per_file(watched: Watched
     (root / "lib" / "sub" / "c.py").write_text("watched where it is now")
     watcher._read()
     assert paths(sink) == {f"{root}/lib/sub/c.py"}
+
+
+async def test_a_saturated_sink_pauses_reading_and_the_kernel_keeps_the_reports(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+
+    from mplp_lsp.sources.fswatch import _Inotify, _skipper
+
+    sink = Recorder()
+    watcher = _Inotify(str(tmp_path), sink, _skipper(str(tmp_path), ()))
+    watcher.start(asyncio.get_running_loop())
+    try:
+        sink.full = True
+        (tmp_path / "while-full.txt").write_text("held by the kernel\n")
+        await asyncio.sleep(0.3)
+        assert sink.changes == []  # nothing read while the sink is full
+        sink.full = False
+        for _ in range(100):
+            if sink.changes:
+                break
+            await asyncio.sleep(0.05)
+        assert paths(sink) == {f"{tmp_path}/while-full.txt"}
+    finally:
+        watcher.close()
 
 
 def test_what_the_kernel_queued_is_reported_when_the_watcher_closes(tmp_path: Path) -> None:

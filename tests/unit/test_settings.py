@@ -120,6 +120,7 @@ def test_a_full_valid_object_is_taken_as_is() -> None:
         "forwardRetryInitialMs": 10,
         "forwardRetryMaxMs": 1000,
         "forwardDiskBudgetMb": 5,
+        "forwardReportS": 5,
         "driftInterval": 0,
         "driftSeverity": "hint",
         "snapshotMaxBytes": 0,

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from mplp_lsp.private import NotPrivate
 from mplp_lsp.statedir import (
     DATABASE_NAME,
     ERROR_LOG_NAME,
@@ -134,6 +135,56 @@ def test_created_dirs_are_private_even_with_a_permissive_umask(
     assert mode(resolved.parent) == 0o700  # workspaces/, created here
     assert mode(state_home / "mplp-lsp") == 0o700
     assert mode(state_home) == 0o755  # existed before: left alone
+
+
+@pytest.mark.parametrize("bits", [0o002, 0o020, 0o1002])
+def test_a_state_dir_others_can_write_is_refused_with_the_path_and_the_fix(
+    workspace: Path, tmp_path: Path, bits: int
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    state.chmod(0o700 | bits)
+    with pytest.raises(NotPrivate, match=re.escape(f"chmod go-w {state}")):
+        resolve_state_dir(workspace, state, {})
+
+
+def test_a_folder_above_it_that_others_can_write_is_refused(
+    workspace: Path, tmp_path: Path
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(NotPrivate, match=re.escape(f"{shared} is writable by others")):
+        resolve_state_dir(workspace, shared / "mine" / "state", {})
+    # A sticky folder (/tmp's kind) is where the walk stops: nobody can swap our entries.
+    shared.chmod(0o1777)
+    assert resolve_state_dir(workspace, shared / "mine" / "state", {}).is_dir()
+
+
+def test_a_link_to_a_folder_others_can_write_is_judged_by_its_target(
+    workspace: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "open"
+    target.mkdir()
+    target.chmod(0o777)
+    (tmp_path / "link").symlink_to(target)
+    with pytest.raises(NotPrivate, match="writable by others"):
+        resolve_state_dir(workspace, tmp_path / "link", {})
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown needs root")
+def test_a_state_dir_of_another_user_is_refused(workspace: Path, tmp_path: Path) -> None:
+    state = tmp_path / "theirs"
+    state.mkdir(mode=0o755)
+    os.chown(state, 54321, 54321)  # nobody's: any uid but ours
+    with pytest.raises(NotPrivate, match=re.escape(f"{state} belongs to uid 54321")):
+        resolve_state_dir(workspace, state, {})
+    above = tmp_path / "their-folder"
+    above.mkdir(mode=0o755)
+    (above / "state").mkdir(mode=0o700)
+    os.chown(above, 54321, 54321)
+    with pytest.raises(NotPrivate, match=re.escape(f"inside {above}, which belongs to uid 54321")):
+        resolve_state_dir(workspace, above / "state", {})
 
 
 def test_state_paths() -> None:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from mplp_lsp.store.database import connect, transaction
 from mplp_lsp.ui import timeline
-from mplp_lsp.ui.login import CODE_TTL, SESSION_TTL, BrowserLogin
+from mplp_lsp.ui.login import CODE_TTL, NONCE_TTL, SESSION_TTL, BrowserLogin
 
 START = datetime(2026, 1, 31, 22, tzinfo=UTC)
 KINDS = ("file_update", "git", "tool", "ci", "pipeline_stage", "graph_update", "runtime_execution")
@@ -153,21 +153,34 @@ class Clock:
         return self.now
 
 
-def test_a_login_code_opens_one_session_once() -> None:
+def test_a_login_code_opens_one_session_once_with_a_nonce_of_the_login_page() -> None:
     login = BrowserLogin(Clock())
     code = login.issue_code()
-    session = login.redeem(code)
+    assert login.redeem(code, None) is None  # no login page loaded: no session
+    assert login.redeem(code, "forged") is None
+    session = login.redeem(code, login.issue_nonce())
     assert session is not None and login.valid_session(session)
-    assert login.redeem(code) is None  # spent
+    assert login.redeem(code, login.issue_nonce()) is None  # spent
     assert not login.valid_session("forged") and not login.valid_session(None)
 
 
-def test_codes_and_sessions_expire() -> None:
+def test_a_nonce_gets_one_try() -> None:
+    login = BrowserLogin(Clock())
+    nonce = login.issue_nonce()
+    assert login.redeem("wrong", nonce) is None
+    assert login.redeem(login.issue_code(), nonce) is None  # the nonce went with the wrong code
+
+
+def test_codes_nonces_and_sessions_expire() -> None:
     clock = Clock()
     login = BrowserLogin(clock)
     late = login.issue_code()
     clock.now += CODE_TTL + 1
-    assert login.redeem(late) is None
-    session = login.redeem(login.issue_code())
+    assert login.redeem(late, login.issue_nonce()) is None
+    stale = login.issue_nonce()
+    clock.now += NONCE_TTL + 1
+    assert login.redeem(login.issue_code(), stale) is None
+    session = login.redeem(login.issue_code(), login.issue_nonce())
+    assert session is not None
     clock.now += SESSION_TTL + 1
     assert not login.valid_session(session)

@@ -85,7 +85,7 @@ async def test_the_catch_up_learns_every_file_there_with_one_graph_update(
     repo = Repo.existing(tmp_path / "ws")
     (repo.path / "src" / "util.py").write_text("changed in the worktree, not staged\n")
     files, submitted, _ = await activity(tmp_path, writer, Settings(debounce_ms=10))
-    await files.catch_up(time.time_ns())
+    await files.catch_up(time.time_ns(), time.time_ns())
     learnt = await writer.read(nodes)
     assert set(learnt) == repo.files()
     [baseline] = submitted
@@ -110,12 +110,12 @@ async def test_a_second_catch_up_reports_what_was_created_meanwhile_only(
 ) -> None:
     repo = Repo.existing(tmp_path / "ws")
     files, submitted, _ = await activity(tmp_path, writer, Settings(debounce_ms=10))
-    await files.catch_up(time.time_ns())
+    await files.catch_up(time.time_ns(), time.time_ns())
     await files.close()
     submitted.clear()
     (repo.path / "made-while-stopped.txt").write_text("new\n")
     files, submitted, _ = await activity(tmp_path, writer, Settings(debounce_ms=10))
-    await files.catch_up(time.time_ns())
+    await files.catch_up(time.time_ns(), time.time_ns())
     await files.close()
     assert [(s.data["file_path"], s.data["change_type"]) for s in submitted] == [
         ("made-while-stopped.txt", "created")
@@ -130,7 +130,7 @@ async def test_a_rescan_stores_a_slice_at_a_time_what_changed_only(
     for index in range(40):
         repo.write(f"many/f{index}.txt", f"{index}\n")
     files, submitted, _ = await activity(tmp_path, writer, Settings(debounce_ms=10))
-    await files.catch_up(time.time_ns())
+    await files.catch_up(time.time_ns(), time.time_ns())
     submitted.clear()
     slices: list[int] = []
     decide = files.settle_now

@@ -90,8 +90,10 @@ def test_the_bundled_server_starts_with_no_setting_and_records_a_save(
     ) as host:
         [pid] = eventually("the server process", lambda: server_processes(host.state_dir) or None)
         argv = argv_of(pid)
-        # `python3` found on the PATH, isolated (-I) and without site-packages (-S).
-        assert argv[:3] == ["python3", "-I", "-S"], argv
+        # `python3` found on the PATH (by its absolute folders, so never a relative entry),
+        # isolated (-I) and without site-packages (-S).
+        assert Path(argv[0]).is_absolute() and Path(argv[0]).name == "python3", argv
+        assert argv[1:3] == ["-I", "-S"], argv
         launcher = Path(argv[3])
         assert launcher.name == "launch.py"
         assert launcher.is_relative_to(host.server.profile / "extensions"), launcher

@@ -89,13 +89,16 @@ export function describeResult(server: string, result: unknown): Outcome {
     return { message: parts.join("; ") || "no workspace folder", failed: failed.length > 0 };
   }
   if (server === COMMANDS.openDashboard.server && typeof result === "object" && result !== null) {
-    // The server had the editor open a one-time login link (window/showDocument, external).
-    const answer = result as { root?: unknown; shown?: unknown; url?: unknown; error?: unknown };
+    // The server had the editor open its private login page (window/showDocument, external).
+    const answer = result as { root?: unknown; shown?: unknown; page?: unknown; error?: unknown };
     if (typeof answer.error === "string") return { message: `no dashboard: ${answer.error}`, failed: true };
     const where = folderName(answer.root);
     return answer.shown === true
       ? { message: `dashboard of ${where} opened in the browser`, failed: false }
-      : { message: `dashboard of ${where}: open ${String(answer.url)} (works once, within a minute)`, failed: false };
+      : {
+          message: `dashboard of ${where}: open ${String(answer.page)} in a browser (once, within a minute)`,
+          failed: false,
+        };
   }
   return { message: typeof result === "string" ? result : `${server}: done`, failed: false };
 }

@@ -14,7 +14,7 @@ import {
 } from "vscode-languageclient/node";
 import { advertisedCommands, COMMANDS, describeResult, type ExtensionCommand } from "./commands";
 import { HeldActivity } from "./heldActivity";
-import { type Bundle, chooseLaunch, cliArgs, type Launch, probe, readBundle } from "./launch";
+import { type Bundle, chooseLaunch, cliArgs, type Launch, probe, readBundle, resolved } from "./launch";
 import { onPythonChanged, pythonFromExtension } from "./python";
 import { initializationOptions, levelsIn, serverSection, STATUS_METHOD } from "./serverSettings";
 import { type ServerStatus, statusReport } from "./status";
@@ -70,11 +70,13 @@ class Extension implements vscode.Disposable {
       interpreter: config.get<string>("interpreter"),
       importStrategy: config.get<string>("importStrategy"),
     };
-    const launch = chooseLaunch(
-      settings,
-      // The Python extension may pick the workspace's own interpreter: not in Restricted Mode.
-      vscode.workspace.isTrusted ? await pythonFromExtension(folder?.uri) : undefined,
-      this.bundle,
+    const launch = resolved(
+      chooseLaunch(
+        settings,
+        // The Python extension may pick the workspace's own interpreter: not in Restricted Mode.
+        vscode.workspace.isTrusted ? await pythonFromExtension(folder?.uri) : undefined,
+        this.bundle,
+      ),
     );
     if (launch.python && !this.bundle && settings.importStrategy !== "fromEnvironment") {
       this.log.info("this build of the extension has no bundled server: using the interpreter's mplp-lsp");
@@ -182,9 +184,7 @@ class Extension implements vscode.Disposable {
           command: entry.server!,
           arguments: [],
         });
-        // A dashboard link logs a browser in (once): it is not written to the log.
-        const logged = JSON.stringify(result, (key, value) => (key === "url" ? "(one-time link)" : value));
-        this.log.info(`${entry.server}: ${logged}`);
+        this.log.info(`${entry.server}: ${JSON.stringify(result)}`);
         const outcome = describeResult(entry.server!, result);
         const show = outcome.failed ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
         void show(`MPLP: ${outcome.message}`);
@@ -210,7 +210,7 @@ class Extension implements vscode.Disposable {
     }
   }
 
-  /** The server has the editor open a one-time login link to the workspace's dashboard. */
+  /** The server has the editor open the private page that logs a browser in to the dashboard. */
   async openDashboard(): Promise<void> {
     if ((await this.serverCommand(COMMANDS.openDashboard)) === NOT_ADVERTISED) {
       void vscode.window.showWarningMessage(
@@ -228,9 +228,10 @@ class Extension implements vscode.Disposable {
     if (!folder || !this.launch) return;
     const root = folder.uri.fsPath;
     const stateDir = this.bar.last?.workspaces?.find((w) => w.root === root)?.state_dir;
+    // Like every process the extension starts: the resolved interpreter, outside the workspace.
     const terminal = vscode.window.createTerminal({
       name: `MPLP events: ${folder.name}`,
-      cwd: root,
+      cwd: this.neutralDir,
       shellPath: this.launch.command,
       shellArgs: cliArgs(
         this.launch,

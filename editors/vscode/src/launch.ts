@@ -17,8 +17,8 @@
  */
 
 import { type ExecFileException, execFile } from "node:child_process";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { accessSync, constants, readFileSync, statSync } from "node:fs";
+import { delimiter, isAbsolute, join } from "node:path";
 
 export type ImportStrategy = "useBundled" | "fromEnvironment";
 
@@ -81,6 +81,39 @@ export function chooseLaunch(settings: LaunchSettings, fromPythonExtension?: str
     return { command: python, prefix: [...ISOLATED, "-S", bundle.launcher], origin, python, bundle };
   }
   return { command: python, prefix: [...ISOLATED, "-m", "mplp_lsp"], origin, python };
+}
+
+/**
+ * `launch` with its command as an absolute path: a bare name (`python3`) is looked up in the
+ * PATH's absolute entries only. A relative entry (`.`, `bin`) would be looked up from wherever
+ * a process starts, and a terminal starts where it is told: a workspace's planted `python3`
+ * must never be what runs. A command that is not found is left as it is (the probe says so).
+ */
+export function resolved(launch: Launch, path = process.env.PATH ?? ""): Launch {
+  if (isAbsolute(launch.command) || /[\\/]/.test(launch.command)) return launch;
+  const names =
+    process.platform === "win32" && !/\.[A-Za-z0-9]+$/.test(launch.command)
+      ? (process.env.PATHEXT ?? ".EXE;.CMD;.BAT").split(";").map((ext) => launch.command + ext.toLowerCase())
+      : [launch.command];
+  for (const dir of path.split(delimiter)) {
+    if (!isAbsolute(dir)) continue;
+    for (const name of names) {
+      const candidate = join(dir, name);
+      if (isExecutableFile(candidate)) {
+        return { ...launch, command: candidate, ...(launch.python ? { python: candidate } : {}) };
+      }
+    }
+  }
+  return launch;
+}
+
+function isExecutableFile(candidate: string): boolean {
+  try {
+    accessSync(candidate, constants.X_OK);
+    return statSync(candidate).isFile();
+  } catch {
+    return false;
+  }
 }
 
 /** The argv of an `mplp-lsp` subcommand run the way the server is started. */

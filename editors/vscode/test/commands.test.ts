@@ -26,14 +26,14 @@ test("installing hooks names the folders done and the ones refused, with the rea
   assert.equal(describeResult("mplp.installHooks", []).message, "no workspace folder");
 });
 
-test("the dashboard: opened, or the link to open, or why there is none", () => {
+test("the dashboard: opened, or the private page to open, or why there is none", () => {
   assert.deepEqual(describeResult("mplp.openDashboard", { root: "/home/me/project", shown: true }), {
     message: "dashboard of project opened in the browser",
     failed: false,
   });
   assert.match(
-    describeResult("mplp.openDashboard", { root: "/p", shown: false, url: "http://127.0.0.1:1/ui/login?code=x" }).message,
-    /open http:\/\/127\.0\.0\.1:1\/ui\/login\?code=x/,
+    describeResult("mplp.openDashboard", { root: "/p", shown: false, page: "file:///state/ui-login.html" }).message,
+    /open file:\/\/\/state\/ui-login\.html in a browser/,
   );
   assert.equal(describeResult("mplp.openDashboard", { error: "no API" }).failed, true);
 });

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, test } from "node:test";
 import * as vscode from "vscode";
-import { type Bundle, chooseLaunch, cliArgs, probe, readBundle } from "../src/launch";
+import { type Bundle, chooseLaunch, cliArgs, probe, readBundle, resolved } from "../src/launch";
 import { pythonFromExtension } from "../src/python";
 import type { Stub } from "./vscode-stub";
 
@@ -159,4 +159,29 @@ test("a Python the bundle has no modules for, or none at all: the problem and th
     "No Python found to run mplp-lsp: /nonexistent/python3 (from mplp.interpreter) is not installed or not on the PATH.",
   );
   assert.match(missing.fix, /Install Python 3\.11 or newer/);
+});
+
+test("a bare interpreter name is resolved through the PATH's absolute entries only", () => {
+  const root = mkdtempSync(join(tmpdir(), "mplp-resolve-"));
+  try {
+    const planted = join(root, "bin");
+    const system = join(root, "usr-bin");
+    for (const dir of [planted, system]) {
+      mkdirSync(dir);
+      writeFileSync(join(dir, "python3"), "#!/bin/sh\n", { mode: 0o755 });
+    }
+    const cwd = process.cwd();
+    process.chdir(root); // a relative PATH entry would find the planted one from here
+    try {
+      const launch = resolved(chooseLaunch({}), ["bin", system].join(":"));
+      assert.equal(launch.command, join(system, "python3"));
+      assert.equal(launch.python, join(system, "python3"));
+      assert.equal(resolved(chooseLaunch({}), "bin:.").command, "python3"); // not found: as is
+      assert.equal(resolved(chooseLaunch({ interpreter: "/opt/py" }), system).command, "/opt/py");
+    } finally {
+      process.chdir(cwd);
+    }
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
 });

@@ -361,9 +361,8 @@ def build_app(
         token,
         hosts,
         max_body,
-        session=dashboard_shell.has_session,
-        open_paths=(dashboard_shell.LOGIN_PATH,),
-        token_only_paths=(dashboard_shell.CODES_PATH,),
+        session=dashboard_shell.page_session,
+        is_open=dashboard_shell.is_open,
     )
     app = web.Application(
         middlewares=[authorized, _full_disk, _errors],

@@ -301,7 +301,7 @@ async def _refusals(request: web.Request, handler: Handler) -> web.StreamRespons
 
 def add_local_ui(app: web.Application, services: ApiServices) -> None:
     """The local dashboard's page and data routes on the daemon's API application."""
-    from mplp_lsp.api.dashboard_shell import add_shell
+    from mplp_lsp.api.dashboard_shell import add_page_routes, add_shell
 
     app[SERVICES] = services
     app[CLOSING] = asyncio.Event()
@@ -312,5 +312,4 @@ def add_local_ui(app: web.Application, services: ApiServices) -> None:
     app.on_shutdown.append(stop_streams)
     app.middlewares.append(_refusals)
     add_shell(app, "local.html")
-    for method, path, handler in ROUTES:
-        app.router.add_route(method, path, handler)
+    add_page_routes(app, ROUTES)

@@ -6,17 +6,18 @@ Shared by the daemon's API (:mod:`mplp_lsp.api.app`) and the team collector
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from functools import cache
 from importlib import resources
 from typing import Final
 
 from aiohttp import web
 
-from mplp_lsp.ui.login import SESSION_TTL, BrowserLogin
+from mplp_lsp.ui.login import NONCE_TTL, SESSION_TTL, LocalLogin, Login
 
 LOGIN_PATH: Final = "/ui/login"
 CODES_PATH: Final = "/ui/login-codes"
+_LOGIN_ASSETS: Final = frozenset({"login.js", "ui.css"})  # what the login page loads
 _TYPES: Final = {
     ".html": "text/html",
     ".js": "text/javascript",
@@ -36,18 +37,36 @@ _HEADERS: Final = {
     "Cross-Origin-Opener-Policy": "same-origin",
     "Cross-Origin-Resource-Policy": "same-origin",
 }
-# Requests a logged-in page makes itself, or a navigation the user typed or was handed by a
-# local program. Another local port is "same-site" and is refused: SameSite does not tell
-# ports apart, Sec-Fetch-Site does not either, but "same-origin" does.
+# A session cookie counts only on requests that say they come from our own pages: fetches
+# of a logged-in page ("same-origin") and navigations the user typed or a bookmark made
+# ("none"; only to read). Another local port is "same-site" for cookies, so SameSite alone
+# does not tell a page on another port apart; Sec-Fetch-Site does. A request without the
+# header is no browser's (every supported browser sends it): curl holding a stolen cookie
+# gets nothing.
 _OWN_FETCH: Final = frozenset({"same-origin", "none"})
+_OWN_WRITE: Final = frozenset({"same-origin"})
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-LOGIN = web.AppKey("browser_login", BrowserLogin)
+Route = tuple[str, str]  # (method, canonical path), as the router knows it
+LOGIN = web.AppKey("browser_login", Login)
+# What a session may do: the routes of the pages themselves (what they show and their own
+# buttons), added by each dashboard as it adds them. Anything else needs the bearer token.
+PAGE_ROUTES = web.AppKey("page_routes", set[Route])
+# What needs neither a token nor a session: the login page and its form.
+OPEN_ROUTES: Final[frozenset[Route]] = frozenset(
+    {("GET", LOGIN_PATH), ("POST", LOGIN_PATH), ("GET", LOGIN_PATH + "/{name}")}
+)
 
 
-def cookie_name(port: int | None) -> str:
-    """Per port: cookies do not tell ports apart, and two daemons share 127.0.0.1."""
-    return f"mplp_ui_{port or 0}"
+def _cookie(request: web.Request, kind: str = "ui") -> str:
+    """The name of a cookie of this server's login (the daemon's are per port)."""
+    return request.app[LOGIN].cookie_name(_port(request), kind)
+
+
+def _over_https(request: web.Request) -> bool:
+    """The browser's connection is HTTPS: this one, or a TLS proxy's in front that says so
+    (the header can only add ``Secure`` to a cookie, never take it away)."""
+    return request.secure or request.headers.get("X-Forwarded-Proto", "").lower() == "https"
 
 
 def _port(request: web.Request) -> int | None:
@@ -55,14 +74,27 @@ def _port(request: web.Request) -> int | None:
     return int(sockname[1]) if isinstance(sockname, tuple) and len(sockname) > 1 else None
 
 
-def has_session(request: web.Request) -> bool:
-    """The request carries a live session cookie and comes from our own pages."""
+def route_of(request: web.Request) -> Route | None:
+    """The route a request was matched to (``HEAD`` as its ``GET``); None for no route."""
+    resource = request.match_info.route.resource
+    if resource is None:
+        return None
+    return ("GET" if request.method == "HEAD" else request.method), resource.canonical
+
+
+def is_open(request: web.Request) -> bool:
+    return route_of(request) in OPEN_ROUTES
+
+
+def page_session(request: web.Request) -> bool:
+    """The request is one of the pages' own, from a page of ours, with a live session."""
     login = request.app.get(LOGIN)
-    if login is None:
+    if login is None or route_of(request) not in request.app[PAGE_ROUTES]:
         return False
-    if request.headers.get("Sec-Fetch-Site", "none") not in _OWN_FETCH:
+    allowed = _OWN_FETCH if request.method in ("GET", "HEAD") else _OWN_WRITE
+    if request.headers.get("Sec-Fetch-Site") not in allowed:
         return False
-    return login.valid_session(request.cookies.get(cookie_name(_port(request))))
+    return login.valid_session(request.cookies.get(_cookie(request)))
 
 
 async def _secure(_request: web.Request, response: web.StreamResponse) -> None:
@@ -76,36 +108,81 @@ def protect(app: web.Application) -> None:
     app.on_response_prepare.append(_secure)
 
 
+def add_page_routes(app: web.Application, routes: Iterable[tuple[str, str, Handler]]) -> None:
+    """Add routes of the pages: a session may use them (and only them, with the login)."""
+    for method, path, handler in routes:
+        app.router.add_route(method, path, handler)
+        app[PAGE_ROUTES].add((method, path))
+
+
 async def issue_code(request: web.Request) -> web.Response:
     """A one-time login code, for a client that already holds the bearer token."""
-    code = request.app[LOGIN].issue_code()
+    code = await request.app[LOGIN].issue_code()
     return web.json_response(
-        {"code": code, "path": f"{LOGIN_PATH}?code={code}"},
-        headers={"Cache-Control": "no-store"},
+        {"code": code, "path": LOGIN_PATH}, headers={"Cache-Control": "no-store"}
     )
 
 
+async def login_page(request: web.Request) -> web.Response:
+    """The login page, with a fresh pre-login nonce that its form must send back."""
+    response = asset_response("login.html")
+    response.headers["Cache-Control"] = "no-store"
+    response.set_cookie(
+        _cookie(request, "login"),
+        await request.app[LOGIN].issue_nonce(),
+        max_age=int(NONCE_TTL),
+        path=LOGIN_PATH,
+        httponly=True,
+        samesite="Strict",
+        secure=_over_https(request),
+    )
+    return response
+
+
 async def login(request: web.Request) -> web.StreamResponse:
-    """Trade a login code for a session cookie and go to the dashboard."""
+    """Trade a code, posted by the login page with its nonce, for a session cookie."""
     from mplp_lsp.api.errors import error_response
     from mplp_lsp.protocol.result import ErrorCode
 
-    session = request.app[LOGIN].redeem(request.query.get("code", ""))
+    if request.headers.get("Sec-Fetch-Site") != "same-origin":
+        return error_response(
+            403, "Sec-Fetch-Site", ErrorCode.FORBIDDEN_ORIGIN, "log in from the login page"
+        )
+    code = await _posted_code(request)
+    nonce = request.cookies.get(_cookie(request, "login"))
+    session = await request.app[LOGIN].redeem(code, nonce)
     if session is None:
         return error_response(
-            401, "code", ErrorCode.UNAUTHORIZED, "this login link is used up or has expired"
+            401, "code", ErrorCode.UNAUTHORIZED, "this login code is used up or has expired"
         )
-    response = web.HTTPSeeOther("/ui/", headers={"Cache-Control": "no-store"})
+    response = web.json_response(
+        {"ok": True, "next": "/ui/"}, headers={"Cache-Control": "no-store"}
+    )
+    response.del_cookie(_cookie(request, "login"), path=LOGIN_PATH)
     response.set_cookie(
-        cookie_name(_port(request)),
+        _cookie(request),
         session,
         max_age=int(SESSION_TTL),
         path="/",
         httponly=True,
         samesite="Strict",
-        secure=request.secure,  # a team collector behind TLS: never sent over plain HTTP
+        secure=_over_https(request),  # a team collector behind TLS: never over plain HTTP
     )
     return response
+
+
+async def _posted_code(request: web.Request) -> str:
+    """``{"code": ...}`` from the body; "" for anything else (then no session opens)."""
+    import json
+
+    if request.content_type != "application/json":
+        return ""
+    try:
+        body = json.loads(await request.read())
+    except ValueError:
+        return ""
+    code = body.get("code") if isinstance(body, dict) else None
+    return code if isinstance(code, str) else ""
 
 
 @cache
@@ -128,9 +205,11 @@ def asset_response(name: str) -> web.Response:
     )
 
 
-def add_shell(app: web.Application, page: str) -> None:
-    """The login routes, ``/ui/`` (the ``page`` HTML file) and the shared assets."""
-    app[LOGIN] = BrowserLogin()
+def add_shell(app: web.Application, page: str, logins: Login | None = None) -> None:
+    """The login routes, ``/ui/`` (the ``page`` HTML file) and the shared assets; ``logins``
+    are the daemon's own (:class:`LocalLogin`) unless given."""
+    app[LOGIN] = logins or LocalLogin()
+    app[PAGE_ROUTES] = set()
     names = _asset_names()
 
     async def index(_request: web.Request) -> web.Response:
@@ -142,10 +221,24 @@ def add_shell(app: web.Application, page: str) -> None:
             raise web.HTTPNotFound()
         return asset_response(name)
 
-    app.router.add_get("/ui", _to_ui)
-    app.router.add_get("/ui/", index)
-    app.router.add_get("/ui/static/{name}", asset)
-    app.router.add_get(LOGIN_PATH, login)
+    # The login page's own script and style are served to a browser without a session.
+    async def login_asset(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        if name not in _LOGIN_ASSETS:
+            raise web.HTTPNotFound()
+        return asset_response(name)
+
+    add_page_routes(
+        app,
+        (
+            ("GET", "/ui", _to_ui),
+            ("GET", "/ui/", index),
+            ("GET", "/ui/static/{name}", asset),
+        ),
+    )
+    app.router.add_get(LOGIN_PATH, login_page, allow_head=False)
+    app.router.add_post(LOGIN_PATH, login)
+    app.router.add_get(LOGIN_PATH + "/{name}", login_asset, allow_head=False)
     app.router.add_post(CODES_PATH, issue_code)
 
 

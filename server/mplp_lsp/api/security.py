@@ -11,8 +11,9 @@ Checked in this order, before a handler runs and before any body is read:
    cross-site POST, scripts and hooks send none, so a page that somehow holds the token still
    cannot use it;
 4. ``Authorization: Bearer <token>`` matches the token in the state dir's 0600 file,
-   compared in constant time; or, for the dashboard, a browser session cookie opened with a
-   one-time login code (:mod:`mplp_lsp.api.dashboard_shell`; only the login page needs neither);
+   compared in constant time; or, on the dashboard pages' own routes only, a browser session
+   opened with a one-time login code (:mod:`mplp_lsp.api.dashboard_shell`); only the login
+   page needs neither;
 5. a declared body larger than the limit is refused from its ``Content-Length`` alone; a
    chunked body is cut off by aiohttp's ``client_max_size`` once it passes the limit.
 
@@ -57,15 +58,17 @@ def guard(
     max_body: int = MAX_BODY,
     *,
     session: Callable[[web.Request], bool] | None = None,
-    open_paths: Collection[str] = (),
-    token_only_paths: Collection[str] = (),
+    is_open: Callable[[web.Request], bool] | None = None,
 ) -> Middleware:
-    """``session`` says whether a request carries a dashboard session (then no token is
-    needed, except on ``token_only_paths``); ``open_paths`` need neither (the login page)."""
+    """``session`` says whether a request may go ahead on a dashboard session alone (a page
+    route, from a page); ``is_open`` whether it needs neither that nor the token (login)."""
     expected = token.encode()
 
     def browser(request: web.Request) -> bool:
-        return session is not None and request.path not in token_only_paths and session(request)
+        return session is not None and session(request)
+
+    def open_route(request: web.Request) -> bool:
+        return is_open is not None and is_open(request)
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -86,7 +89,7 @@ def guard(
         bearer = scheme.lower() == "bearer" and hmac.compare_digest(
             offered.strip().encode(), expected
         )
-        if not bearer and request.path not in open_paths and not browser(request):
+        if not bearer and not open_route(request) and not browser(request):
             response = error_response(
                 401, "Authorization", ErrorCode.UNAUTHORIZED, "a valid bearer token is required"
             )

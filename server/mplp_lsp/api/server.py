@@ -1,8 +1,8 @@
 """Running the API for one workspace: bind 127.0.0.1, write the token and endpoint files.
 
 While it listens, the state dir holds ``api-token`` (0600, a fresh random token each start)
-and ``api.json`` (``{url, token_file, pid}``) so scripts and hooks can find it;
-``mplp-lsp status --json`` reports the same. Both are removed when it stops.
+and ``api.json`` (``{url, pid}``) so scripts and hooks can find it; ``mplp-lsp status
+--json`` reports the same. Both are removed when it stops.
 
 The socket is bound and listening from the start, but aiohttp (about 11 MiB of an idle
 daemon's memory, which is kept within twice a bare pygls server's) is loaded only when the
@@ -21,9 +21,10 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mplp_lsp.api.credentials import IDLE_TIMEOUT, allowed_hosts, new_token, write_token
+from mplp_lsp.api.credentials import IDLE_TIMEOUT, allowed_hosts, new_token
 from mplp_lsp.api.endpoint import ENDPOINT_NAME, TOKEN_NAME, Endpoint
 from mplp_lsp.api.services import ApiServices
+from mplp_lsp.private import write_private
 from mplp_lsp.settings import Settings
 from mplp_lsp.statedir import StatePaths
 from mplp_lsp.workspace import Workspace
@@ -61,7 +62,7 @@ class ApiServer:
         return f"http://{HOST}:{self.port}"
 
     async def start(self) -> Endpoint:
-        write_token(self.token_file, self.token)
+        write_private(self.token_file, self.token.encode())
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
             # No SO_REUSEADDR: a port another process holds is refused, not shared.
@@ -74,11 +75,10 @@ class ApiServer:
         self._socket = listener
         self.port = int(listener.getsockname()[1])
         asyncio.get_running_loop().add_reader(listener.fileno(), self._first_connection)
-        endpoint = Endpoint(self.url, str(self.token_file))
-        payload = {**endpoint.to_json(), "pid": os.getpid()}
-        temporary = self.endpoint_file.with_name(f".{ENDPOINT_NAME}.tmp")
-        temporary.write_text(json.dumps(payload), encoding="utf-8")
-        temporary.replace(self.endpoint_file)
+        endpoint = Endpoint(self.url)
+        write_private(
+            self.endpoint_file, json.dumps({**endpoint.to_json(), "pid": os.getpid()}).encode()
+        )
         log.info("HTTP API listening on %s", self.url)
         return endpoint
 

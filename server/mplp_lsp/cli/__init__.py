@@ -7,6 +7,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+# Imported before the commands: its clock is the process's start where /proc does not say.
+import mplp_lsp.process_start  # noqa: F401
 from mplp_lsp import __version__
 from mplp_lsp.cli import (
     collector,

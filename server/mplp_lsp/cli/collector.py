@@ -20,6 +20,16 @@ _COLLECTOR_LOG_LEVEL = "info"  # a service: what it serves and refuses is worth 
 
 TOKEN_ENV: Final = "MPLP_LSP_COLLECTOR_TOKEN"  # noqa: S105 (a variable name)
 POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
+_TEAM_ONLY: Final = (
+    "db_password_file",
+    "read_token_file",
+    "retention_days",
+    "db_pool_size",
+    "db_timeout",
+    "names",
+    "aliases",
+    "deploy_pipeline",
+)
 
 
 def register(commands: Any) -> None:
@@ -33,8 +43,8 @@ def register(commands: Any) -> None:
         "serve",
         help="receive, validate, deduplicate and store forwarded batches",
         description=(
-            "Receive batches on POST /events, validate every envelope, deduplicate by "
-            "(source, event_id), honour Idempotency-Key, store to SQLite, and serve them on "
+            "Receive batches on POST /events, validate every envelope, store each event "
+            "once by its event_id, honour Idempotency-Key, store to SQLite, and serve them on "
             "GET /events. Every request needs 'Authorization: Bearer <token>'; the token "
             f"comes from {TOKEN_ENV}, else --token-file, else a new random one is written "
             "to <db>.token (mode 0600). With --db postgresql://... several instances share "
@@ -50,6 +60,14 @@ def register(commands: Any) -> None:
         help="SQLite database file, or a postgresql:// URL without a password",
     )
     serve.add_argument("--token-file", metavar="FILE", help="file holding the token")
+    serve.add_argument(
+        "--require-stream-keys",
+        action="store_true",
+        help=(
+            "refuse batches without an Mplp-Stream-Key (forwarders from before stream keys "
+            "send none); by default a stream that no key ever wrote stays writable without one"
+        ),
+    )
     team = serve.add_argument_group("PostgreSQL (--db postgresql://...)")
     team.add_argument(
         "--db-password-file",
@@ -65,31 +83,63 @@ def register(commands: Any) -> None:
         "--retention-days",
         type=int,
         metavar="N",
-        help="drop raw events older than N days (hourly); the team graph is kept",
+        help="drop raw events received over N days ago (hourly); the team graph is kept",
+    )
+    team.add_argument(
+        "--db-pool-size",
+        type=int,
+        metavar="N",
+        help="database connections of this instance at most (default 8)",
+    )
+    team.add_argument(
+        "--db-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="the longest a request waits for a database connection before a 503 (default 5)",
+    )
+    team.add_argument(
+        "--names",
+        choices=("hashed", "names"),
+        help="how the team view names people and machines: short hashes (default) or names",
+    )
+    team.add_argument(
+        "--aliases",
+        metavar="FILE",
+        help='TOML file of "<short hash>" = "Name" pairs the team view shows instead',
+    )
+    team.add_argument(
+        "--deploy-pipeline",
+        action="append",
+        metavar="GLOB",
+        help="a pipeline id pattern whose successful runs are deployments (DORA keys; "
+        "repeatable; default: *deploy* and *release*)",
     )
     add_log_options(serve)
     parser.set_defaults(handler=run)
     dashboard = actions.add_parser(
         "ui",
-        help="print (or open) a one-time login link to a team collector's dashboard",
+        help="log a browser in to a team collector's dashboard (--open: open it)",
         description=(
-            "Ask a PostgreSQL collector for a one-time login code and print the link to its "
-            f"team dashboard (/ui/). The token (the collector's, or a read-only one) comes from "
-            f"{TOKEN_ENV}, else --token-file. The link logs one browser in once, within a "
-            "minute; the session can only read. Sessions live in the instance that issued "
-            "them: behind a balancer, use one instance's own address."
+            "Ask a PostgreSQL collector for a one-time login code, write a page that hands it "
+            "to the team dashboard (/ui/) into a folder of yours (readable by you only), and "
+            "print that page's file:// URL. The token (the collector's, or a read-only one) "
+            f"comes from {TOKEN_ENV}, else --token-file. The page logs one browser in once, "
+            "within a minute; the session can only load the team page. Every instance "
+            "honours the link and the session: behind a balancer, use the balancer's address."
         ),
     )
     dashboard.add_argument("url", help="the collector's base URL, e.g. http://127.0.0.1:8765")
     dashboard.add_argument("--token-file", metavar="FILE", help="file holding the token")
-    dashboard.add_argument("--open", action="store_true", help="open the link in a web browser")
+    dashboard.add_argument("--open", action="store_true", help="open the page in a web browser")
     dashboard.set_defaults(handler=run_ui)
 
 
 def run_ui(args: argparse.Namespace) -> int:
     import urllib.error
 
-    from mplp_lsp.cli.ui import request_link, show
+    from mplp_lsp.cli.ui import hand_over, request_code
+    from mplp_lsp.private import NotPrivate
+    from mplp_lsp.ui.login_page import collector_login_folder
 
     try:
         token = given_token(args)
@@ -97,12 +147,41 @@ def run_ui(args: argparse.Namespace) -> int:
         return fail(f"cannot read the token file: {error}")
     if not token:
         return fail(f"no token: set {TOKEN_ENV} or give --token-file")
+    problem = _insecure(args.url)
+    if problem is not None:
+        return fail(problem)
     try:
-        link = request_link(args.url, token)
+        folder = collector_login_folder()
+    except (NotPrivate, OSError) as error:
+        return fail(str(error))
+    try:
+        login = request_code(args.url, token)
     except (OSError, urllib.error.URLError, ValueError, KeyError) as error:
         return fail(f"the collector at {args.url} did not give a login code: {error}")
-    show(link, open_it=args.open)
+    hand_over(login, folder, open_it=args.open)
     return 0
+
+
+def _insecure(url: str) -> str | None:
+    """Why the token may not be sent to ``url``: it would travel in clear, or to a URL
+    that holds credentials itself."""
+    from urllib.parse import urlsplit
+
+    from mplp_lsp.forward.config import is_loopback_host
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+    except ValueError:
+        return f"not a URL: {url}"
+    if "@" in parts.netloc or not host:
+        return "the collector URL needs a host and no user name or password"
+    if parts.scheme == "https" or (parts.scheme == "http" and is_loopback_host(host)):
+        return None
+    return (
+        "the collector URL must be https://, or http:// to this machine "
+        "(the token would travel in clear)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -111,10 +190,10 @@ def run(args: argparse.Namespace) -> int:
         from mplp_lsp.cli.collector_team import run_team
 
         return run_team(args)
-    if args.db_password_file or args.read_token_file or args.retention_days is not None:
-        return fail(
-            "--db-password-file, --read-token-file and --retention-days need a PostgreSQL --db"
-        )
+    team_only = [name for name in _TEAM_ONLY if getattr(args, name) is not None]
+    if team_only:
+        given = ", ".join("--" + name.replace("_", "-") for name in team_only)
+        return fail(f"{given}: only with a PostgreSQL --db")
     db = Path(args.db).expanduser().absolute()
     if not db.parent.is_dir():
         return fail(f"the folder of --db does not exist: {db.parent}")
@@ -128,7 +207,14 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         serve_until_stopped(
-            lambda ready: run_collector(db, token, args.host, args.port, ready=ready),
+            lambda ready: run_collector(
+                db,
+                token,
+                args.host,
+                args.port,
+                ready=ready,
+                require_stream_keys=args.require_stream_keys,
+            ),
             f"db: {db}",
         )
     except sqlite3.Error as error:

@@ -20,8 +20,13 @@ def run_team(args: argparse.Namespace) -> int:
     try:
         import psycopg
 
-        from mplp_lsp.collector.pg_store import url_problem
-        from mplp_lsp.collector.team_app import TeamSettings, run_team_collector
+        from mplp_lsp.collector.pg_connect import url_problem
+        from mplp_lsp.collector.team_app import (
+            DEFAULT_DEPLOY_PIPELINES,
+            TeamSettings,
+            run_team_collector,
+        )
+        from mplp_lsp.collector.team_names import AliasFileError, Naming, load_aliases
     except ImportError:
         return fail("PostgreSQL support is not installed: pip install 'mplp-lsp[postgres]'")
     problem = url_problem(args.db)
@@ -29,6 +34,14 @@ def run_team(args: argparse.Namespace) -> int:
         return fail(problem)
     if args.retention_days is not None and args.retention_days < 1:
         return fail("--retention-days must be at least 1")
+    if args.db_pool_size is not None and not 1 <= args.db_pool_size <= 1000:
+        return fail("--db-pool-size must be between 1 and 1000")
+    if args.db_timeout is not None and not 0.1 <= args.db_timeout <= 600:
+        return fail("--db-timeout must be between 0.1 and 600 seconds")
+    try:
+        aliases = load_aliases(Path(args.aliases).expanduser()) if args.aliases else {}
+    except AliasFileError as error:
+        return fail(str(error))
     try:
         token = given_token(args)
         password = _first_line(args.db_password_file) if args.db_password_file else None
@@ -43,6 +56,11 @@ def run_team(args: argparse.Namespace) -> int:
         read_tokens=read_tokens,
         password=password,
         retention_days=args.retention_days,
+        pool_size=args.db_pool_size or 8,
+        db_timeout=args.db_timeout or 5.0,
+        naming=Naming(args.names or "hashed", aliases),
+        deploy_pipelines=args.deploy_pipeline or DEFAULT_DEPLOY_PIPELINES,
+        require_stream_keys=args.require_stream_keys,
     )
 
     try:

@@ -8,13 +8,13 @@ answers with is printed as it arrives, by the same printer a run in this process
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from mplp_lsp.api.endpoint import Endpoint
     from mplp_lsp.cli.flow import RunPrinter
     from mplp_lsp.runtime.plan_runs import PlanRunRequest
+    from mplp_lsp.statedir import StatePaths
 
 EXIT_REFUSED: Final = 2
 # Connecting to a loopback port is immediate; the run itself may take as long as its steps.
@@ -22,17 +22,20 @@ _CONNECT_TIMEOUT: Final = 10.0
 
 
 def run_in_daemon(
-    daemon: tuple[Endpoint, dict[str, Any]],
+    daemon: tuple[StatePaths, Endpoint, dict[str, Any]],
     request: PlanRunRequest,
     plan_id: str,
     printer: RunPrinter,
 ) -> int:
     from mplp_lsp.api.client import ApiUnanswered, post_for_lines
+    from mplp_lsp.api.endpoint import ApiRefused, daemon_api
 
-    endpoint, owner = daemon
+    paths, endpoint, owner = daemon
     who = f"the daemon (pid {owner.get('pid')}) that owns this workspace's store"
-    if not endpoint.is_loopback():
-        print(f"mplp-lsp flow run: {who} names a non-loopback API address", file=sys.stderr)
+    try:
+        url, token = daemon_api(paths, endpoint)
+    except (ApiRefused, OSError) as refused:
+        print(f"mplp-lsp flow run: {who} cannot be asked: {refused}", file=sys.stderr)
         return EXIT_REFUSED
     ending: list[dict[str, Any]] = []
 
@@ -43,9 +46,8 @@ def run_in_daemon(
             ending.append(item)
 
     try:
-        token = Path(endpoint.token_file).read_text(encoding="utf-8").strip()
         status, refusal = post_for_lines(
-            endpoint.url,
+            url,
             f"/psg/plans/{plan_id}/run",
             token,
             request.to_json(),

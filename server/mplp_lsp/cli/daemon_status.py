@@ -8,11 +8,11 @@ daemon's loopback API answers with both.
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from mplp_lsp.api.client import ApiUnanswered, get_json
-from mplp_lsp.api.endpoint import Endpoint
+from mplp_lsp.api.endpoint import ApiRefused, Endpoint, daemon_api
+from mplp_lsp.statedir import StatePaths
 from mplp_lsp.workspace_status import WorkspaceStatus
 
 __all__ = ["daemon_status", "without_live_state"]
@@ -23,18 +23,16 @@ _ASK_TIMEOUT: Final = 3.0
 _FIELDS: Final = frozenset(field.name for field in dataclasses.fields(WorkspaceStatus))
 
 
-def daemon_status(api: dict[str, Any]) -> WorkspaceStatus | None:
-    """The status the daemon behind ``api`` (its endpoint file) reports; None if it cannot.
+def daemon_status(paths: StatePaths, endpoint: Endpoint) -> WorkspaceStatus | None:
+    """The status the daemon behind ``endpoint`` reports; None if it cannot be asked.
 
-    The token goes only to a loopback address, whatever the endpoint file says.
+    The token (the state dir's own) goes only to a loopback address, whatever the endpoint
+    file says.
     """
-    url = str(api["url"])
     try:
-        if not Endpoint(url, str(api["token_file"])).is_loopback():
-            return None
-        token = Path(api["token_file"]).read_text(encoding="utf-8").strip()
+        url, token = daemon_api(paths, endpoint)
         report = get_json(url, "/status", token, _ASK_TIMEOUT)
-    except (OSError, ValueError, ApiUnanswered):
+    except (OSError, ValueError, ApiUnanswered, ApiRefused):
         return None
     if not isinstance(report, dict):
         return None

@@ -31,6 +31,7 @@ from mplp_lsp.cli.common import (
 if TYPE_CHECKING:
     from mplp_lsp.api.endpoint import Endpoint
     from mplp_lsp.runtime.plan_runs import PlanRunRequest
+    from mplp_lsp.statedir import StatePaths
 
 EXIT_COMPLETED = 0
 EXIT_FAILED = 1
@@ -104,7 +105,9 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_run_here(root, request, plan["plan_id"], printer, args))
 
 
-def _running_daemon(root: Path, state_dir: str | None) -> tuple[Endpoint, dict[str, Any]] | None:
+def _running_daemon(
+    root: Path, state_dir: str | None
+) -> tuple[StatePaths, Endpoint, dict[str, Any]] | None:
     """The API of the daemon that owns the store, or None when no daemon runs.
 
     A daemon without an API (``--no-api``) is left to :func:`_run_here`, which is refused
@@ -117,7 +120,7 @@ def _running_daemon(root: Path, state_dir: str | None) -> tuple[Endpoint, dict[s
     paths = state_paths(root, state_dir)
     owner = StateDirLock(paths.lock, workspace=root).owner()
     endpoint = read_endpoint(paths) if owner else None  # a dead daemon's file is stale
-    return (endpoint, owner) if endpoint is not None and owner is not None else None
+    return (paths, endpoint, owner) if endpoint is not None and owner is not None else None
 
 
 async def _run_here(

@@ -35,7 +35,7 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mplp_lsp.api.endpoint import read_endpoint
+    from mplp_lsp.api.endpoint import TOKEN_NAME, read_endpoint
     from mplp_lsp.cli.daemon_status import daemon_status, without_live_state
     from mplp_lsp.cli.store_access import state_paths
     from mplp_lsp.statedir import StateDirLock
@@ -44,8 +44,8 @@ def run(args: argparse.Namespace) -> int:
     paths = state_paths(workspace, configuration(args, workspace).settings.state_dir)
     owner = StateDirLock(paths.lock, workspace=workspace).owner()
     endpoint = read_endpoint(paths) if owner else None  # a dead daemon's file is stale
-    api = endpoint.to_json() if endpoint else None
-    status = daemon_status(api) if api else None
+    api = {**endpoint.to_json(), "token_file": str(paths.root / TOKEN_NAME)} if endpoint else None
+    status = daemon_status(paths, endpoint) if endpoint else None
     if status is None:
         status = _stored_status(paths)
         if owner:

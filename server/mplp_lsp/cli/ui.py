@@ -1,4 +1,4 @@
-"""``mplp-lsp ui``: a one-time login link to the running daemon's local dashboard."""
+"""``mplp-lsp ui``: log a browser in to the running daemon's local dashboard."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from mplp_lsp.cli.common import (
     add_workspace_option,
     find_workspace,
 )
+from mplp_lsp.ui.login import CODE_TTL
+from mplp_lsp.ui.login_page import LoginCode, write_login_page
 
 EXIT_NO_DAEMON = 2
 _TIMEOUT_S = 10.0
@@ -24,15 +26,17 @@ _TIMEOUT_S = 10.0
 def register(commands: Any) -> None:
     parser = commands.add_parser(
         "ui",
-        help="print (or open) a one-time login link to the workspace's dashboard",
+        help="log a browser in to the workspace's dashboard (--open: open it)",
         description=(
             "Ask the daemon serving this workspace (mplp-lsp serve or watch, with its HTTP "
-            "API on) for a one-time login code and print the dashboard link that uses it. "
-            "The link logs one browser in once, within a minute; the browser then holds a "
-            "session cookie, and the API token never appears in a URL or in the page."
+            "API on) for a one-time login code, write a page that hands it to the dashboard "
+            "into the state dir (readable by you only), and print that page's file:// URL. "
+            "Opening the page logs one browser in, once, within a minute. Nothing in a URL "
+            "or a process's arguments can log anyone in: the page passes the code in the "
+            "URL's fragment, and the login page also takes it typed (printed on stderr)."
         ),
     )
-    parser.add_argument("--open", action="store_true", help="open the link in a web browser")
+    parser.add_argument("--open", action="store_true", help="open the page in a web browser")
     add_workspace_option(
         parser,
         f"the workspace whose dashboard to open, or any directory inside it ({WORKSPACE_DEFAULT})",
@@ -41,31 +45,27 @@ def register(commands: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def login_link(url: str, token_file: str) -> str:
-    """A fresh one-time link from the API at ``url``, authenticated with the token file."""
-    return request_link(url, Path(token_file).read_text(encoding="utf-8").strip())
-
-
-def request_link(url: str, token: str) -> str:
-    """A fresh one-time dashboard link from the server at ``url`` (the daemon's API or the
-    team collector), asked with ``token``."""
+def request_code(url: str, token: str) -> LoginCode:
+    """A fresh one-time login code from the server at ``url`` (the daemon's API or the team
+    collector), asked with ``token``."""
     url = url.rstrip("/")
-    request = urllib.request.Request(  # noqa: S310 - the daemon's own loopback URL
+    request = urllib.request.Request(  # noqa: S310 - a loopback or configured collector URL
         f"{url}/ui/login-codes",
         method="POST",
         headers={"Authorization": f"Bearer {token}"},
     )
     with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:  # noqa: S310
         answer = json.loads(response.read())
-    return f"{url}{answer['path']}"
+    return LoginCode(f"{url}{answer['path']}", str(answer["code"]))
 
 
 def run(args: argparse.Namespace) -> int:
-    from mplp_lsp.api.endpoint import read_endpoint
+    from mplp_lsp.api.endpoint import ApiRefused, daemon_api, read_endpoint
     from mplp_lsp.cli.store_access import state_paths
 
     workspace = find_workspace(args)
-    endpoint = read_endpoint(state_paths(workspace, args.state_dir))
+    paths = state_paths(workspace, args.state_dir)
+    endpoint = read_endpoint(paths)
     if endpoint is None:
         print(
             f"mplp-lsp ui: no daemon with an HTTP API serves {workspace} "
@@ -74,19 +74,31 @@ def run(args: argparse.Namespace) -> int:
         )
         return EXIT_NO_DAEMON
     try:
-        link = login_link(endpoint.url, endpoint.token_file)
+        login = request_code(*daemon_api(paths, endpoint))
+    except ApiRefused as refused:
+        print(f"mplp-lsp ui: the token is not sent: {refused}", file=sys.stderr)
+        return EXIT_NO_DAEMON
     except (OSError, urllib.error.URLError, ValueError, KeyError) as error:
         print(f"mplp-lsp ui: the daemon at {endpoint.url} did not answer: {error}", file=sys.stderr)
         return EXIT_NO_DAEMON
-    show(link, open_it=args.open)
+    hand_over(login, paths.root, open_it=args.open)
     return 0
 
 
-def show(link: str, *, open_it: bool) -> None:
-    """Print the link and, when asked, open it in the user's browser."""
-    print(link, flush=True)
+def hand_over(login: LoginCode, folder: Path, *, open_it: bool) -> None:
+    """Write the private login page and print its URL; open it in the user's browser when
+    asked, else (or when no browser opens) print the login page and the code to type."""
+    page = write_login_page(folder, login).as_uri()
+    print(page, flush=True)
     if open_it:
         import webbrowser
 
-        if not webbrowser.open(link):
-            print("mplp-lsp: no web browser to open; use the link above", file=sys.stderr)
+        if webbrowser.open(page):
+            return
+        print("mplp-lsp: no web browser to open", file=sys.stderr)
+    print(
+        f"mplp-lsp: open the page above in a browser (once, within {CODE_TTL:g} s), or open "
+        f"{login.login_url} and enter the code {login.code}",
+        file=sys.stderr,
+        flush=True,
+    )

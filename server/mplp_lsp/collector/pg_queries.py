@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import orjson
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
+
+from mplp_lsp.collector.team_names import Naming
 
 __all__ = [
     "Cursor",
@@ -196,40 +198,56 @@ async def pipelines(pool: Pool, *, limit: int = 200) -> list[dict[str, Any]]:
         )
 
 
-async def streams(pool: Pool) -> list[dict[str, Any]]:
-    """Each forwarding stream's last contact, counts and the backlog it last reported."""
+async def streams(pool: Pool, naming: Naming) -> list[dict[str, Any]]:
+    """Each forwarding stream's last contact, counts, the backlog it last reported (and
+    when), what replaced it, its clock, and its machine and author as the team names them."""
     async with pool.connection() as conn:
-        return await _all(
+        rows = await _all(
             conn,
             "SELECT stream, first_contact, last_contact, last_seq, batches, accepted,"
-            " duplicates, backlog, backlog_oldest,"
+            " duplicates, replayed, backlog, backlog_oldest, backlog_reported_at, replaced_by,"
+            " clock_ahead_ms, clamped, machine, s.author, p.name AS author_name,"
             " (SELECT array_agg(repo_url ORDER BY repo_url) FROM team_stream_repositories r"
             "  WHERE r.stream = s.stream) AS repositories"
-            " FROM streams s ORDER BY last_contact DESC, stream",
+            " FROM streams s LEFT JOIN team_people p ON p.author = s.author"
+            " ORDER BY replaced_by IS NOT NULL, last_contact DESC, stream",
         )
+    for row in rows:
+        row["machine"] = naming.machine(row["machine"])
+        row["author"] = naming.person(row["author"], row.pop("author_name"))
+    return rows
 
 
 async def stats(pool: Pool) -> dict[str, int]:
     async with pool.connection() as conn:
         cursor = await conn.execute(
             "SELECT coalesce(sum(accepted), 0), coalesce(sum(batches), 0),"
-            " coalesce(sum(duplicates), 0), count(*) FROM streams"
+            " coalesce(sum(duplicates), 0), coalesce(sum(replayed), 0), count(*),"
+            " count(*) FILTER (WHERE replaced_by IS NULL) FROM streams"
         )
         row = await cursor.fetchone()
     assert row is not None
-    accepted, batches, duplicates, count = (int(v) for v in row)
-    return {"accepted": accepted, "batches": batches, "duplicates": duplicates, "streams": count}
+    accepted, batches, duplicates, replayed, count, live = (int(v) for v in row)
+    return {
+        "accepted": accepted,
+        "batches": batches,
+        "duplicates": duplicates,
+        "replayed_batches": replayed,
+        "streams": count,
+        "live_streams": live,
+    }
 
 
 async def purge_before(pool: Pool, cutoff: datetime, *, chunk: int = 10_000) -> int:
-    """Drop raw events that happened before ``cutoff``, in chunks, and older Idempotency-Key
-    answers; the graph stays."""
+    """Drop raw events received before ``cutoff``, in chunks, and older Idempotency-Key
+    answers; the graph stays. By receive time, not the event's own: a workstation whose
+    clock is behind keeps its events as long as everyone else's."""
     dropped = 0
     while True:
         async with pool.connection() as conn:
             cursor = await conn.execute(
                 "DELETE FROM events WHERE (txid, id) IN (SELECT txid, id FROM events"
-                " WHERE occurred_at < %s ORDER BY txid, id LIMIT %s)",
+                " WHERE received_at < %s LIMIT %s)",  # the BRIN index finds the old ranges
                 (cutoff, chunk),
             )
             dropped += cursor.rowcount
@@ -250,4 +268,5 @@ def _plain(value: Any) -> Any:
 
 
 def _iso(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
+    """In UTC whatever the server's time zone (the collector sets no session zone)."""
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")

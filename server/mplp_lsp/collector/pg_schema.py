@@ -168,6 +168,72 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     CREATE INDEX events_by_author ON events (author, txid, id) WHERE author IS NOT NULL;
     ALTER TABLE streams ADD COLUMN backlog_oldest timestamptz;
     """,
+    # 3: each stream's write key (its hash), bound by the first batch that brings one; a
+    # stream written before keys existed has none until its forwarder sends one.
+    """
+    CREATE TABLE stream_keys (
+        stream   text PRIMARY KEY,
+        key_hash text NOT NULL,
+        bound_at timestamptz NOT NULL DEFAULT now()
+    );
+    """,
+    # 4: an event is stored once per team, whichever stream or instance brings it again (a
+    # salvaged store re-sends everything under a new stream). Copies stored before under
+    # other streams are removed, the first committed kept; their streams count them as
+    # duplicates instead of accepted. Retention goes by receive time (the BRIN index). The
+    # streams keep what their forwarders report of themselves; replays are counted per
+    # stream; graph nodes whose time was clamped are flagged; dashboard logins are shared
+    # by every instance (only hashes of codes, nonces and sessions are kept).
+    """
+    WITH ranked AS (
+        SELECT txid, id, row_number() OVER (PARTITION BY event_id::uuid ORDER BY txid, id) AS copy
+        FROM events
+    ), removed AS (
+        DELETE FROM events e USING ranked r
+        WHERE e.txid = r.txid AND e.id = r.id AND r.copy > 1
+        RETURNING e.stream
+    ), per_stream AS (
+        SELECT stream, count(*) AS n FROM removed GROUP BY stream
+    )
+    UPDATE streams s SET accepted = s.accepted - p.n, duplicates = s.duplicates + p.n
+    FROM per_stream p WHERE s.stream = p.stream;
+    ALTER TABLE events DROP CONSTRAINT IF EXISTS events_stream_occurred_at_event_id_key;
+    CREATE UNIQUE INDEX events_once ON events ((event_id::uuid));
+    CREATE INDEX events_by_received ON events USING brin (received_at);
+
+    ALTER TABLE idempotency ADD COLUMN stream text;
+    ALTER TABLE streams
+        ADD COLUMN backlog_reported_at timestamptz,
+        ADD COLUMN replayed bigint NOT NULL DEFAULT 0,
+        ADD COLUMN origin text,
+        ADD COLUMN machine text,
+        ADD COLUMN author text,
+        ADD COLUMN replaced_by text,
+        ADD COLUMN clock_ahead_ms bigint,
+        ADD COLUMN clamped bigint NOT NULL DEFAULT 0;
+    CREATE INDEX streams_by_origin ON streams (origin) WHERE origin IS NOT NULL;
+    -- A CI run names its commit, not its repository: the DORA keys find the one by the other.
+    CREATE INDEX team_commits_by_id ON team_commits (commit_id);
+
+    -- Who a hashed author is, as their commits and workstations name them (team names).
+    CREATE TABLE team_people (
+        author   text PRIMARY KEY,
+        name     text NOT NULL,
+        named_at timestamptz NOT NULL
+    );
+    ALTER TABLE team_branches ADD COLUMN clamped boolean NOT NULL DEFAULT false;
+    ALTER TABLE team_commits ADD COLUMN clamped boolean NOT NULL DEFAULT false;
+    ALTER TABLE team_files ADD COLUMN clamped boolean NOT NULL DEFAULT false;
+    ALTER TABLE team_pipeline_runs ADD COLUMN clamped boolean NOT NULL DEFAULT false;
+
+    CREATE TABLE dashboard_logins (
+        hash       text PRIMARY KEY,
+        kind       text NOT NULL,
+        expires_at timestamptz NOT NULL,
+        made_at    timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE INDEX dashboard_logins_by_kind ON dashboard_logins (kind, made_at);
+    """,
 )
 
 

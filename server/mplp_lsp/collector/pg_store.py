@@ -1,12 +1,14 @@
 """The collector on PostgreSQL: any number of instances share one database.
 
 A batch is parsed and validated off the event loop, then written in one transaction: its
-envelopes (``INSERT ... ON CONFLICT DO NOTHING`` on the stream's dedup key), the team graph
-(:mod:`.team_graph`), what the graph emitted, the stream's contact row and the
+envelopes (``INSERT ... ON CONFLICT DO NOTHING``: an event is stored once per team, by its
+event id, whichever stream or instance brings it again), the team graph (:mod:`.team_graph`,
+from the events this batch added), what the graph emitted, the stream's contact row and the
 Idempotency-Key's answer. The answer is returned only after ``COMMIT`` (synchronous_commit
 as the server has it, ``on`` by default), so an acknowledged batch is durable. No instance
 keeps anything another one needs: two instances given the same batch store it once, and a
-deadlock or serialization failure between them retries the transaction.
+deadlock or serialization failure between them retries the transaction. Nothing outlives
+the transaction on its connection (:mod:`.pg_connect`: PgBouncer's transaction pooling).
 
 The answers (200, 400, 413, 422) are the SQLite collector's (:mod:`.store`), so a forwarder
 cannot tell the two apart.
@@ -20,17 +22,17 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-import psycopg
 from psycopg import AsyncConnection, errors
-from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
 
 from mplp_lsp.collector import team_graph
+from mplp_lsp.collector.ingest import PROBLEMS, key_hash, stream_key_problem
+from mplp_lsp.collector.pg_connect import PgOptions
 from mplp_lsp.collector.pg_schema import migrate
 from mplp_lsp.collector.store import (
     Answer,
@@ -40,16 +42,20 @@ from mplp_lsp.collector.store import (
     _source_of,
     envelope_problems,
 )
+from mplp_lsp.collector.stream_report import StreamReport
 from mplp_lsp.protocol.kinds import KIND_BY_EVENT_TYPE, Kind, detect_kind
 from mplp_lsp.protocol.validator import EventValidator, default_validator
 
-__all__ = ["PgCollector", "ReportedBacklog", "url_problem"]
+__all__ = ["PgCollector", "ReportedBacklog"]
 
 log = logging.getLogger(__name__)
 
 _RETRIES: Final = 5  # deadlocks between instances are rare; give up loudly after a few
 
 _COLUMNS: Final = "stream, seq, source, event_id, kind, author, occurred_at, body"
+# Made in the transaction that uses it: under PgBouncer's transaction pooling a session's
+# temp table may be on another server connection (IF NOT EXISTS: made once per server
+# connection, emptied at each commit).
 _STAGING: Final = (
     b"CREATE TEMP TABLE IF NOT EXISTS incoming (stream text, seq bigint, source text,"
     b" event_id text, kind text, author text, occurred_at timestamptz, body text)"
@@ -60,11 +66,17 @@ _INSERT_EVENTS: Final = (
     f"INSERT INTO events ({_COLUMNS}) SELECT {_COLUMNS} FROM incoming"  # noqa: S608
     " ORDER BY seq ON CONFLICT DO NOTHING"
 ).encode()
+# When some were copies: the ids of the rows this batch did add (only their events change
+# the graph), the rows of this transaction, one range of the (txid, id) key.
+_ADDED: Final = b"SELECT event_id FROM events WHERE txid = pg_current_xact_id()"
 # A batch without a reported backlog (an older forwarder, a split part) keeps the last one.
 _TOUCH_STREAM: Final = b"""
 INSERT INTO streams AS s (stream, first_contact, last_contact, last_seq, batches, accepted,
-                          duplicates, backlog, backlog_oldest)
-VALUES (%s, now(), now(), %s, 1, %s, %s, %s, %s)
+                          duplicates, backlog, backlog_oldest, backlog_reported_at,
+                          clock_ahead_ms, clamped)
+VALUES (%(stream)s, now(), now(), %(last_seq)s, 1, %(accepted)s, %(duplicates)s,
+        %(backlog)s, %(oldest)s, CASE WHEN %(backlog)s::bigint IS NULL THEN NULL ELSE now() END,
+        %(ahead_ms)s, %(clamped)s)
 ON CONFLICT (stream) DO UPDATE
 SET last_contact = greatest(s.last_contact, excluded.last_contact),
     last_seq = greatest(s.last_seq, excluded.last_seq),
@@ -73,22 +85,44 @@ SET last_contact = greatest(s.last_contact, excluded.last_contact),
     duplicates = s.duplicates + excluded.duplicates,
     backlog = coalesce(excluded.backlog, s.backlog),
     backlog_oldest = CASE WHEN excluded.backlog IS NULL THEN s.backlog_oldest
-                          ELSE excluded.backlog_oldest END
+                          ELSE excluded.backlog_oldest END,
+    backlog_reported_at = coalesce(excluded.backlog_reported_at, s.backlog_reported_at),
+    replaced_by = NULL,
+    clock_ahead_ms = CASE WHEN excluded.accepted > 0 THEN excluded.clock_ahead_ms
+                          ELSE s.clock_ahead_ms END,
+    clamped = s.clamped + excluded.clamped
 """
-
-
-def url_problem(url: str) -> str | None:
-    """Why this URL may not be used, or None: a password in it would be in argv and logs."""
-    try:
-        params = conninfo_to_dict(url)
-    except psycopg.ProgrammingError:
-        return "the PostgreSQL URL cannot be parsed"
-    if "password" in params:
-        return (
-            "the PostgreSQL URL has a password in it; put it in PGPASSWORD, a pgpass file "
-            "or --db-password-file instead"
-        )
-    return None
+_REPLAYED: Final = b"UPDATE streams SET replayed = replayed + 1 WHERE stream = %s"
+# A report replaces the backlog whole (it is the outbox's depth now) and keeps what the
+# forwarder says of itself; an older stream of the same origin, or the one a salvage
+# ended, is marked replaced by this one.
+_REPORT: Final = b"""
+INSERT INTO streams AS s (stream, first_contact, last_contact, last_seq, batches, accepted,
+                          duplicates, backlog, backlog_oldest, backlog_reported_at, origin,
+                          machine, author)
+VALUES (%(stream)s, now(), now(), 0, 0, 0, 0, %(backlog)s, %(oldest)s, now(), %(origin)s,
+        %(machine)s, %(author)s)
+ON CONFLICT (stream) DO UPDATE
+SET last_contact = greatest(s.last_contact, excluded.last_contact),
+    backlog = excluded.backlog,
+    backlog_oldest = excluded.backlog_oldest,
+    backlog_reported_at = excluded.backlog_reported_at,
+    origin = coalesce(excluded.origin, s.origin),
+    machine = coalesce(excluded.machine, s.machine),
+    author = coalesce(excluded.author, s.author),
+    replaced_by = NULL
+RETURNING first_contact
+"""
+_REPLACED: Final = b"""
+UPDATE streams SET replaced_by = %(stream)s
+WHERE stream <> %(stream)s AND replaced_by IS NULL
+  AND (stream = %(previous)s OR (origin = %(origin)s AND last_contact < %(first)s))
+"""
+_NAMED: Final = b"""
+INSERT INTO team_people AS t (author, name, named_at) VALUES (%s, %s, now())
+ON CONFLICT (author) DO UPDATE SET name = excluded.name, named_at = excluded.named_at
+WHERE (excluded.named_at, excluded.name) > (t.named_at, t.name)
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,64 +133,91 @@ class ReportedBacklog:
     oldest_at: datetime | None
 
 
+Pool = AsyncConnectionPool[AsyncConnection[Any]]
+Item = tuple[str, Kind | None, dict[str, Any]]  # (stream, stored kind, envelope)
+
+
 @dataclass(frozen=True, slots=True)
 class _Prepared:
     stream: str
     body_hash: str
     copy: bytes  # the events table's rows in seq order, as COPY's text format
-    graph: team_graph.GraphBatch
+    items: list[Item]  # the events the graph is made of
+    ahead: dict[str, timedelta]  # events whose own time is ahead of their receipt
+    graph: team_graph.GraphBatch  # the facts of every item
+    clock: team_graph.Clock
     last_seq: int
     count: int
 
 
 class PgCollector:
-    """Shared by every request of one instance; all state lives in the database."""
+    """Shared by every request of one instance; all state lives in the database.
+
+    ``pool`` gives the pool to use now (the instance renews it after an outage)."""
 
     def __init__(
-        self, pool: AsyncConnectionPool[AsyncConnection[Any]], graph_id: str, *, graph: bool
+        self,
+        pool: Callable[[], Pool],
+        graph_id: str,
+        *,
+        graph: bool = True,
+        require_stream_keys: bool = False,
     ) -> None:
-        self.pool = pool
+        self._pool = pool
         self._graph_id = graph_id
         self._graph_on = graph
+        self._require_keys = require_stream_keys
         self._validator: EventValidator = default_validator()
         # Parsing and validating a batch is CPU work: off the loop, one batch at a time.
         self._cpu = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="collector-cpu")
+        self._own_pool: Pool | None = None
+
+    @property
+    def pool(self) -> Pool:
+        return self._pool()
 
     @classmethod
     async def open(
-        cls, url: str, *, password: str | None = None, max_connections: int = 8, graph: bool = True
+        cls,
+        url: str,
+        *,
+        password: str | None = None,
+        max_connections: int = 8,
+        graph: bool = True,
+        require_stream_keys: bool = False,
     ) -> PgCollector:
-        # Times come back in UTC whatever the server's default zone is.
-        kwargs: dict[str, Any] = {
-            "application_name": "mplp-lsp collector",
-            "options": "-c timezone=UTC",
-        }
-        if password is not None:
-            kwargs["password"] = password
-        async with await AsyncConnection.connect(url, autocommit=True, **kwargs) as conn:
+        """A collector with a pool of its own, after the migrations (tools and tests; the
+        server's instances use :class:`~mplp_lsp.collector.pg_database.Database`)."""
+        options = PgOptions(url, password, pool_size=max_connections)
+        async with await options.connect() as conn:
             await migrate(conn)
             cursor = await conn.execute("SELECT value FROM team_meta WHERE name = 'graph_id'")
             row = await cursor.fetchone()
         assert row is not None  # written by the first migration
-        pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
-            url,
-            min_size=1,
-            max_size=max_connections,
-            kwargs=kwargs,
-            open=False,
-            configure=_create_staging,
-        )
+        pool = options.pool()
         await pool.open(wait=True, timeout=30)
-        return cls(pool, str(row[0]), graph=graph)
+        collector = cls(
+            lambda: pool, str(row[0]), graph=graph, require_stream_keys=require_stream_keys
+        )
+        collector._own_pool = pool
+        return collector
 
     async def close(self) -> None:
-        await self.pool.close()
+        if self._own_pool is not None:
+            await self._own_pool.close()
         self._cpu.shutdown(wait=True)
 
     async def receive(
-        self, body: bytes, idempotency_key: str | None, backlog: ReportedBacklog | None = None
+        self,
+        body: bytes,
+        idempotency_key: str | None,
+        backlog: ReportedBacklog | None = None,
+        *,
+        stream_key: str | None = None,
     ) -> Answer:
-        """Handle one POSTed batch; the answer is what the HTTP response says."""
+        """Handle one POSTed batch; the answer is what the HTTP response says.
+
+        ``stream_key`` is the batch's ``Mplp-Stream-Key`` (:mod:`.ingest`)."""
         body_hash = hashlib.blake2b(body, digest_size=16).hexdigest()
         if idempotency_key is not None:
             replay = await self._replay(idempotency_key, body_hash)
@@ -168,7 +229,9 @@ class PgCollector:
             return prepared
         for attempt in range(_RETRIES):
             try:
-                return await self._write(prepared, idempotency_key, backlog)
+                return await self._write(prepared, idempotency_key, backlog, stream_key)
+            except _StreamRefused as refused:
+                return refused.answer
             except (errors.DeadlockDetected, errors.SerializationFailure):
                 if attempt == _RETRIES - 1:
                     raise
@@ -178,16 +241,60 @@ class PgCollector:
     async def _replay(self, key: str, body_hash: str) -> Answer | None:
         async with self.pool.connection() as conn:
             cursor = await conn.execute(
-                "SELECT body_hash, status, answer FROM idempotency WHERE key = %s", (key,)
+                "SELECT body_hash, status, answer, stream FROM idempotency WHERE key = %s", (key,)
             )
             row = await cursor.fetchone()
-        if row is None:
-            return None
-        if row[0] != body_hash:
-            return Answer(
-                422, {"error": "idempotency_key_reused", "message": "key reused with another body"}
-            )
+            if row is None:
+                return None
+            if row[0] != body_hash:
+                return Answer(
+                    422,
+                    {"error": "idempotency_key_reused", "message": "key reused with another body"},
+                )
+            if row[3] is not None:  # a re-send absorbed by the key: counted on its stream
+                await conn.execute(_REPLAYED, (row[3],))
+                await conn.commit()
         return Answer(int(row[1]), json.loads(row[2]))
+
+    async def report(self, report: StreamReport, stream_key: str | None = None) -> Answer:
+        """Keep what a forwarder reported of its stream (:mod:`.stream_report`); written only
+        with the stream's key, as its batches are (403 otherwise)."""
+        try:
+            await self._keep_report(report, stream_key)
+        except _StreamRefused as refused:
+            return refused.answer
+        return Answer(200, {"ok": True})
+
+    async def _keep_report(self, report: StreamReport, stream_key: str | None) -> None:
+        email = report.author_email
+        author = team_graph.author_hash(email) if email else None
+        async with self.pool.connection() as conn, conn.transaction():
+            await self._claim(conn, report.stream, stream_key)
+            cursor = await conn.execute(
+                _REPORT,
+                {
+                    "stream": report.stream,
+                    "backlog": report.backlog,
+                    "oldest": report.backlog_oldest,
+                    "origin": report.origin,
+                    "machine": report.machine,
+                    "author": author,
+                },
+            )
+            row = await cursor.fetchone()
+            assert row is not None
+            if report.origin is not None or report.previous_stream is not None:
+                await conn.execute(
+                    _REPLACED,
+                    {
+                        "stream": report.stream,
+                        "previous": report.previous_stream,
+                        "origin": report.origin,
+                        "first": row[0],
+                    },
+                )
+            if author is not None and report.author_name:
+                await conn.execute(_NAMED, (author, report.author_name))
 
     def _prepare(self, body: bytes, body_hash: str) -> _Prepared | Answer:
         try:
@@ -217,6 +324,12 @@ class PgCollector:
         stored_kinds = [
             _stored_kind(kind, envelope) for kind, (_, envelope) in zip(kinds, items, strict=True)
         ]
+        folded: list[Item] = [
+            (stream, kind, envelope)
+            for kind, (_, envelope) in zip(stored_kinds, items, strict=True)
+            if kind in _GRAPH_KINDS
+        ]
+        clock = team_graph.Clock(datetime.now(UTC))
         rows = sorted(
             (
                 stream,
@@ -230,43 +343,60 @@ class PgCollector:
             )
             for kind, (seq, envelope) in zip(stored_kinds, items, strict=True)
         )
-        graph = (
-            team_graph.fold(
-                (stream, kind, envelope)
-                for kind, (_, envelope) in zip(stored_kinds, items, strict=True)
-            )
-            if self._graph_on
-            else team_graph.GraphBatch()
-        )
+        graph = team_graph.fold(folded, clock) if self._graph_on else team_graph.GraphBatch()
         return _Prepared(
             stream=stream,
             body_hash=body_hash,
             copy=_copy_text(rows),
+            items=folded if self._graph_on else [],
+            ahead=team_graph.ahead_of((envelope for _, envelope in items), clock.received),
             graph=graph,
+            clock=clock,
             last_seq=max((seq for seq, _ in items), default=0),
             count=len(items),
         )
 
+    async def _graph_of(
+        self, prepared: _Prepared, added: set[str]
+    ) -> tuple[team_graph.GraphBatch, team_graph.Clock]:
+        """The graph facts of the events this batch added, and what their times needed (a
+        re-sent event's facts are in the graph already, folded when it was first stored)."""
+        clock = team_graph.Clock(prepared.clock.received)
+        fresh = [item for item in prepared.items if item[2]["event_id"] in added]
+        if not fresh:
+            return team_graph.GraphBatch(), clock
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._cpu, team_graph.fold, fresh, clock), clock
+
     async def _write(
-        self, prepared: _Prepared, idempotency_key: str | None, backlog: ReportedBacklog | None
+        self,
+        prepared: _Prepared,
+        idempotency_key: str | None,
+        backlog: ReportedBacklog | None,
+        stream_key: str | None,
     ) -> Answer:
         async with self.pool.connection() as conn, conn.transaction():
-            # COPY into a per-session staging table, then one INSERT ... SELECT: COPY's
-            # row encoding is ~3x cheaper than binding 1000-element arrays of JSON bodies.
-            # The rows were encoded off the loop; the loop only sends them.
+            await self._claim(conn, prepared.stream, stream_key)
+            # COPY into a staging table, then one INSERT ... SELECT: COPY's row encoding is
+            # ~3x cheaper than binding 1000-element arrays of JSON bodies. The rows were
+            # encoded off the loop; the loop only sends them.
+            await conn.execute(_STAGING)
             async with conn.cursor().copy(_COPY_STAGED) as copy:
                 await copy.write(prepared.copy)
-            # The rest in pipeline mode: two round trips instead of one per statement.
+            inserted = await conn.execute(_INSERT_EVENTS)
+            accepted = max(inserted.rowcount, 0)
+            duplicates = prepared.count - accepted
+            added: set[str] | None = None
+            if duplicates:
+                rows = await (await conn.execute(_ADDED)).fetchall()
+                added = {str(row[0]) for row in rows}
+                graph, clock = await self._graph_of(prepared, added)
+            else:  # the common case: every event is new, folded off the loop already
+                graph, clock = prepared.graph, prepared.clock
+            # The rest in pipeline mode: one round trip for the graph, one for the rest.
             async with conn.pipeline() as pipeline:
-                inserted = await conn.execute(_INSERT_EVENTS)
-                emitted = (
-                    await team_graph.apply(conn, prepared.graph, self._graph_id)
-                    if prepared.graph
-                    else []
-                )
+                emitted = await team_graph.apply(conn, graph, self._graph_id) if graph else []
                 await pipeline.sync()
-                accepted = max(inserted.rowcount, 0)
-                duplicates = prepared.count - accepted
                 if emitted:
                     kinds, bodies = team_graph.emitted_rows(emitted)
                     await conn.execute(
@@ -274,30 +404,65 @@ class PgCollector:
                         " SELECT * FROM unnest(%b::text[], %b::text[])",
                         (kinds, bodies),
                     )
+                ahead = max(
+                    (
+                        lead
+                        for event_id, lead in prepared.ahead.items()
+                        if added is None or event_id in added
+                    ),
+                    default=None,
+                )
                 await conn.execute(
                     _TOUCH_STREAM,
-                    (
-                        prepared.stream,
-                        prepared.last_seq,
-                        accepted,
-                        duplicates,
-                        None if backlog is None else backlog.count,
-                        None if backlog is None else backlog.oldest_at,
-                    ),
+                    {
+                        "stream": prepared.stream,
+                        "last_seq": prepared.last_seq,
+                        "accepted": accepted,
+                        "duplicates": duplicates,
+                        "backlog": None if backlog is None else backlog.count,
+                        "oldest": None if backlog is None else backlog.oldest_at,
+                        "ahead_ms": None if ahead is None else int(ahead.total_seconds() * 1000),
+                        "clamped": clock.clamped,
+                    },
                 )
                 answer = Answer(200, {"accepted": accepted, "duplicates": duplicates})
                 if idempotency_key is not None:
                     await conn.execute(
-                        "INSERT INTO idempotency (key, body_hash, status, answer)"
-                        " VALUES (%s, %s, 200, %s) ON CONFLICT DO NOTHING",
-                        (idempotency_key, prepared.body_hash, json.dumps(answer.body)),
+                        "INSERT INTO idempotency (key, body_hash, status, answer, stream)"
+                        " VALUES (%s, %s, 200, %s, %s) ON CONFLICT DO NOTHING",
+                        (
+                            idempotency_key,
+                            prepared.body_hash,
+                            json.dumps(answer.body),
+                            prepared.stream,
+                        ),
                     )
         return answer
 
+    async def _claim(self, conn: AsyncConnection[Any], stream: str, offered: str | None) -> None:
+        """Bind a stream without a key to the offered one, or raise :class:`_StreamRefused`
+        (which rolls the batch's transaction back). Two instances binding the same new
+        stream at once: the second waits for the first's row, then is judged against it."""
+        if offered is not None:
+            await conn.execute(
+                "INSERT INTO stream_keys (stream, key_hash) VALUES (%s, %s)"
+                " ON CONFLICT (stream) DO NOTHING",
+                (stream, key_hash(offered)),
+            )
+        cursor = await conn.execute("SELECT key_hash FROM stream_keys WHERE stream = %s", (stream,))
+        row = await cursor.fetchone()
+        problem = stream_key_problem(
+            None if row is None else str(row[0]), offered, required=self._require_keys
+        )
+        if problem is not None:
+            log.warning("refused a batch for stream %s: %s", stream, problem)
+            raise _StreamRefused(Answer(403, {"error": problem, "message": PROBLEMS[problem]}))
 
-async def _create_staging(conn: AsyncConnection[Any]) -> None:
-    await conn.execute(_STAGING)
-    await conn.commit()
+
+class _StreamRefused(Exception):
+    def __init__(self, answer: Answer) -> None:
+        super().__init__(answer.body["error"])
+        self.answer = answer
 
 
 # COPY's text format: tab-separated, \N for NULL, and a backslash, tab, newline or carriage
@@ -332,6 +497,9 @@ def _copy_text(rows: list[tuple[Any, ...]]) -> bytes:
     ]
     lines.append("")
     return "\n".join(lines).encode()
+
+
+_GRAPH_KINDS: Final = frozenset({Kind.GIT, Kind.FILE_UPDATE, Kind.CI})
 
 
 def _stored_kind(kind: Kind | None, envelope: Mapping[str, Any]) -> Kind | None:

@@ -2,10 +2,11 @@
 
 A batch is handled in one transaction at ``synchronous=FULL``: the 2xx goes out only after
 every envelope of the batch (and the key's answer) is durable, so a forwarder that saw the
-2xx may forget the batch. Envelopes are unique by (source, event_id), the CloudEvents rule:
-a re-sent envelope is counted as a duplicate and stored once. An Idempotency-Key seen before
-with the same body gets the first answer again without touching the envelopes; with a
-different body it is refused with 422 (the key was reused by mistake).
+2xx may forget the batch. An event is stored once by its event id (a UUID, unique across
+the team; case does not matter), whichever stream brings it: a re-sent envelope, or one a
+salvaged store sends again under a new stream, is counted as a duplicate. An
+Idempotency-Key seen before with the same body gets the first answer again without touching
+the envelopes; with a different body it is refused with 422 (the key was reused by mistake).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, Final
 
 import orjson
 
+from mplp_lsp.collector.ingest import PROBLEMS, key_hash, stream_key_problem
 from mplp_lsp.protocol import json_input
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.protocol.kinds import EVENT_FAMILY_KINDS, Kind, detect_kind
@@ -61,9 +63,40 @@ CREATE TABLE IF NOT EXISTS stats (
     value INTEGER NOT NULL
 );
 """
+# 2: each stream's write key (its hash), bound by the first batch that brings one.
+_STREAM_KEYS: Final = """
+CREATE TABLE stream_keys (
+    stream   TEXT PRIMARY KEY,
+    key_hash TEXT NOT NULL,
+    bound_at TEXT NOT NULL
+);
+"""
+# 3: once per event id across streams (it was per (source, event_id)). Copies stored under
+# other sources are removed, the first received kept (ids, and so page cursors, stay); the
+# removed ones are counted as duplicates.
+_ONCE_PER_EVENT: Final = """
+CREATE TABLE received_once (
+    id          INTEGER PRIMARY KEY,
+    source      TEXT NOT NULL,
+    event_id    TEXT NOT NULL UNIQUE COLLATE NOCASE,
+    stream      TEXT NOT NULL,
+    seq         INTEGER NOT NULL,
+    received_at TEXT NOT NULL,
+    body        TEXT NOT NULL
+);
+INSERT INTO received_once (id, source, event_id, stream, seq, received_at, body)
+SELECT id, source, event_id, stream, seq, received_at, body FROM received WHERE true ORDER BY id
+ON CONFLICT DO NOTHING;
+INSERT INTO stats (name, value)
+SELECT 'duplicates', (SELECT count(*) FROM received) - (SELECT count(*) FROM received_once)
+WHERE (SELECT count(*) FROM received) > (SELECT count(*) FROM received_once)
+ON CONFLICT (name) DO UPDATE SET value = value + excluded.value;
+DROP TABLE received;
+ALTER TABLE received_once RENAME TO received;
+"""
 # Numbered migrations: entry n brings user_version n-1 to n. The first one's IF NOT EXISTS
 # also adopts a database made before versioning (user_version 0, tables present).
-MIGRATIONS: Final = (_SCHEMA,)
+MIGRATIONS: Final = (_SCHEMA, _STREAM_KEYS, _ONCE_PER_EVENT)
 _ACCEPTED_KINDS: Final = frozenset({Kind.ENVELOPE, *EVENT_FAMILY_KINDS})
 _ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
@@ -77,9 +110,16 @@ class Answer:
 class CollectorStore:
     """Use from one thread (the app runs every call on one worker thread)."""
 
-    def __init__(self, path: Path, validator: EventValidator | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        validator: EventValidator | None = None,
+        *,
+        require_stream_keys: bool = False,
+    ) -> None:
         self.path = path
         self._validator = validator or default_validator()
+        self._require_keys = require_stream_keys
         self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         self._conn.execute("PRAGMA journal_mode = WAL")
@@ -95,8 +135,12 @@ class CollectorStore:
     def close(self) -> None:
         self._conn.close()
 
-    def receive(self, body: bytes, idempotency_key: str | None) -> Answer:
-        """Handle one POSTed batch; the answer is what the HTTP response says."""
+    def receive(
+        self, body: bytes, idempotency_key: str | None, stream_key: str | None = None
+    ) -> Answer:
+        """Handle one POSTed batch; the answer is what the HTTP response says.
+
+        ``stream_key`` is the batch's ``Mplp-Stream-Key`` (:mod:`.ingest`)."""
         body_hash = hashlib.blake2b(body, digest_size=16).hexdigest()
         if idempotency_key is not None:
             replay = self._replay(idempotency_key, body_hash)
@@ -131,6 +175,9 @@ class CollectorStore:
             for seq, envelope in items
         ]
         with transaction(self._conn):
+            refused = self._claim(source_stream, stream_key, received_at)
+            if refused is not None:
+                return refused
             cursor = self._conn.cursor()
             # One executemany for the batch; the rows it added are the change count's growth
             # (ON CONFLICT DO NOTHING: a duplicate adds nothing).
@@ -151,6 +198,24 @@ class CollectorStore:
             self._bump("batches", 1)
             self._bump("duplicates", len(items) - accepted)
         return answer
+
+    def _claim(self, stream: str, offered: str | None, now: str) -> Answer | None:
+        """Bind a stream without a key to the offered one; the 403 for a batch that may not
+        write the stream. Inside the batch's transaction."""
+        row = self._conn.execute(
+            "SELECT key_hash FROM stream_keys WHERE stream = ?", (stream,)
+        ).fetchone()
+        bound = None if row is None else str(row[0])
+        problem = stream_key_problem(bound, offered, required=self._require_keys)
+        if problem is not None:
+            self._bump("refused_stream_writes", 1)
+            return Answer(403, {"error": problem, "message": PROBLEMS[problem]})
+        if bound is None and offered is not None:
+            self._conn.execute(
+                "INSERT INTO stream_keys (stream, key_hash, bound_at) VALUES (?, ?, ?)",
+                (stream, key_hash(offered), now),
+            )
+        return None
 
     def _replay(self, key: str, body_hash: str) -> Answer | None:
         row = self._conn.execute(

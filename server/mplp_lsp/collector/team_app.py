@@ -1,22 +1,30 @@
-"""The collector's HTTP side on PostgreSQL: ingest, the team's queries, and retention.
+"""The collector's HTTP side on PostgreSQL: ingest, the team's queries, probes and retention.
 
 Tokens: the ingest token (as the SQLite collector's) may do everything; read-only tokens
 (dashboards) may only ``GET``, and ask for a dashboard login code. Both are compared in
-constant time. ``/health`` and the dashboard's login page need none; a dashboard session
-(:mod:`mplp_lsp.api.dashboard_shell`) may only ``GET``.
-Any failure of the database answers 503 with ``Retry-After`` (a forwarder retries it) and
-is logged; a request never gets a 500 or a traceback.
+constant time. ``/health``, ``/ready`` and the dashboard's login page need none; a
+dashboard session (:mod:`mplp_lsp.api.dashboard_shell`) may only load the team page and its
+data. Batches and stream reports are admitted as on SQLite (:mod:`.ingest`): bounded
+bodies, a few at a time, each stream written only with its own key.
+
+Probes (docs/team.md): ``/health`` answers 200 while the process serves, database or not;
+``/ready`` answers 200 only while the database takes writes (:mod:`.pg_database`), else 503.
+A request that needs the database while it is unavailable, or that waits on it longer than
+the database timeout, gets 503 ``database_unavailable`` with ``Retry-After`` (a forwarder
+retries it); a full disk under the database gets 507 ``storage_full``, as on SQLite, logged
+once per episode. A request never gets a 500 or a traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import hmac
 import logging
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
-from functools import cache
+from functools import cache, partial
 from importlib import resources
 from typing import Any, Final
 
@@ -25,18 +33,31 @@ import psycopg
 from aiohttp import web
 
 from mplp_lsp.collector import pg_queries
+from mplp_lsp.collector.ingest import MAX_BODY_BYTES, IngestGate, admit
+from mplp_lsp.collector.pg_connect import PgOptions
+from mplp_lsp.collector.pg_database import Database, DatabaseUnavailable, Pool
 from mplp_lsp.collector.pg_store import PgCollector, ReportedBacklog
 from mplp_lsp.collector.serving import serve_app
+from mplp_lsp.collector.stream_report import REPORT_PATH, ReportRejected, parse_report
+from mplp_lsp.collector.team_login import SharedLogin
+from mplp_lsp.collector.team_names import Naming
 from mplp_lsp.forward.batching import BACKLOG_HEADER, BACKLOG_OLDEST_HEADER
+from mplp_lsp.store.disk_full import MESSAGE as DISK_FULL
+from mplp_lsp.store.disk_full import FullDiskEpisodes, is_disk_full
 
 __all__ = ["TeamSettings", "create_team_app", "run_team_collector"]
 
 log = logging.getLogger(__name__)
 
-MAX_BODY_BYTES: Final = 64 * 2**20
 _PURGE_EVERY_S: Final = 3600.0
+_PURGE_RETRY_S: Final = 5.0
+DEFAULT_DEPLOY_PIPELINES: Final = ("*deploy*", "*release*")
+_OPEN_PATHS: Final = frozenset({"/health", "/ready"})
 
+_DATABASE: Final = web.AppKey("database", Database)
 _COLLECTOR: Final = web.AppKey("collector", PgCollector)
+_DISK: Final = web.AppKey("disk", FullDiskEpisodes)
+_GATE: Final = web.AppKey("gate", IngestGate)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -50,17 +71,25 @@ class TeamSettings:
         password: str | None = None,
         retention_days: int | None = None,
         graph: bool = True,
-        max_connections: int = 8,
+        pool_size: int = 8,
+        db_timeout: float = 5.0,
+        naming: Naming | None = None,
+        deploy_pipelines: Sequence[str] = DEFAULT_DEPLOY_PIPELINES,
+        require_stream_keys: bool = False,
     ) -> None:
         if not token:
             raise ValueError("the collector needs a token")
-        self.url = url
+        self.database = PgOptions(url, password, pool_size=pool_size, timeout=db_timeout)
         self.token = token
         self.read_tokens = tuple(t for t in read_tokens if t)
-        self.password = password
         self.retention_days = retention_days
         self.graph = graph
-        self.max_connections = max_connections
+        self.naming = naming or Naming()
+        self.deploy_pipelines = tuple(deploy_pipelines)
+        self.require_stream_keys = require_stream_keys
+
+
+_SETTINGS: Final = web.AppKey("settings", TeamSettings)
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
@@ -71,8 +100,9 @@ def _json(body: Any, status: int = 200) -> web.Response:
     )
 
 
-def _retry_later(error: str) -> web.Response:
-    response = _json({"error": error}, 503)
+def _retry_later(error: str, message: str | None = None) -> web.Response:
+    body = {"error": error} if message is None else {"error": error, "message": message}
+    response = _json(body, 503)
     response.headers["Retry-After"] = "1"
     return response
 
@@ -85,13 +115,15 @@ def _matches(given: bytes, tokens: Collection[str]) -> bool:
 def create_team_app(settings: TeamSettings) -> web.Application:
     from mplp_lsp.api import dashboard_shell as shell
     from mplp_lsp.collector.dashboard import add_team_ui
+    from mplp_lsp.ui import team_data
 
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-        # A dashboard session (a one-time login code traded for a cookie) may only read.
+        # A dashboard session (a one-time login code traded for a cookie) may only load the
+        # team page and its data; the collector's API needs a token.
         reading = request.method in ("GET", "HEAD")
-        if request.path not in ("/health", shell.LOGIN_PATH) and not (
-            reading and request.path != shell.CODES_PATH and shell.has_session(request)
+        if not (
+            request.path in _OPEN_PATHS or shell.is_open(request) or shell.page_session(request)
         ):
             given = request.headers.get("Authorization", "").encode()
             if _matches(given, (settings.token,)):
@@ -102,12 +134,18 @@ def create_team_app(settings: TeamSettings) -> web.Application:
                     return _json({"error": "forbidden", "message": "a read-only token"}, 403)
             else:
                 return _json({"error": "unauthorized"}, 401)
+        database = request.app[_DATABASE]
         try:
             return await handler(request)
         except web.HTTPException as error:
             return _json({"error": error.reason.lower().replace(" ", "_")}, error.status)
+        except DatabaseUnavailable as error:
+            return _retry_later("database_unavailable", str(error))
         except psycopg.Error as error:
-            log.warning("database error on %s %s: %s", request.method, request.path, error)
+            if is_disk_full(error):
+                request.app[_DISK].refused_one(error)  # the forwarder keeps it and retries
+                return _json({"error": "storage_full", "message": DISK_FULL}, 507)
+            database.request_failed(error)
             return _retry_later("database_unavailable")
         except Exception:  # a bug: logged whole here, never shown to the client
             log.exception("unexpected error on %s %s", request.method, request.path)
@@ -115,29 +153,49 @@ def create_team_app(settings: TeamSettings) -> web.Application:
 
     app = web.Application(middlewares=[guard], client_max_size=MAX_BODY_BYTES)
     shell.protect(app)
+    database = Database(settings.database)
+    app[_DATABASE] = database
+    app[_SETTINGS] = settings
+    app[_DISK] = FullDiskEpisodes(log, "collector")
+    app[_GATE] = IngestGate()
 
-    async def open_database(app: web.Application) -> Any:
-        collector = await PgCollector.open(
-            settings.url,
-            password=settings.password,
-            max_connections=settings.max_connections,
+    def query(work: Callable[[Pool], Awaitable[Any]]) -> Awaitable[Any]:
+        return database.bounded(work(database.current_pool()))
+
+    login = SharedLogin(query)
+
+    async def opened(pool: Pool, graph_id: str) -> None:
+        await login.load_key(pool)
+        collector = PgCollector(
+            database.current_pool,
+            graph_id,
             graph=settings.graph,
+            require_stream_keys=settings.require_stream_keys,
         )
         app[_COLLECTOR] = collector
-        purge = (
-            asyncio.create_task(_purge_forever(collector, settings.retention_days))
-            if settings.retention_days is not None
-            else None
-        )
-        yield
-        if purge is not None:
-            purge.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await purge
-        await collector.close()
+        # As serve_app does at start: what lives as long as the process (the compiled
+        # validators, the pool) is out of the collector's reach from now on.
+        gc.freeze()
+        if settings.retention_days is not None:
+            purges.append(asyncio.create_task(_purge_forever(database, settings.retention_days)))
 
-    app.cleanup_ctx.append(open_database)
+    purges: list[asyncio.Task[None]] = []
+    database.set_opened(opened)
+
+    async def run_database(app: web.Application) -> Any:
+        database.start()
+        yield
+        for task in purges:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await database.close()
+        if _COLLECTOR in app:
+            await app[_COLLECTOR].close()
+
+    app.cleanup_ctx.append(run_database)
     app.router.add_post("/events", _receive)
+    app.router.add_post(REPORT_PATH, _report)
     app.router.add_get("/events", _events)
     app.router.add_get("/repositories", _repositories)
     app.router.add_get("/repository", _repository)
@@ -146,27 +204,67 @@ def create_team_app(settings: TeamSettings) -> web.Application:
     app.router.add_get("/stats", _stats)
     app.router.add_get("/openapi.json", _openapi)
     app.router.add_get("/health", _health)
-    add_team_ui(app, lambda: app[_COLLECTOR].pool)
+    app.router.add_get("/ready", _ready)
+    options = team_data.TeamOptions(settings.naming, settings.deploy_pipelines)
+    add_team_ui(app, query, options, login)
     return app
 
 
-async def _purge_forever(collector: PgCollector, days: int) -> None:
+def _collector(request: web.Request) -> PgCollector:
+    """The collector once the database has been reached, else DatabaseUnavailable."""
+    collector = request.app.get(_COLLECTOR)
+    if collector is None:
+        raise DatabaseUnavailable(request.app[_DATABASE].problem or "not reached yet")
+    return collector
+
+
+async def _bounded(request: web.Request, work: Callable[[Pool], Awaitable[Any]]) -> Any:
+    """``work`` on the pool, within the database timeout."""
+    database = request.app[_DATABASE]
+    return await database.bounded(work(database.current_pool()))
+
+
+async def _purge_forever(database: Database, days: int) -> None:
     while True:
         cutoff = datetime.now(UTC) - timedelta(days=days)
         try:
-            dropped = await pg_queries.purge_before(collector.pool, cutoff)
-            if dropped:
-                log.info("retention: dropped %d events older than %d days", dropped, days)
-        except psycopg.Error as error:
-            log.warning("retention: cannot drop old events now: %s", error)
+            dropped = await pg_queries.purge_before(database.current_pool(), cutoff)
+        except (psycopg.Error, DatabaseUnavailable) as error:
+            log.info("retention: cannot drop old events now (%s); trying again soon", error)
+            await asyncio.sleep(_PURGE_RETRY_S)
+            continue
+        if dropped:
+            log.info("retention: dropped %d events received over %d days ago", dropped, days)
         await asyncio.sleep(_PURGE_EVERY_S)
 
 
 async def _receive(request: web.Request) -> web.Response:
-    body = await request.read()
-    answer = await request.app[_COLLECTOR].receive(
-        body, request.headers.get("Idempotency-Key"), _backlog(request)
+    _collector(request)  # 503 at once, before the body is read, while there is no database
+    return await admit(request, request.app[_GATE], partial(_store, request))
+
+
+async def _store(request: web.Request, body: bytes, stream_key: str | None) -> web.Response:
+    answer = await request.app[_DATABASE].bounded(
+        _collector(request).receive(
+            body, request.headers.get("Idempotency-Key"), _backlog(request), stream_key=stream_key
+        )
     )
+    if answer.status == 200:
+        request.app[_DISK].stored()
+    return _json(answer.body, answer.status)
+
+
+async def _report(request: web.Request) -> web.Response:
+    _collector(request)
+    return await admit(request, request.app[_GATE], partial(_keep_report, request))
+
+
+async def _keep_report(request: web.Request, body: bytes, stream_key: str | None) -> web.Response:
+    try:
+        report = parse_report(orjson.loads(body))
+    except (orjson.JSONDecodeError, ReportRejected) as error:
+        return _json({"error": "invalid_report", "message": str(error)[:200]}, 400)
+    answer = await request.app[_DATABASE].bounded(_collector(request).report(report, stream_key))
     return _json(answer.body, answer.status)
 
 
@@ -233,11 +331,11 @@ async def _events(request: web.Request) -> web.Response:
         )
     except _BadQuery as error:
         return _json({"error": "invalid_query", "message": str(error)}, 400)
-    return _json(await pg_queries.event_page(request.app[_COLLECTOR].pool, query))
+    return _json(await _bounded(request, lambda pool: pg_queries.event_page(pool, query)))
 
 
 async def _repositories(request: web.Request) -> web.Response:
-    return _json({"repositories": await pg_queries.repositories(request.app[_COLLECTOR].pool)})
+    return _json({"repositories": await _bounded(request, pg_queries.repositories)})
 
 
 async def _repository(request: web.Request) -> web.Response:
@@ -248,7 +346,7 @@ async def _repository(request: web.Request) -> web.Response:
         recent = _integer(request, "recent", 50, 1, 1000)
     except _BadQuery as error:
         return _json({"error": "invalid_query", "message": str(error)}, 400)
-    graph = await pg_queries.repository(request.app[_COLLECTOR].pool, url, recent=recent)
+    graph = await _bounded(request, lambda pool: pg_queries.repository(pool, url, recent=recent))
     if graph is None:
         return _json({"error": "not_found", "message": "no such repository"}, 404)
     return _json(graph)
@@ -259,15 +357,19 @@ async def _pipelines(request: web.Request) -> web.Response:
         limit = _integer(request, "limit", 200, 1, 10_000)
     except _BadQuery as error:
         return _json({"error": "invalid_query", "message": str(error)}, 400)
-    return _json({"runs": await pg_queries.pipelines(request.app[_COLLECTOR].pool, limit=limit)})
+    runs = await _bounded(request, lambda pool: pg_queries.pipelines(pool, limit=limit))
+    return _json({"runs": runs})
 
 
 async def _streams(request: web.Request) -> web.Response:
-    return _json({"streams": await pg_queries.streams(request.app[_COLLECTOR].pool)})
+    naming = request.app[_SETTINGS].naming
+    return _json(
+        {"streams": await _bounded(request, lambda pool: pg_queries.streams(pool, naming))}
+    )
 
 
 async def _stats(request: web.Request) -> web.Response:
-    return _json(await pg_queries.stats(request.app[_COLLECTOR].pool))
+    return _json(await _bounded(request, pg_queries.stats))
 
 
 @cache
@@ -280,11 +382,38 @@ async def _openapi(_request: web.Request) -> web.Response:
 
 
 async def _health(_request: web.Request) -> web.Response:
+    """Liveness: the process serves (a balancer's or an orchestrator's restart signal)."""
     return _json({"ok": True})
+
+
+async def _ready(request: web.Request) -> web.Response:
+    """Readiness: the database took a write within the last probe (else 503)."""
+    database = request.app[_DATABASE]
+    checked = database.checked_at
+    body = {
+        "ready": database.ready,
+        "problem": database.problem,
+        "checked_at": None if checked is None else _iso(checked),
+    }
+    response = _json(body, 200 if database.ready else 503)
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat().replace("+00:00", "Z")
 
 
 async def run_team_collector(
     settings: TeamSettings, host: str, port: int, *, ready: Callable[[str, int], None]
 ) -> None:
-    """Serve until cancelled; ``ready(host, port)`` is called once listening (port 0 = any)."""
-    await serve_app(create_team_app(settings), host, port, ready=ready)
+    """Serve until cancelled; ``ready(host, port)`` is called once listening (port 0 = any).
+
+    A configuration error of the database (:func:`~.pg_connect.is_permanent`) raises, at
+    start or whenever the database is first reached; anything else is waited out."""
+    # The pool logs every failed reconnection attempt; the instance's own watch logs each
+    # outage once (when it starts and when it ends), so the pool's warnings are noise.
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+    app = create_team_app(settings)
+    await app[_DATABASE].first_contact()
+    await serve_app(app, host, port, ready=ready, until=lambda: app[_DATABASE].running())

@@ -9,10 +9,17 @@ moves its pipeline run forward (``pipeline_stage`` on each status change) with i
 
 Many workstations deliver in any order and may deliver twice, so every rule is a join: the
 state kept for a key is the greatest by an order that does not depend on arrival (time, then
-event id; for runs, status rank first). Applying the same events in any order and any number
-of times gives the same rows. The local PSG differs in one place: there a run's first final
+event id; for runs, status rank first). Applying the same events in any order gives the same
+rows; an event is applied once, when it is first stored (the collector folds only the
+events a batch added). The local PSG differs in one place: there a run's first final
 status sticks; here the later final status wins (a re-run that succeeds after a failure),
 the only choice that does not depend on which one arrived first.
+
+Clocks: a workstation whose clock runs ahead would stamp its changes in the future, and a
+last-writer-wins key holding a future time ignores every real change until the wall clock
+catches up. So any time more than :data:`CLOCK_AHEAD_BOUND` ahead of the moment the
+collector received the event is clamped to that moment, and the node is flagged
+(``clamped``). The clamp is decided once, when the event is first stored.
 
 :func:`fold` reduces a batch in Python (a statement may change a row only once) and
 :func:`apply` writes it with one statement per table, in key order, inside the batch's
@@ -25,7 +32,7 @@ import hashlib
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final, TypeVar
 
 import orjson
@@ -36,7 +43,23 @@ from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.runtime.psg.changes import pipeline_stage
 from mplp_lsp.runtime.psg.graph_events import BULK_SAMPLE, UpdateKind, graph_update
 
-__all__ = ["GraphBatch", "apply", "author_hash", "emitted_rows", "fold", "instant", "run_node_id"]
+__all__ = [
+    "CLOCK_AHEAD_BOUND",
+    "Clock",
+    "GraphBatch",
+    "ahead_of",
+    "apply",
+    "author_hash",
+    "emitted_rows",
+    "fold",
+    "instant",
+    "run_node_id",
+]
+
+# How far ahead of its receipt an event's time may be before it counts as a wrong clock:
+# well above any clock drift NTP leaves and the time a batch waits in an outbox is behind,
+# not ahead, so only a clock set wrong (or a hand-made time) goes past it.
+CLOCK_AHEAD_BOUND: Final = timedelta(minutes=5)
 
 _RANK: Final = {"pending": 0, "running": 1, "succeeded": 2, "failed": 2, "cancelled": 2}
 _STAGE: Final = {
@@ -60,19 +83,52 @@ def author_hash(email: str) -> str:
 
 
 @dataclass
+class Clock:
+    """Clamps the times of events received at ``received``; counts what it clamped."""
+
+    received: datetime
+    bound: timedelta = CLOCK_AHEAD_BOUND
+    clamped: int = 0  # events with at least one time clamped
+    _clamped_now: bool = False
+
+    def next_event(self) -> None:
+        self._clamped_now = False
+
+    def __call__(self, moment: datetime) -> datetime:
+        if moment - self.received <= self.bound:
+            return moment
+        if not self._clamped_now:
+            self._clamped_now = True
+            self.clamped += 1
+        return self.received
+
+    @property
+    def clamping(self) -> bool:
+        """Whether a time of the current event was clamped."""
+        return self._clamped_now
+
+
+@dataclass
 class GraphBatch:
-    """One batch's graph facts, reduced per key with the same join the SQL applies."""
+    """One batch's graph facts, reduced per key with the same join the SQL applies.
+
+    Node states carry a last ``clamped`` flag: whether their time is a clamped one."""
 
     repositories: dict[str, tuple[datetime, datetime]] = field(default_factory=dict)
     stream_repositories: set[tuple[str, str]] = field(default_factory=set)
-    branches: dict[tuple[str, str], tuple[datetime, str, bool, str]] = field(default_factory=dict)
-    commits: dict[tuple[str, str], tuple[str, str | None, datetime, str | None]] = field(
+    branches: dict[tuple[str, str], tuple[datetime, str, bool, str, bool]] = field(
+        default_factory=dict
+    )
+    commits: dict[tuple[str, str], tuple[str, str | None, datetime, str | None, bool]] = field(
         default_factory=dict
     )
     parents: set[tuple[str, str, int, str]] = field(default_factory=set)
     commit_branches: set[tuple[str, str, str]] = field(default_factory=set)
-    files: dict[tuple[str, str], tuple[datetime, str, bool, str]] = field(default_factory=dict)
+    files: dict[tuple[str, str], tuple[datetime, str, bool, str, bool]] = field(
+        default_factory=dict
+    )
     runs: dict[tuple[str, str, str], _Run] = field(default_factory=dict)
+    people: dict[str, tuple[datetime, str]] = field(default_factory=dict)  # hash: (when, name)
 
     def __bool__(self) -> bool:
         return bool(self.repositories or self.files or self.runs)
@@ -90,10 +146,20 @@ class _Run:
     branch_name: str | None
     commit_id: str | None
     stages: str
+    clamped: bool
 
 
 K = TypeVar("K")
 V = TypeVar("V", bound=tuple[Any, ...])
+
+
+def ahead_of(
+    envelopes: Iterable[Mapping[str, Any]], received: datetime, bound: timedelta = CLOCK_AHEAD_BOUND
+) -> dict[str, timedelta]:
+    """The events whose own time is more than ``bound`` ahead of ``received`` (a clock set
+    wrong), by event id, with how far ahead."""
+    leads = ((e["event_id"], instant(e["timestamp"]) - received) for e in envelopes)
+    return {event_id: lead for event_id, lead in leads if lead > bound}
 
 
 def _newer(table: dict[K, V], key: K, value: V) -> None:
@@ -102,23 +168,26 @@ def _newer(table: dict[K, V], key: K, value: V) -> None:
         table[key] = value
 
 
-def fold(items: Iterable[tuple[str, Kind | None, Mapping[str, Any]]]) -> GraphBatch:
-    """The graph facts of (stream, kind, envelope) items; other kinds add nothing."""
+def fold(items: Iterable[tuple[str, Kind | None, Mapping[str, Any]]], clock: Clock) -> GraphBatch:
+    """The graph facts of (stream, kind, envelope) items; other kinds add nothing. Times
+    too far ahead of ``clock.received`` are clamped to it."""
     batch = GraphBatch()
     for stream, kind, envelope in items:
+        clock.next_event()
         if kind is Kind.GIT:
-            _fold_git(batch, stream, envelope)
+            _fold_git(batch, stream, envelope, clock)
         elif kind is Kind.FILE_UPDATE:
-            _fold_file(batch, stream, envelope)
+            _fold_file(batch, stream, envelope, clock)
         elif kind is Kind.CI:
-            _fold_ci(batch, stream, envelope)
+            _fold_ci(batch, stream, envelope, clock)
     return batch
 
 
-def _fold_git(batch: GraphBatch, stream: str, envelope: Mapping[str, Any]) -> None:
+def _fold_git(batch: GraphBatch, stream: str, envelope: Mapping[str, Any], clock: Clock) -> None:
     payload, cause = envelope["payload"], envelope["event_id"]
     repo, ref, commit = payload["repo_url"], payload["ref_name"], payload["commit_id"]
-    when = instant(payload["timestamp"])
+    when = clock(instant(payload["timestamp"]))
+    clamped = clock.clamping
     first, last = batch.repositories.get(repo, (when, when))
     batch.repositories[repo] = (min(first, when), max(last, when))
     batch.stream_repositories.add((stream, repo))
@@ -127,35 +196,41 @@ def _fold_git(batch: GraphBatch, stream: str, envelope: Mapping[str, Any]) -> No
     if event_kind in ("commit", "merge"):
         email = payload.get("author_email")
         author = author_hash(email) if email else None
+        name = payload.get("author_name")
+        if author is not None and isinstance(name, str) and name.strip():
+            _newer(batch.people, author, (when, name.strip()))
         old = batch.commits.get((repo, commit))
         if old is None or cause < old[0]:
-            batch.commits[(repo, commit)] = (cause, author, when, payload.get("commit_message"))
+            message = payload.get("commit_message")
+            batch.commits[(repo, commit)] = (cause, author, when, message, clamped)
         for position, parent in enumerate(payload.get("parent_commits") or ()):
             batch.parents.add((repo, commit, position, parent))
         if branch is not None:
             batch.commit_branches.add((repo, commit, branch))
-            _newer(batch.branches, (repo, branch), (when, cause, True, commit))
+            _newer(batch.branches, (repo, branch), (when, cause, True, commit, clamped))
     elif event_kind in ("branch_create", "branch_delete") and branch is not None:
         present = event_kind == "branch_create"
-        _newer(batch.branches, (repo, branch), (when, cause, present, commit))
+        _newer(batch.branches, (repo, branch), (when, cause, present, commit, clamped))
 
 
-def _fold_file(batch: GraphBatch, stream: str, envelope: Mapping[str, Any]) -> None:
+def _fold_file(batch: GraphBatch, stream: str, envelope: Mapping[str, Any], clock: Clock) -> None:
     payload, cause = envelope["payload"], envelope["event_id"]
-    when = instant(payload["timestamp"])
+    when = clock(instant(payload["timestamp"]))
+    clamped = clock.clamping
     change = payload["change_type"]
-    _newer(batch.files, (stream, payload["file_path"]), (when, cause, change != "deleted", change))
+    state = (when, cause, change != "deleted", change, clamped)
+    _newer(batch.files, (stream, payload["file_path"]), state)
     previous = payload.get("previous_path")
     if change == "renamed" and previous:
-        _newer(batch.files, (stream, previous), (when, cause, False, "renamed_away"))
+        _newer(batch.files, (stream, previous), (when, cause, False, "renamed_away", clamped))
 
 
-def _fold_ci(batch: GraphBatch, stream: str, envelope: Mapping[str, Any]) -> None:
+def _fold_ci(batch: GraphBatch, stream: str, envelope: Mapping[str, Any], clock: Clock) -> None:
     payload, cause = envelope["payload"], envelope["event_id"]
     status = payload["status"]
-    received = instant(envelope["timestamp"])
-    started = _optional_instant(payload.get("started_at"))
-    completed = _optional_instant(payload.get("completed_at"))
+    received = clock(instant(envelope["timestamp"]))
+    started = _clamped(clock, _optional_instant(payload.get("started_at")))
+    completed = _clamped(clock, _optional_instant(payload.get("completed_at")))
     # The run's own clock when it has one (as the local PSG): the envelope time is when we
     # heard of it.
     happened = (completed if _RANK[status] == 2 else started if status == "running" else None) or (
@@ -173,6 +248,7 @@ def _fold_ci(batch: GraphBatch, stream: str, envelope: Mapping[str, Any]) -> Non
         branch_name=payload.get("branch_name"),
         commit_id=payload.get("commit_id"),
         stages=orjson.dumps(payload.get("stages") or []).decode(),
+        clamped=clock.clamping,
     )
     old = batch.runs.get(key)
     if old is not None:
@@ -185,6 +261,10 @@ def _fold_ci(batch: GraphBatch, stream: str, envelope: Mapping[str, Any]) -> Non
 
 def _fields(run: _Run) -> dict[str, Any]:
     return {name: getattr(run, name) for name in _Run.__slots__}
+
+
+def _clamped(clock: Clock, moment: datetime | None) -> datetime | None:
+    return None if moment is None else clock(moment)
 
 
 def _least(a: datetime | None, b: datetime | None) -> datetime | None:
@@ -219,20 +299,21 @@ def _from_rows(*types: str) -> str:
 
 
 _LWW_BRANCH: Final = f"""
-INSERT INTO team_branches AS t (repo_url, ref_name, changed_at, cause, present, head_commit)
-{_from_rows("text", "text", "timestamptz", "text", "bool", "text")}
+INSERT INTO team_branches AS t (repo_url, ref_name, changed_at, cause, present, head_commit,
+                                clamped)
+{_from_rows("text", "text", "timestamptz", "text", "bool", "text", "bool")}
 ON CONFLICT (repo_url, ref_name) DO UPDATE
 SET changed_at = excluded.changed_at, cause = excluded.cause, present = excluded.present,
-    head_commit = excluded.head_commit
+    head_commit = excluded.head_commit, clamped = excluded.clamped
 WHERE (excluded.changed_at, excluded.cause) > (t.changed_at, t.cause)
 RETURNING t.repo_url, t.ref_name, t.present, (xmax = 0) AS added
 """
 _LWW_FILE: Final = f"""
-INSERT INTO team_files AS t (stream, path, modified_at, cause, present, change_type)
-{_from_rows("text", "text", "timestamptz", "text", "bool", "text")}
+INSERT INTO team_files AS t (stream, path, modified_at, cause, present, change_type, clamped)
+{_from_rows("text", "text", "timestamptz", "text", "bool", "text", "bool")}
 ON CONFLICT (stream, path) DO UPDATE
 SET modified_at = excluded.modified_at, cause = excluded.cause, present = excluded.present,
-    change_type = excluded.change_type
+    change_type = excluded.change_type, clamped = excluded.clamped
 WHERE (excluded.modified_at, excluded.cause) > (t.modified_at, t.cause)
 RETURNING t.stream, t.path, t.present, (xmax = 0) AS added
 """
@@ -250,13 +331,20 @@ INSERT INTO team_stream_repositories (stream, repo_url)
 {_from_rows("text", "text")} ON CONFLICT DO NOTHING
 """
 _COMMITS: Final = f"""
-INSERT INTO team_commits AS t (repo_url, commit_id, cause, author, committed_at, message)
-{_from_rows("text", "text", "text", "text", "timestamptz", "text")}
+INSERT INTO team_commits AS t (repo_url, commit_id, cause, author, committed_at, message,
+                               clamped)
+{_from_rows("text", "text", "text", "text", "timestamptz", "text", "bool")}
 ON CONFLICT (repo_url, commit_id) DO UPDATE
 SET cause = excluded.cause, author = excluded.author, committed_at = excluded.committed_at,
-    message = excluded.message
+    message = excluded.message, clamped = excluded.clamped
 WHERE excluded.cause < t.cause
 RETURNING t.commit_id, (xmax = 0) AS added
+"""
+_PEOPLE: Final = f"""
+INSERT INTO team_people AS t (author, named_at, name)
+{_from_rows("text", "timestamptz", "text")}
+ON CONFLICT (author) DO UPDATE SET named_at = excluded.named_at, name = excluded.name
+WHERE (excluded.named_at, excluded.name) > (t.named_at, t.name)
 """
 _PARENTS: Final = f"""
 INSERT INTO team_commit_parents (repo_url, commit_id, position, parent)
@@ -281,6 +369,7 @@ _RUN_STATE: Final = (
     "branch_name",
     "commit_id",
     "stages",
+    "clamped",
 )
 _RUNS: Final = (  # built from this module's constants only
     "INSERT INTO team_pipeline_runs AS t (ci_provider, pipeline_id, run_id, node_id,"
@@ -288,7 +377,7 @@ _RUNS: Final = (  # built from this module's constants only
     " "
     + _from_rows(
         *("text", "text", "text", "text", "timestamptz", "timestamptz", "text", "int4"),
-        *("timestamptz", "text", "text", "timestamptz", "int8", "text", "text", "jsonb"),
+        *("timestamptz", "text", "text", "timestamptz", "int8", "text", "text", "jsonb", "bool"),
     )
     + " ON CONFLICT (ci_provider, pipeline_id, run_id) DO UPDATE SET"
     " first_seen = least(t.first_seen, excluded.first_seen),"
@@ -317,6 +406,8 @@ async def apply(conn: AsyncConnection[Any], batch: GraphBatch, graph: str) -> li
             conn, _REPOSITORIES, [(k, *v) for k, v in sorted(batch.repositories.items())]
         )
         await _send(conn, _STREAM_REPOSITORIES, sorted(batch.stream_repositories))
+    if batch.people:
+        await _send(conn, _PEOPLE, [(k, *v) for k, v in sorted(batch.people.items())])
     if batch.commits:
         commits = await _send_latest(conn, _COMMITS, batch.commits)
         if batch.parents:
@@ -373,6 +464,7 @@ async def _send_runs(conn: AsyncConnection[Any], batch: GraphBatch) -> AsyncCurs
             r.branch_name,
             r.commit_id,
             r.stages,
+            r.clamped,
         )
         for key, r in sorted(batch.runs.items())
     ]

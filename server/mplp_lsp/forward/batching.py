@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from mplp_lsp.forward.outbox import Backlog, Entry
@@ -26,6 +26,7 @@ from mplp_lsp.forward.outbox import Backlog, Entry
 __all__ = [
     "BACKLOG_HEADER",
     "BACKLOG_OLDEST_HEADER",
+    "STREAM_KEY_HEADER",
     "Batch",
     "BatchLimits",
     "encode_batch",
@@ -34,6 +35,8 @@ __all__ = [
 
 BACKLOG_HEADER: Final = "Mplp-Backlog"
 BACKLOG_OLDEST_HEADER: Final = "Mplp-Backlog-Oldest"
+# The stream's write key: the remote binds a stream to the first key that writes it.
+STREAM_KEY_HEADER: Final = "Mplp-Stream-Key"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,11 +59,15 @@ class Batch:
     body: bytes
     idempotency_key: str
     backlog: Backlog | None = None  # None: not known (a part of a split batch)
+    stream_key: str | None = field(default=None, repr=False)
 
     @property
     def headers(self) -> dict[str, str]:
-        """The request headers besides the body: its key, and the backlog when known."""
+        """The request headers besides the body: its key, the stream's write key, and the
+        backlog when known."""
         headers = {"Idempotency-Key": self.idempotency_key}
+        if self.stream_key is not None:
+            headers[STREAM_KEY_HEADER] = self.stream_key
         if self.backlog is not None:
             headers[BACKLOG_HEADER] = str(self.backlog.count)
             if self.backlog.oldest_at is not None:
@@ -72,13 +79,19 @@ class Batch:
         return [entry.seq for entry in self.entries]
 
 
-def encode_batch(source: str, entries: Sequence[Entry], backlog: Backlog | None = None) -> Batch:
+def encode_batch(
+    source: str,
+    entries: Sequence[Entry],
+    backlog: Backlog | None = None,
+    *,
+    stream_key: str | None = None,
+) -> Batch:
     if not entries:
         raise ValueError("a batch needs at least one entry")
     items = ",".join(f'{{"seq":{entry.seq},"envelope":{entry.body}}}' for entry in entries)
     body = f'{{"source":{json.dumps(source)},"items":[{items}]}}'.encode()
     key = hashlib.blake2b(body, digest_size=16).hexdigest()
-    return Batch(tuple(entries), body, key, backlog)
+    return Batch(tuple(entries), body, key, backlog, stream_key)
 
 
 def split(entries: Sequence[Entry]) -> tuple[list[Entry], list[Entry]]:

@@ -38,6 +38,7 @@ __all__ = [
 REMOTE_URL_ENV: Final = "MPLP_LSP_REMOTE_URL"
 REMOTE_TOKEN_ENV: Final = "MPLP_LSP_REMOTE_TOKEN"  # noqa: S105 (a variable name)
 ENDPOINT_PATH: Final = "/events"
+REPORT_PATH: Final = "/streams/report"
 _MAX_TOKEN_BYTES: Final = 4096
 
 
@@ -49,6 +50,7 @@ class RemoteConfigError(ValueError):
 class RemoteConfig:
     url: str  # the base URL as configured (no credentials in it)
     endpoint: str  # where batches are POSTed
+    report_endpoint: str  # where the stream's reports are POSTed
     token: str | None = field(default=None, repr=False)
     budget_bytes: int = 1024 * 2**20
 
@@ -64,6 +66,7 @@ def resolve_remote(
     return RemoteConfig(
         url=base,
         endpoint=base.rstrip("/") + ENDPOINT_PATH,
+        report_endpoint=base.rstrip("/") + REPORT_PATH,
         token=_token(settings, env),
         budget_bytes=settings.forward_disk_budget_mb * 2**20,
     )

@@ -5,7 +5,8 @@ each stream in order (a split batch sends its first half first). An entry leaves
 only in the transaction that records why: delivered after a 2xx for it, or dead-lettered.
 The acknowledgement is committed before the next batch is sent, so a crash at any instant
 re-sends at most the one batch whose answer was not yet recorded; the remote deduplicates
-it by (source, event_id) and by the batch's Idempotency-Key.
+it by event id and by the batch's Idempotency-Key. With an identity, the stream also reports
+its outbox on its own schedule (:mod:`.report`).
 
 The transport is anything with ``send(batch) -> Reply`` that raises :class:`TransportError`
 when no HTTP answer came; :mod:`.sender` is the aiohttp one. Nothing here imports aiohttp.
@@ -20,14 +21,21 @@ import random
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import partial
-from typing import Protocol
 
 from mplp_lsp.forward import outbox
-from mplp_lsp.forward.batching import Batch, BatchLimits, encode_batch, split
-from mplp_lsp.forward.outbox import Entry
+from mplp_lsp.forward.batching import (
+    STREAM_KEY_HEADER,
+    Batch,
+    BatchLimits,
+    encode_batch,
+    split,
+)
+from mplp_lsp.forward.identity import StreamIdentity
+from mplp_lsp.forward.outbox import Backlog, Entry
+from mplp_lsp.forward.report import Reporter
 from mplp_lsp.forward.retry import Action, RetryPolicy, classify, parse_retry_after
+from mplp_lsp.forward.transport import Reply, Transport, TransportError
 from mplp_lsp.store.database import RECLAIM_MIN_PAGES, reclaim_free_pages
 from mplp_lsp.store.events import StoredEvent
 from mplp_lsp.store.writer import StoreWriter
@@ -41,27 +49,8 @@ log = logging.getLogger(__name__)
 _RECHECK = 5.0
 
 
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """The remote's answer: status, its ``Retry-After`` header, and a short excerpt of the body."""
-
-    status: int
-    retry_after: str | None = None
-    detail: str = ""
-
-
-class TransportError(Exception):
-    """No HTTP answer: connection refused or reset, timeout, TLS failure. Always retried."""
-
-
 _Ahead = tuple[list[Entry], Batch | None]
 """The next pending entries and their encoded batch (None when there are none)."""
-
-
-class Transport(Protocol):
-    async def send(self, batch: Batch) -> Reply: ...
-
-    async def close(self) -> None: ...
 
 
 class Forwarder:
@@ -77,6 +66,8 @@ class Forwarder:
         policy: RetryPolicy | None = None,
         rand: Callable[[], float] = random.random,
         reclaim_min_pages: int = RECLAIM_MIN_PAGES,
+        identity: StreamIdentity | None = None,
+        report_every: float = 30.0,
     ) -> None:
         self._writer = writer
         self._reclaim_min_pages = reclaim_min_pages
@@ -88,10 +79,25 @@ class Forwarder:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stream = ""
+        self._stream_key = ""
         self.state = "stopped"  # stopped | idle | sending | waiting
         self.consecutive_failures = 0
         self.last_error: str | None = None
         self._retry_at: float | None = None
+        self._turn = asyncio.Lock()  # batches and reports take turns on the wire
+        self._reporter = (
+            None
+            if identity is None
+            else Reporter(
+                writer,
+                transport,
+                identity,
+                every=report_every,
+                turn=self._turn,
+                headers=self._stream_headers,
+            )
+        )
+        self._reporting: asyncio.Task[None] | None = None
 
     @property
     def stream(self) -> str:
@@ -106,14 +112,17 @@ class Forwarder:
 
     async def start(self) -> None:
         """Enable queuing in the store, apply the budget, and start sending in the background."""
-        self._stream = await self._writer.run(
+        self._stream, self._stream_key = await self._writer.run(
             partial(outbox.enable, budget_bytes=self._budget_bytes)
         )
         dropped = await self._writer.run(outbox.trim_to_budget)
         if dropped:
             log.warning("forwarding: %d envelopes over the disk budget were dropped", dropped)
         self.state = "idle"
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="forwarder")
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._run(), name="forwarder")
+        if self._reporter is not None:
+            self._reporting = loop.create_task(self._reporter.run(self._stream), name="report")
 
     def wake(self) -> None:
         """New envelopes were committed; the loop looks at the outbox now."""
@@ -125,11 +134,12 @@ class Forwarder:
 
     async def close(self, grace: float = 0.5) -> None:
         """Stop sending; pending entries stay in the outbox for the next start."""
-        task, self._task = self._task, None
-        if task is not None:
+        tasks = [task for task in (self._task, self._reporting) if task is not None]
+        self._task = self._reporting = None
+        for task in tasks:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-                await asyncio.wait_for(task, grace)
+        if tasks:
+            await asyncio.wait(tasks, timeout=grace)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._transport.close(), grace)
         self.state = "stopped"
@@ -188,7 +198,14 @@ class Forwarder:
         if not entries:
             return entries, None
         backlog = outbox.backlog_after(conn, entries[-1].seq)
-        return entries, encode_batch(self._stream, entries, backlog)
+        return entries, self._encode(entries, backlog)
+
+    def _stream_headers(self) -> dict[str, str]:
+        """What authenticates the stream's reports as its batches are: its write key."""
+        return {STREAM_KEY_HEADER: self._stream_key}
+
+    def _encode(self, entries: Sequence[Entry], backlog: Backlog | None = None) -> Batch:
+        return encode_batch(self._stream, entries, backlog, stream_key=self._stream_key)
 
     async def _deliver(self, entries: list[Entry], batch: Batch | None) -> _Ahead:
         """Deliver or dead-letter ``entries``; returns the pending entries that follow them.
@@ -216,12 +233,12 @@ class Forwarder:
         stack = [entries]
         while stack:
             part = stack.pop()
-            batch = (
-                ready if ready is not None and part is entries else encode_batch(self._stream, part)
-            )
+            batch = ready if ready is not None and part is entries else self._encode(part)
             action, reply = await self._send(batch)
             if action is Action.DELIVERED:
                 await self._writer.run(partial(outbox.ack, seqs=batch.seqs))
+                if self._reporter is not None and batch.backlog is not None:
+                    self._reporter.reported()
             elif action is Action.SPLIT:
                 first, second = split(part)
                 stack.append(second)
@@ -239,7 +256,8 @@ class Forwarder:
             self.state = "sending"
             retry_after: float | None = None
             try:
-                reply = await self._transport.send(batch)
+                async with self._turn:
+                    reply = await self._transport.send(batch)
             except TransportError as error:
                 reason = str(error)
             else:

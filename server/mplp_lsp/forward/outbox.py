@@ -11,15 +11,21 @@ the same transaction.
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.store.database import transaction
-from mplp_lsp.store.queueing import STREAM_META_KEY, apply_budget, recount
+from mplp_lsp.store.queueing import (
+    STREAM_KEY_META_KEY,
+    STREAM_META_KEY,
+    apply_budget,
+    recount,
+)
 
 __all__ = [
     "STREAM_META_KEY",
@@ -73,11 +79,13 @@ class OutboxState:
     oldest_pending_at: str | None
 
 
-def enable(conn: sqlite3.Connection, *, budget_bytes: int) -> str:
-    """Start queuing accepted events (from this commit on) and return the stream id.
+def enable(conn: sqlite3.Connection, *, budget_bytes: int) -> tuple[str, str]:
+    """Start queuing accepted events (from this commit on); the stream id and its write key.
 
     Queuing stays on for this store until :func:`disable`: a later run without a remote
-    keeps queuing, so nothing accepted in between is missed (docs/forwarding.md).
+    keeps queuing, so nothing accepted in between is missed (docs/forwarding.md). The key is
+    made with the stream (a store forwarding before keys existed gets one now); the remote
+    binds the stream to the first key it sees, so no other store can write into it.
     """
     if budget_bytes < 1:
         raise ValueError(f"budget_bytes must be >= 1, got {budget_bytes}")
@@ -85,11 +93,18 @@ def enable(conn: sqlite3.Connection, *, budget_bytes: int) -> str:
         conn.execute(
             "UPDATE outbox_state SET enabled = 1, budget_bytes = ? WHERE id = 1", (budget_bytes,)
         )
-        stream = stream_id(conn)
-        if stream is None:
-            stream = str(uuid.uuid4())
-            conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (STREAM_META_KEY, stream))
-    return stream
+        stream = _meta_or_new(conn, STREAM_META_KEY, lambda: str(uuid.uuid4()))
+        key = _meta_or_new(conn, STREAM_KEY_META_KEY, lambda: secrets.token_urlsafe(32))
+    return stream, key
+
+
+def _meta_or_new(conn: sqlite3.Connection, name: str, new: Callable[[], str]) -> str:
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (name,)).fetchone()
+    if row is not None:
+        return str(row[0])
+    value = new()
+    conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (name, value))
+    return value
 
 
 def disable(conn: sqlite3.Connection) -> None:

@@ -1,4 +1,5 @@
-"""The aiohttp transport: POST a batch, report the status, never follow a redirect.
+"""The aiohttp transport: POST a batch (or a stream report), report the status, never follow
+a redirect.
 
 Certificates are verified (aiohttp's default, kept). Redirects are not followed at all, so a
 batch and its token never go to another origin; a 3xx is reported as an error and the batch
@@ -8,11 +9,13 @@ the envelopes go is what the settings say, nothing else.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import aiohttp
 
 from mplp_lsp import __version__
 from mplp_lsp.forward.batching import Batch
-from mplp_lsp.forward.forwarder import Reply, TransportError
+from mplp_lsp.forward.transport import Reply, TransportError
 
 __all__ = ["HttpTransport"]
 
@@ -27,8 +30,14 @@ class HttpTransport:
         *,
         timeout: float = 30.0,
         connect_timeout: float = 10.0,
+        report_endpoint: str | None = None,
+        report_timeout: float = 10.0,
     ) -> None:
         self.endpoint = endpoint
+        self.report_endpoint = report_endpoint
+        self._report_timeout = aiohttp.ClientTimeout(
+            total=report_timeout, sock_connect=min(connect_timeout, report_timeout)
+        )
         self._headers = {
             "Content-Type": "application/json",
             "User-Agent": f"mplp-lsp/{__version__}",
@@ -46,12 +55,28 @@ class HttpTransport:
         return self._session
 
     async def send(self, batch: Batch) -> Reply:
+        return await self._post(self.endpoint, batch.body, batch.headers)
+
+    async def report(self, body: bytes, headers: Mapping[str, str]) -> Reply:
+        """A stream report (docs/forwarding.md); small, so a shorter timeout."""
+        if self.report_endpoint is None:
+            return Reply(404, None, "this transport has no report endpoint")
+        return await self._post(self.report_endpoint, body, headers, self._report_timeout)
+
+    async def _post(
+        self,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        limits: aiohttp.ClientTimeout | None = None,
+    ) -> Reply:
         try:
             async with self._client().post(
-                self.endpoint,
-                data=batch.body,
-                headers=batch.headers,
+                url,
+                data=body,
+                headers=dict(headers),
                 allow_redirects=False,
+                timeout=limits or self._timeout,
             ) as response:
                 detail = ""
                 if response.status >= 300:

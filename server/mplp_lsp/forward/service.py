@@ -5,7 +5,9 @@ Nothing is imported from the HTTP stack unless a remote is configured.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from pathlib import Path
 from typing import Any
 
 from mplp_lsp.bus import EventBus
@@ -17,7 +19,9 @@ from mplp_lsp.forward.config import (
     retry_policy,
 )
 from mplp_lsp.forward.forwarder import Forwarder
+from mplp_lsp.forward.identity import StreamIdentity, identify
 from mplp_lsp.settings import Settings
+from mplp_lsp.store.salvage import read_report
 from mplp_lsp.store.writer import StoreWriter
 
 __all__ = ["Forwarding"]
@@ -42,8 +46,14 @@ class Forwarding:
 
     @classmethod
     async def start(
-        cls, writer: StoreWriter, bus: EventBus, settings: Settings, remote_url: str | None
+        cls,
+        writer: StoreWriter,
+        bus: EventBus,
+        settings: Settings,
+        remote_url: str | None,
+        root: Path | None = None,
     ) -> Forwarding:
+        """``root``: the workspace, whose git author the stream reports (docs/forwarding.md)."""
         try:
             remote = resolve_remote(settings, remote_url)
         except RemoteConfigError as error:
@@ -55,10 +65,12 @@ class Forwarding:
 
         forwarder = Forwarder(
             writer,
-            HttpTransport(remote.endpoint, remote.token),
+            HttpTransport(remote.endpoint, remote.token, report_endpoint=remote.report_endpoint),
             budget_bytes=remote.budget_bytes,
             limits=batch_limits(settings),
             policy=retry_policy(settings),
+            identity=await _identity(writer, settings, root),
+            report_every=settings.forward_report_s,
         )
         await forwarder.start()
         bus.subscribe("forward", forwarder.handle)
@@ -79,3 +91,15 @@ class Forwarding:
     async def close(self) -> None:
         if self.forwarder is not None:
             await self.forwarder.close(SHUTDOWN_GRACE)
+
+
+async def _identity(writer: StoreWriter, settings: Settings, root: Path | None) -> StreamIdentity:
+    salvage = await writer.read(read_report)
+    previous = salvage.get("previous_stream") if salvage else None
+    return await asyncio.to_thread(
+        identify,
+        writer.path,
+        root,
+        settings.git_author_email,
+        previous if isinstance(previous, str) else None,
+    )

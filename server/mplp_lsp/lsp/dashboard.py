@@ -1,10 +1,11 @@
 """``mplp.openDashboard``: the editors' "Open dashboard" command, run by the server.
 
 The server holds each workspace's API token, so it asks its own API for a one-time login
-link (as ``mplp-lsp ui`` does) and has the client open it in the system browser
-(``window/showDocument`` with ``external: true``). The link itself is returned only to a
-client that cannot open it: it logs a browser in, so it is not put in a result that
-editors write to their logs.
+code (as ``mplp-lsp ui`` does), writes the private page that hands the code to the
+dashboard into the state dir (0600), and has the client open that page in the system
+browser (``window/showDocument`` with ``external: true``). What the editor starts the
+browser with is the page's file URL: nothing another local user could log in with, and
+nothing that helps anyone who reads the editor's logs.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ OPEN_COMMAND = "mplp.openDashboard"
 
 
 async def open_dashboard(server: MplpLanguageServer) -> dict[str, Any]:
-    from mplp_lsp.cli.ui import login_link
+    from mplp_lsp.cli.ui import request_code
+    from mplp_lsp.ui.login_page import write_login_page
 
     await server.ready.wait()
     apis = server.apis
@@ -31,15 +33,16 @@ async def open_dashboard(server: MplpLanguageServer) -> dict[str, Any]:
     api = apis.get(first.root) if apis is not None and first is not None else None
     if first is None or api is None:
         return {"error": "no workspace folder with the HTTP API on (see the apiEnabled setting)"}
-    link = await asyncio.to_thread(login_link, api.url, str(api.token_file))
+    login = await asyncio.to_thread(request_code, api.url, api.token)
+    page = (await asyncio.to_thread(write_login_page, first.paths.root, login)).as_uri()
     window = server.client_capabilities.window
     if window is not None and window.show_document is not None and window.show_document.support:
         shown = await server.window_show_document_async(
-            types.ShowDocumentParams(uri=link, external=True)
+            types.ShowDocumentParams(uri=page, external=True)
         )
         if shown.success:
             return {"root": str(first.root), "shown": True}
-    return {"root": str(first.root), "shown": False, "url": link}
+    return {"root": str(first.root), "shown": False, "page": page, "login": login.login_url}
 
 
 class DashboardFeature(Feature):

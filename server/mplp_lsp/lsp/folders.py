@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from lsprotocol import types
@@ -14,6 +15,7 @@ class FoldersFeature(Feature):
     @handles(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
     async def did_change_folders(self, params: types.DidChangeWorkspaceFoldersParams) -> None:
         server = self.server
+        named_ns = time.time_ns()  # changes in an added folder are heard of from now on
         await server.ready.wait()
         assert server.workspaces is not None
         for removed in params.event.removed:
@@ -23,4 +25,4 @@ class FoldersFeature(Feature):
                 await server.workspaces.remove(Path(path))
         for added in params.event.added:
             if path := to_fs_path(added.uri):
-                await server.add_folder(server.workspaces, Path(path), added.uri)
+                await server.add_folder(server.workspaces, Path(path), added.uri, named_ns)

@@ -230,10 +230,19 @@ class MplpLanguageServer(LanguageServer):
         self.ready.set()
         self.status_changed()
 
-    async def add_folder(self, workspaces: Workspaces, root: Path, folder_uri: str | None) -> None:
+    async def add_folder(
+        self,
+        workspaces: Workspaces,
+        root: Path,
+        folder_uri: str | None,
+        named_ns: int | None = None,
+    ) -> None:
+        """Record a folder; ``named_ns``: when the editor added it while the server ran (a
+        folder of ``initialize`` is heard of since the process started)."""
         from mplp_lsp.workspace import Workspace
 
-        workspace = await workspaces.add(root, await self._settings_for(folder_uri))
+        settings = await self._settings_for(folder_uri)
+        workspace = await workspaces.add(root, settings, named_ns=named_ns)
         if isinstance(workspace, Workspace):
             # Ready once the graph knows what was there: a change from then on is judged
             # against it (what the editor reports meanwhile waits for it in any case).

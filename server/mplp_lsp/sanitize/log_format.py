@@ -3,18 +3,19 @@
 Log calls format paths, ref names, exceptions and (at debug level, from pygls and
 watchfiles) whole protocol messages and change sets. Rather than trusting every call site,
 the one formatter every handler uses redacts the finished line, traceback included, with
-the rules of names (:func:`~mplp_lsp.sanitize.redact.redact_name`), the strictest there are.
+every rule of text and the assignments of names, the strictest there are
+(:func:`~mplp_lsp.sanitize.redact.redact_line`).
 """
 
 from __future__ import annotations
 
 import logging
 
-from mplp_lsp.sanitize.redact import redact_name
+from mplp_lsp.sanitize.redact import redact_line
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 class RedactingFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        return redact_name(super().format(record))
+        return redact_line(super().format(record))

@@ -520,12 +520,18 @@ class Debouncer:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
         self._unsent: deque[list[Settled]] = deque()
+        self._queued = 0  # changes settled and not yet through emit
         self._sender: asyncio.Task[None] | None = None
         self._closed = False
 
     @property
     def pending_count(self) -> int:
         return self._rules.pending_count
+
+    @property
+    def backlog(self) -> int:
+        """What is held: paths in their quiet period, and changes not yet through emit."""
+        return self._rules.pending_count + self._queued
 
     @property
     def dropped(self) -> int:
@@ -613,6 +619,7 @@ class Debouncer:
 
     def _send(self, batch: list[Settled]) -> None:
         self._unsent.append(batch)
+        self._queued += len(batch)
         self._start_sender()
 
     def _start_sender(self) -> None:
@@ -636,6 +643,7 @@ class Debouncer:
                 self._fail(batch, exc)
             except Exception as exc:
                 self._fail(batch, exc)
+            self._queued -= len(batch)
 
     def _fail(self, batch: list[Settled], exc: BaseException) -> None:
         if self._on_error is None:
@@ -656,4 +664,6 @@ class Debouncer:
             self._sender.cancel()
             await asyncio.gather(self._sender, return_exceptions=True)
         while self._unsent:
-            self._fail(self._unsent.popleft(), exc)
+            batch = self._unsent.popleft()
+            self._queued -= len(batch)
+            self._fail(batch, exc)

@@ -61,6 +61,9 @@ class DiskState:
         self._reads = 0  # recorded facts read and not yet settled
         self._deferred: list[FileChange] = []
         self.unchanged = 0  # windows that changed nothing once the disk was asked
+        # Paths gone that were never a file here: a report of a deleted directory, maybe
+        # (an editor's watcher names a deleted folder alone). Taken by whoever looks below.
+        self.gone_unknown: list[str] = []
 
     @staticmethod
     def paths(batch: Iterable[Settled]) -> list[str]:
@@ -177,6 +180,8 @@ class DiskState:
     ) -> Change | None:
         if disk is None:
             if not self._known(path, recorded):
+                if path not in self._emitted:
+                    self.gone_unknown.append(path)
                 return None
             self._emit(path, None)
             return Change.DELETED

@@ -45,6 +45,7 @@ from mplp_lsp.sources.temp_names import is_temp_name
 log = logging.getLogger(__name__)
 
 SkipDir = Callable[[str], bool]
+_PAUSE = 0.05  # seconds between looks at a saturated sink
 
 
 class WatchSink(Protocol):
@@ -53,6 +54,10 @@ class WatchSink(Protocol):
 
     def lost(self, directory: str) -> None:
         """Changes under ``directory`` (absolute) may have gone unreported."""
+
+    def saturated(self) -> bool:
+        """The sink holds as much as it should: reading waits until it drains (the kernel
+        queues what happens meanwhile; if its queue overflows, :meth:`lost` follows)."""
 
 
 def files_under(
@@ -174,18 +179,37 @@ class _Inotify:
         self._dirs: dict[int, str] = {}  # watch descriptor -> directory
         self._wds: dict[str, int] = {}
         self._limit_logged = False
+        self._paused: asyncio.TimerHandle | None = None
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._add_tree(self._root, report=False)
-        loop.add_reader(self._inotify.fileno(), self._read)
+        loop.add_reader(self._inotify.fileno(), self._ready)
         self._loop = loop
 
     def close(self) -> None:
         loop = getattr(self, "_loop", None)
         if loop is not None:
+            if self._paused is not None:
+                self._paused.cancel()
             loop.remove_reader(self._inotify.fileno())
             self._read()  # what the kernel queued before the stop is reported, not dropped
         self._inotify.close()
+
+    def _ready(self) -> None:
+        """Reports are waiting: read them, unless the sink is full; then pause (the kernel
+        holds them, and an overflow of its queue ends in a comparison, a slice at a time)."""
+        if not self._sink.saturated():
+            self._read()
+            return
+        self._loop.remove_reader(self._inotify.fileno())
+        self._paused = self._loop.call_later(_PAUSE, self._resume)
+
+    def _resume(self) -> None:
+        self._paused = None
+        if self._sink.saturated():
+            self._paused = self._loop.call_later(_PAUSE, self._resume)
+        else:
+            self._loop.add_reader(self._inotify.fileno(), self._ready)
 
     def _watch(self, directory: str) -> bool:
         try:

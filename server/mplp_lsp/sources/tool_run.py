@@ -198,7 +198,7 @@ async def run_tool(
         "tool_id": run.tool_id,
         "tool_kind": run.tool_kind,
         "invocation_id": new_id(),
-        "args": redact_args(list(run.argv[1:])),
+        "args": redact_args(list(run.argv[1:]), program=run.argv[0]),
     }
     if (where := workspace_relative(run.cwd, run.workspace)) is not None:
         base["working_directory"] = where

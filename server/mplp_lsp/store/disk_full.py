@@ -1,10 +1,11 @@
 """A full disk under the store: recognised wherever it surfaces, logged once per episode.
 
 SQLite reports it as ``SQLITE_FULL`` (``database or disk is full``), a plain write as
-``ENOSPC`` or ``EDQUOT``, and the store's writer may hand either on as the cause of its
-own error. The HTTP fronts answer 507 with a ValidationResult (``storage_full``) instead of
-a 500 with a traceback per request: the first refusal of an episode logs one line, the
-first success after it one more, the refusals between them nothing.
+``ENOSPC`` or ``EDQUOT``, PostgreSQL (to the team collector) as SQLSTATE ``53100``
+(``disk_full``), and the store's writer may hand either on as the cause of its own error.
+The HTTP fronts answer 507 with a ValidationResult (``storage_full``) instead of a 500 with
+a traceback per request: the first refusal of an episode logs one line, the first success
+after it one more, the refusals between them nothing.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 import sqlite3
 
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+_PG_DISK_FULL = "53100"  # psycopg errors carry it as ``sqlstate`` (no psycopg import here)
 MESSAGE = "the disk holding the store is full; nothing was stored, send it again later"
 
 
@@ -26,6 +28,8 @@ def is_disk_full(error: BaseException | None) -> bool:
         ):
             return True
         if isinstance(error, OSError) and error.errno in _FULL_ERRNOS:
+            return True
+        if getattr(error, "sqlstate", None) == _PG_DISK_FULL:
             return True
         error = error.__cause__ or error.__context__
         seen += 1

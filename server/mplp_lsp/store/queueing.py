@@ -29,6 +29,8 @@ __all__ = ["apply_budget", "queue_appended", "recount"]
 _TRIM_CHUNK: Final = 512
 # meta key of the id this store's envelopes are forwarded under (a salvage ends the stream)
 STREAM_META_KEY: Final = "forward.stream"
+# meta key of the stream's write key: the remote binds the stream to it at first contact
+STREAM_KEY_META_KEY: Final = "forward.stream_key"
 
 
 def queue_appended(conn: sqlite3.Connection, after_seq: int) -> int:

@@ -41,7 +41,7 @@ from typing import Any, Final
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.store.database import connect, transaction
 from mplp_lsp.store.dedup import KEY_SIZE
-from mplp_lsp.store.queueing import STREAM_META_KEY, recount
+from mplp_lsp.store.queueing import STREAM_KEY_META_KEY, STREAM_META_KEY, recount
 
 __all__ = ["SALVAGE_META_KEY", "SalvageReport", "ensure_usable", "note_highest_seq", "read_report"]
 
@@ -265,9 +265,9 @@ def _salvage(old_path: Path, new_path: Path, report: SalvageReport, seen: int) -
 
 
 def _end_stream(new: sqlite3.Connection) -> str | None:
-    """Drop the copied stream id: forwarding starts a new stream on the salvaged store."""
+    """Drop the copied stream id and key: forwarding starts a new stream on the salvaged store."""
     row = new.execute("SELECT value FROM meta WHERE key = ?", (STREAM_META_KEY,)).fetchone()
-    new.execute("DELETE FROM meta WHERE key = ?", (STREAM_META_KEY,))
+    new.execute("DELETE FROM meta WHERE key IN (?, ?)", (STREAM_META_KEY, STREAM_KEY_META_KEY))
     return None if row is None else str(row[0])
 
 

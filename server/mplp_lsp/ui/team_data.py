@@ -1,33 +1,54 @@
 """What the team dashboard shows, read from the PostgreSQL collector (no aiohttp here).
 
-Activity per repository and author over time, each repository's branches and recent
-commits from the team graph, CI pipelines with run durations and success rates, the lead
-time from a commit to the first successful pipeline run on it, and every forwarding
-stream's last contact and backlog. Reuses :mod:`mplp_lsp.collector.pg_queries` where it
-already answers the question.
+Activity per repository and person over time: what people and their tools did (tool, file,
+git and CI events); the runtimes' own derived events (``graph_update``, ``pipeline_stage``,
+``runtime_execution``) are not activity. A file event carries no author, so it counts for
+the author its workstation is configured with (the stream's report). Each repository's
+branches and recent commits from the team graph, CI pipelines with run durations and success
+rates, the four DORA keys per repository (:mod:`mplp_lsp.ui.dora`), the time from a commit
+to the first successful pipeline run on it, and every forwarding stream. People and
+machines are named as the team chose (:class:`~mplp_lsp.collector.team_names.Naming`).
 """
 
 from __future__ import annotations
 
 import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from mplp_lsp.collector import pg_queries
 from mplp_lsp.collector.pg_queries import Pool
+from mplp_lsp.collector.team_graph import CLOCK_AHEAD_BOUND
+from mplp_lsp.collector.team_names import Naming
+from mplp_lsp.protocol.kinds import PAYLOAD_KINDS
+from mplp_lsp.ui import dora
 
 RECENT: Final = 10
 LEAD_TIMES: Final = 50
+# Deployments and commits this long before the period are read too: a period's first
+# deployment is compared with the one before it, its outage may have started before it.
+LOOK_BACK: Final = timedelta(days=90)
 _STEPS: Final = {
     "hour": timedelta(days=2),
     "day": timedelta(days=90),
     "month": timedelta(days=3650),
 }
+ACTIVITY_KINDS: Final = tuple(kind.value for kind in PAYLOAD_KINDS)
 
 
-async def team_view(pool: Pool, days: int) -> dict[str, Any]:
-    since = datetime.now(UTC) - timedelta(days=days)
+@dataclass(frozen=True, slots=True)
+class TeamOptions:
+    naming: Naming = field(default_factory=Naming)
+    deploy_pipelines: tuple[str, ...] = ("*deploy*", "*release*")
+
+
+async def team_view(pool: Pool, days: int, options: TeamOptions) -> dict[str, Any]:
+    until = datetime.now(UTC)
+    since = until - timedelta(days=days)
     step = next(name for name, span in _STEPS.items() if timedelta(days=days) <= span)
+    naming = options.naming
     repositories = await pg_queries.repositories(pool)
     graphs = [
         graph
@@ -35,15 +56,25 @@ async def team_view(pool: Pool, days: int) -> dict[str, Any]:
         if (graph := await pg_queries.repository(pool, repo["repo_url"], recent=RECENT))
     ]
     async with pool.connection() as conn:
+        people = {
+            row["author"]: row["name"]
+            for row in await _rows(conn, "SELECT author, name FROM team_people")
+        }
+        # A time ahead of its receipt by more than the bound is a wrong clock: counted when
+        # it was received, as the team graph clamps it.
         activity = await _rows(
             conn,
-            "SELECT date_trunc(%s, e.occurred_at) AS at,"
-            " coalesce(r.repo_url, '') AS repo_url, coalesce(e.author, '') AS author,"
+            "SELECT date_trunc(%s, least(e.occurred_at, e.received_at + %s), 'UTC') AS at,"
+            " coalesce(r.repo_url, '') AS repo_url, coalesce(e.author, s.author) AS author,"
             " count(*) AS events"
             " FROM events e LEFT JOIN team_stream_repositories r ON r.stream = e.stream"
-            " WHERE e.occurred_at >= %s GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+            " LEFT JOIN streams s ON s.stream = e.stream"
+            " WHERE e.occurred_at >= %s AND e.kind = ANY(%s)"
+            " GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
             step,
+            CLOCK_AHEAD_BOUND,
             since,
+            list(ACTIVITY_KINDS),
         )
         pipelines = await _rows(
             conn,
@@ -66,6 +97,7 @@ async def team_view(pool: Pool, days: int) -> dict[str, Any]:
             " GROUP BY 1, 2, 3 ORDER BY c.committed_at DESC LIMIT %s",
             LEAD_TIMES,
         )
+        delivery = await _delivery(conn, options, since, until)
     for row in pipelines:
         finished = row["succeeded"] + row["failed"]
         row["success_rate"] = round(row["succeeded"] / finished, 3) if finished else None
@@ -73,11 +105,22 @@ async def team_view(pool: Pool, days: int) -> dict[str, Any]:
         row["lead_time_s"] = max(
             0.0, (row["first_success_at"] - row["committed_at"]).total_seconds()
         )
+    for graph in graphs:
+        for commit in graph["commits"]:
+            commit["author"] = naming.person(commit["author"], people.get(commit["author"]))
     lead_times = [row["lead_time_s"] for row in lead]
     return {
         "since": _iso(since),
         "step": step,
-        "activity": [{**row, "at": _iso(row["at"])} for row in activity],
+        "names": naming.mode,
+        "activity": [
+            {
+                **row,
+                "at": _iso(row["at"]),
+                "author": naming.person(row["author"], people.get(row["author"])),
+            }
+            for row in activity
+        ],
         "repositories": graphs,
         "pipelines": [{**row, "last_run_at": _iso(row["last_run_at"])} for row in pipelines],
         "runs": await pg_queries.pipelines(pool, limit=RECENT * 2),
@@ -90,7 +133,74 @@ async def team_view(pool: Pool, days: int) -> dict[str, Any]:
             for row in lead
         ],
         "median_lead_time_s": statistics.median(lead_times) if lead_times else None,
-        "streams": await pg_queries.streams(pool),
+        "delivery": delivery,
+        "streams": await pg_queries.streams(pool, naming),
+    }
+
+
+async def _delivery(
+    conn: Any, options: TeamOptions, since: datetime, until: datetime
+) -> dict[str, Any]:
+    """The DORA keys of every repository with deployment pipeline runs in the period."""
+    known = await _rows(conn, "SELECT DISTINCT ci_provider, pipeline_id FROM team_pipeline_runs")
+    chosen = [
+        f"{row['ci_provider']}/{row['pipeline_id']}"
+        for row in known
+        if dora.is_deployment_pipeline(row["pipeline_id"], options.deploy_pipelines)
+    ]
+    rows = await _rows(
+        conn,
+        "SELECT r.ci_provider || '/' || r.pipeline_id AS pipeline, r.run_id, r.status,"
+        " coalesce(r.completed_at, r.status_at) AS finished_at, r.commit_id,"
+        " (SELECT min(c.repo_url) FROM team_commits c WHERE c.commit_id = r.commit_id)"
+        "  AS repo_url"
+        " FROM team_pipeline_runs r"
+        " WHERE r.ci_provider || '/' || r.pipeline_id = ANY(%s)"
+        "  AND r.status IN ('succeeded', 'failed', 'cancelled')"
+        "  AND coalesce(r.completed_at, r.status_at) >= %s"
+        "  AND coalesce(r.completed_at, r.status_at) < %s",
+        chosen,
+        since - LOOK_BACK,
+        until,
+    )
+    runs: dict[str, list[dora.Run]] = defaultdict(list)
+    for row in rows:
+        if row["repo_url"] is not None:
+            runs[row["repo_url"]].append(
+                dora.Run(
+                    row["pipeline"],
+                    row["run_id"],
+                    row["status"],
+                    row["finished_at"],
+                    row["commit_id"],
+                )
+            )
+    repositories = []
+    for repo_url in sorted(runs):
+        if not any(since <= run.finished_at < until for run in runs[repo_url]):
+            continue
+        commits = await _commits(conn, repo_url, since - LOOK_BACK)
+        figures = dora.keys(runs[repo_url], commits, since, until)
+        repositories.append({"repo_url": repo_url, **figures})
+    return {
+        "deploy_pipelines": list(options.deploy_pipelines),
+        "pipelines": sorted(chosen),
+        "repositories": repositories,
+    }
+
+
+async def _commits(conn: Any, repo_url: str, since: datetime) -> dict[str, dora.Commit]:
+    rows = await _rows(
+        conn,
+        "SELECT c.commit_id, c.committed_at,"
+        " coalesce((SELECT array_agg(parent ORDER BY position) FROM team_commit_parents p"
+        "  WHERE p.repo_url = c.repo_url AND p.commit_id = c.commit_id), '{}') AS parents"
+        " FROM team_commits c WHERE c.repo_url = %s AND c.committed_at >= %s",
+        repo_url,
+        since,
+    )
+    return {
+        row["commit_id"]: dora.Commit(row["committed_at"], tuple(row["parents"])) for row in rows
     }
 
 

@@ -506,8 +506,9 @@ function M.describe(name, result)
     elseif result.shown then
       return 'dashboard of ' .. folder_name(result.root) .. ' opened in the browser', false
     end
-    -- The client could not open it (no browser here): the one-time link, to open elsewhere.
-    return 'dashboard of ' .. folder_name(result.root) .. ': ' .. tostring(result.url), false
+    -- No browser opened it: the private page (readable by this user only) to open by hand.
+    return ('dashboard of %s: open %s in a browser (once, within a minute)'):format(
+      folder_name(result.root), tostring(result.page)), false
   end
   return type(result) == 'string' and result or (name .. ': done'), false
 end
@@ -548,8 +549,9 @@ function M.install_hooks()
   end
 end
 
---- The server asks its API for a one-time login link and has Neovim open it in the browser
---- (window/showDocument, external: vim.ui.open).
+--- The server asks its API for a one-time login code, writes the private page that hands it
+--- to the dashboard, and has Neovim open that page in the browser (window/showDocument,
+--- external: vim.ui.open gets the page's file URL, never the code).
 function M.open_dashboard()
   if server_command(OPEN_DASHBOARD) == false then
     notify('this mplp-lsp has no dashboard; update it, or run `mplp-lsp ui --open`', vim.log.levels.WARN)

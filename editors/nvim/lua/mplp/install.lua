@@ -1,5 +1,6 @@
---- :MplpInstall [path-or-wheel]: mplp-lsp in a virtual environment of the plugin's own,
---- `stdpath('data')/mplp-lsp`, from PyPI or from a local project folder or wheel. The plugin
+--- :MplpInstall [path-or-requirement]: mplp-lsp in a virtual environment of the plugin's own,
+--- `stdpath('data')/mplp-lsp`, from PyPI (a requirement) or from a local project folder or
+--- archive (a path: it has a `/`, or ends in .whl or .tar.gz). The plugin
 --- starts the server from it when setup() names no `cmd` or `python`.
 local M = {}
 
@@ -37,17 +38,27 @@ function M.base_python(configured)
   return nil
 end
 
---- The pip argument for a source: PyPI's mplp-lsp, or a local folder or wheel by absolute path.
-function M.requirement(source)
+--- Whether a source names a local folder or archive: it holds a path separator, or it ends in
+--- `.whl` or `.tar.gz`. Anything else is a requirement (`mplp-lsp==0.2.0`), even where the
+--- current folder has an entry of that name: typed inside a repository, a folder called
+--- `mplp-lsp==0.1.0` there must not be built (its setup.py would run).
+function M.is_path(source)
+  return source:find('/', 1, true) ~= nil
+    or (vim.fn.has('win32') == 1 and source:find('\\', 1, true) ~= nil)
+    or source:match('%.whl$') ~= nil
+    or source:match('%.tar%.gz$') ~= nil
+end
+
+--- The pip arguments for a source: PyPI's mplp-lsp, a local folder or archive by absolute
+--- path, or a requirement. A requirement follows `--`, so pip never reads it as an option.
+function M.pip_args(source)
   if source == nil or source == '' then
-    return 'mplp-lsp'
+    return { '--', 'mplp-lsp' }
   end
-  local path = vim.fs.normalize(vim.fn.fnamemodify(source, ':p'))
-  if vim.uv.fs_stat(path) then
-    return path
+  if M.is_path(source) then
+    return { vim.fs.normalize(vim.fn.fnamemodify(source, ':p')) }
   end
-  -- Not a file: a requirement such as `mplp-lsp==0.2.0`.
-  return source
+  return { '--', source }
 end
 
 local function notify(message, level)
@@ -103,7 +114,7 @@ local function version_check(stdout)
   return nil
 end
 
----@param source? string a local project folder or wheel, or a pip requirement; default PyPI's mplp-lsp
+---@param source? string a local folder or archive (see is_path), or a pip requirement; default PyPI's mplp-lsp
 ---@param opts? { python?: string, on_done?: fun(ok: boolean, message: string) }
 function M.install(source, opts)
   opts = opts or {}
@@ -119,7 +130,8 @@ function M.install(source, opts)
     notify(message, vim.log.levels.ERROR)
     return on_done(false, message)
   end
-  local requirement = M.requirement(source)
+  local pip_args = M.pip_args(source)
+  local requirement = pip_args[#pip_args]
   local venv = M.python()
   M.running = 'starting'
   local steps = {
@@ -127,7 +139,7 @@ function M.install(source, opts)
     { title = 'creating the environment ' .. M.dir(), argv = { base, '-m', 'venv', M.dir() } },
     {
       title = ('installing %s (pip)'):format(requirement),
-      argv = { venv, '-m', 'pip', 'install', '--disable-pip-version-check', '--upgrade', requirement },
+      argv = vim.list_extend({ venv, '-m', 'pip', 'install', '--disable-pip-version-check', '--upgrade' }, pip_args),
     },
     { argv = { venv, '-I', '-m', 'mplp_lsp', '--version' } },
   }

@@ -41,7 +41,7 @@ class ToolHandler:
             "tool_id": action.tool_id or tool_name(action.argv),
             "tool_kind": action.tool_kind,
             "invocation_id": new_id(),
-            "args": redact_args(action.argv[1:]),
+            "args": redact_args(action.argv[1:], program=action.argv[0]),
         }
         if (where := workspace_relative(cwd, self.root)) is not None:
             base["working_directory"] = where

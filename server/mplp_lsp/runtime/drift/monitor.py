@@ -174,8 +174,11 @@ class DriftMonitor:
         return self._reader.get()
 
     def graph_learnt(self) -> None:
-        """Nodes were added without events (the baseline): the next scan reloads them."""
+        """Nodes were added without events (the baseline): a scan reloads them now (the
+        start-up scan saw the graph before them), or the next one if one is running."""
         self._stale = True
+        if self._scan is None or self._scan.done():
+            self.scan()
 
     @property
     def open_drifts(self) -> dict[str, Drift]:

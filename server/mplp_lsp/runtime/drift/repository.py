@@ -57,7 +57,9 @@ def git_dir(root: Path) -> Path | None:
 
 def read_state(directory: Path) -> RepositoryState | None:
     """HEAD and branch from the files of a git dir; None if HEAD cannot be read. The branch
-    is named as events and the store name it: redacted (``fix/password=...``)."""
+    is named as the store names refs (redacted, as the whole ref is: the PSG's branch nodes
+    are keyed so): it is compared with the recorded one, stored, and shown in drift findings
+    and status."""
     try:
         head = (directory / "HEAD").read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError):

@@ -45,27 +45,20 @@ class BaselineNode:
     content: bytes | None = None  # kept as the node's snapshot (text under the cap)
 
 
-def learn(conn: sqlite3.Connection, nodes: Sequence[BaselineNode]) -> list[str]:
-    """Add the nodes the graph does not have yet; the paths added. On the writer thread,
-    inside one transaction."""
-    added = []
+def learn(conn: sqlite3.Connection, nodes: Sequence[BaselineNode]) -> int:
+    """Add the nodes the graph does not have yet; how many were added. On the writer
+    thread, inside one transaction."""
+    before = conn.total_changes
+    conn.executemany(
+        "INSERT INTO psg_files(path, last_modified, size, mtime_ns, content_hash, inode, "
+        "updated_seq) VALUES (?, ?, ?, ?, ?, ?, 0) ON CONFLICT(path) DO NOTHING",
+        [
+            (node.path, node.last_modified, node.size, node.mtime_ns, node.content_hash, node.inode)
+            for node in nodes
+        ],
+    )
+    added = conn.total_changes - before
     for node in nodes:
-        row = conn.execute(
-            "INSERT INTO psg_files(path, last_modified, size, mtime_ns, content_hash, inode, "
-            "updated_seq) VALUES (?, ?, ?, ?, ?, ?, 0) ON CONFLICT(path) DO NOTHING "
-            "RETURNING path",
-            (
-                node.path,
-                node.last_modified,
-                node.size,
-                node.mtime_ns,
-                node.content_hash,
-                node.inode,
-            ),
-        ).fetchone()
-        if row is None:
-            continue
-        added.append(node.path)
         if node.content is not None and node.content_hash is not None:
             snapshots.keep(conn, node.content_hash, node.content)
     return added
@@ -78,9 +71,12 @@ class Tally:
         self.count = 0
         self.sample: list[str] = []
 
-    def add(self, paths: Sequence[str]) -> None:
-        self.count += len(paths)
-        self.sample.extend(paths[: max(0, BULK_SAMPLE - len(self.sample))])
+    def add(self, nodes: Sequence[BaselineNode], added: int) -> None:
+        """``added`` of ``nodes`` were new to the graph (the others got an event of their
+        own meanwhile, which is newer)."""
+        self.count += added
+        room = min(added, BULK_SAMPLE - len(self.sample))
+        self.sample.extend(node.path for node in nodes[: max(0, room)])
 
     def event(self, graph: str) -> dict[str, Any]:
         return bulk_update(

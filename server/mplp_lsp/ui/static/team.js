@@ -42,9 +42,32 @@ function activity(rows) {
   }
   const byAuthor = [...authors.entries()].map(([key, events]) => {
     const [author, repo] = key.split("\u0000");
-    return { author: author || "(not recorded)", repo, events };
+    return { author: author === "null" || !author ? "(not recorded)" : author, repo, events };
   }).sort((a, b) => b.events - a.events);
-  return [legend, bars, table("Events per author and repository", [["Author", (r) => r.author], ["Repository", (r) => name(r.repo)], ["Events", (r) => r.events]], byAuthor)];
+  return [legend, bars, table("Events per person and repository (file, git, tool and CI events; a file change counts for its workstation's git author)",
+    [["Person", (r) => r.author], ["Repository", (r) => name(r.repo)], ["Events", (r) => r.events]], byAuthor)];
+}
+
+function figure(kind, title, value, explain) {
+  return el("div", { class: `dora ${kind}` },
+    el("h4", {}, title), el("p", { class: "dora-value" }, value), el("p", { class: "muted" }, explain));
+}
+
+function delivery(view) {
+  const patterns = el("p", { class: "muted", id: "deploy-patterns" },
+    "Deployment pipelines: ids matching ", view.deploy_pipelines.flatMap((p, i) => [i ? ", " : "", el("code", {}, p)]),
+    view.pipelines.length ? ` (here: ${view.pipelines.join(", ")})` : " (none reported yet)");
+  if (!view.repositories.length) return [patterns, el("p", { class: "muted" }, "No deployment finished in this period.")];
+  const percent = (rate) => (rate == null ? "–" : `${Math.round(rate * 1000) / 10} %`);
+  return [patterns, ...view.repositories.map((r) => el("div", { class: "finding", "data-repo": r.repo_url },
+    el("h3", {}, name(r.repo_url), " ", el("span", { class: "muted" }, r.repo_url)),
+    el("div", { class: "dora-keys" },
+      figure("dora-frequency", "Deployment frequency",
+        r.deployment_frequency.per_week == null ? "–" : `${r.deployment_frequency.per_week} per week`,
+        r.deployment_frequency.explain),
+      figure("dora-lead", "Lead time for changes", duration(r.lead_time.median_s), r.lead_time.explain),
+      figure("dora-cfr", "Change failure rate", percent(r.change_failure_rate.rate), r.change_failure_rate.explain),
+      figure("dora-restore", "Time to restore", duration(r.time_to_restore.median_s), r.time_to_restore.explain))))];
 }
 
 function repositories(graphs) {
@@ -78,19 +101,27 @@ function leadTimes(rows, median) {
 
 function streams(rows) {
   const ago = (iso) => duration((Date.now() - Date.parse(iso)) / 1000) + " ago";
-  return [table("Workspace streams", [["Stream", (s) => el("code", {}, short(s.stream, 8))], ["Repositories", (s) => (s.repositories || []).map(name).join(", ") || "–"],
-    ["Last contact", (s) => `${when(s.last_contact)} (${ago(s.last_contact)})`], ["Backlog", (s) => s.backlog ?? "–"],
-    ["Accepted", (s) => s.accepted], ["Batches", (s) => s.batches]], rows)];
+  const backlog = (s) => (s.backlog == null ? "–" : `${s.backlog} (reported ${s.backlog_reported_at ? ago(s.backlog_reported_at) : "with a batch"})`);
+  const status = (s) => {
+    if (s.replaced_by) return el("span", { class: "state state-replaced" }, `replaced by ${short(s.replaced_by, 8)}`);
+    if (s.clock_ahead_ms) return el("span", { class: "state state-failed" }, `clock ${duration(s.clock_ahead_ms / 1000)} ahead`);
+    return el("span", { class: "state state-succeeded" }, "live");
+  };
+  return [table("Workspace streams", [["Stream", (s) => el("code", {}, short(s.stream, 8))], ["Machine", (s) => s.machine || "–"],
+    ["Person", (s) => s.author || "–"], ["Repositories", (s) => (s.repositories || []).map(name).join(", ") || "–"],
+    ["Last contact", (s) => `${when(s.last_contact)} (${ago(s.last_contact)})`], ["Backlog", backlog],
+    ["Accepted", (s) => s.accepted], ["Duplicates", (s) => s.duplicates], ["Status", status]], rows)];
 }
 
 async function load() {
   const view = await api(`/ui/api/team?days=${$("days").value}`);
+  replace($("delivery-body"), delivery(view.delivery));
   replace($("activity-body"), activity(view.activity));
   replace($("repositories-body"), repositories(view.repositories));
   replace($("pipelines-body"), pipelines(view.pipelines, view.runs));
   replace($("lead-body"), leadTimes(view.lead_times, view.median_lead_time_s));
   replace($("streams-body"), streams(view.streams));
-  document.body.dataset.loaded = "true";
+  document.body.dataset.loaded = $("days").value; // the period on show (tests wait for it)
 }
 
 $("days").addEventListener("change", load);

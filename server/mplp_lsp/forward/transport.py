@@ -1,0 +1,35 @@
+"""What the forwarder needs of a transport: send a batch or a report, answer with a Reply.
+
+:mod:`.sender` is the aiohttp one; nothing here imports aiohttp.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from mplp_lsp.forward.batching import Batch
+
+__all__ = ["Reply", "Transport", "TransportError"]
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """The remote's answer: status, its ``Retry-After`` header, and a short excerpt of the body."""
+
+    status: int
+    retry_after: str | None = None
+    detail: str = ""
+
+
+class TransportError(Exception):
+    """No HTTP answer: connection refused or reset, timeout, TLS failure. Always retried."""
+
+
+class Transport(Protocol):
+    async def send(self, batch: Batch) -> Reply: ...
+
+    async def report(self, body: bytes, headers: Mapping[str, str]) -> Reply: ...
+
+    async def close(self) -> None: ...
