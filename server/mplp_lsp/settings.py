@@ -33,11 +33,13 @@ Schema's: ``true`` is not an integer, ``1.0`` is, ``"500"`` is not.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 from urllib.parse import unquote
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -107,6 +109,19 @@ def _integral(value: Any) -> Any:
 
 _Int = Annotated[int, Strict(), BeforeValidator(_integral)]
 _Str = Annotated[str, Strict()]
+_HTTP_URL = r"^https?://[^\s/?#@]+"
+
+
+def _http_url(value: str) -> str:
+    if not re.match(_HTTP_URL, value):
+        raise ValueError("not an http:// or https:// URL")
+    return value
+
+
+# Checked here, not only where it is used: a typo (`--set remoteUrl=null`) is an error at once.
+_HttpUrl = Annotated[
+    _Str, AfterValidator(_http_url), Field(min_length=1, json_schema_extra={"pattern": _HTTP_URL})
+]
 
 
 class ToolTask(BaseModel):
@@ -150,7 +165,7 @@ class Settings(BaseModel):
     git_poll_ms: _Int = Field(default=1000, alias="gitPollMs", ge=0, le=600_000)
     git_author_email: EmailPolicy = Field(default="hash", alias="gitAuthorEmail")
     # Forwarding (docs/forwarding.md); the token is never a setting value, only a file name.
-    remote_url: Annotated[_Str, Field(min_length=1)] | None = Field(default=None, alias="remoteUrl")
+    remote_url: _HttpUrl | None = Field(default=None, alias="remoteUrl")
     remote_token_file: Annotated[_Str, Field(min_length=1)] | None = Field(
         default=None, alias="remoteTokenFile"
     )
@@ -180,9 +195,7 @@ class Settings(BaseModel):
     api_enabled: Annotated[bool, Strict()] = Field(default=True, alias="apiEnabled")
     # The L3 runtime (docs/runtime-execution.md); the LLM key is never a setting, only a file.
     vsl_url: Annotated[_Str, Field(min_length=1)] | None = Field(default=None, alias="vslUrl")
-    llm_endpoint_url: Annotated[_Str, Field(min_length=1)] | None = Field(
-        default=None, alias="llmEndpointUrl"
-    )
+    llm_endpoint_url: _HttpUrl | None = Field(default=None, alias="llmEndpointUrl")
     llm_model: Annotated[_Str, Field(min_length=1)] | None = Field(default=None, alias="llmModel")
     llm_api_key_file: Annotated[_Str, Field(min_length=1)] | None = Field(
         default=None, alias="llmApiKeyFile"
@@ -233,7 +246,11 @@ class Problem:
     value: Any
 
     def __str__(self) -> str:
-        return f"{_ALIASES[self.name]}: {self.reason} (got {_shown(self.value)})"
+        return f"{_ALIASES[self.name]}: {self.described()}"
+
+    def described(self) -> str:
+        """The reason and the value, without the setting's name."""
+        return f"{self.reason} (got {_shown(self.value)})"
 
 
 def checked(values: dict[str, Any]) -> tuple[dict[str, Any], list[Problem]]:
@@ -249,7 +266,9 @@ def checked(values: dict[str, Any]) -> tuple[dict[str, Any], list[Problem]]:
             for issue in error.errors(include_url=False):
                 name = str(issue["loc"][0]) if issue["loc"] else ""
                 item = "".join(f"item {part}: " for part in issue["loc"][1:])
-                failed.setdefault(name, []).append(item + _lower_first(issue["msg"]))
+                # A validator's own ValueError reads as pydantic's "Value error, <ours>".
+                message = issue["msg"].removeprefix("Value error, ")
+                failed.setdefault(name, []).append(item + _lower_first(message))
             if not failed.keys() & values.keys():  # pragma: no cover - no cross-field rules
                 return {}, problems
             for name, reasons in failed.items():

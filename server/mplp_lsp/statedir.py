@@ -35,7 +35,7 @@ from typing import Any, Final
 
 import platformdirs
 
-from mplp_lsp.private import make_private_dir
+from mplp_lsp.private import check_private_dir, make_private_dir
 from mplp_lsp.protocol.envelope import utc_timestamp
 
 __all__ = [
@@ -130,16 +130,27 @@ def locate_state_dir(
     """The state dir of a workspace (``override`` > ``$MPLP_LSP_STATE_DIR`` > default),
     whether it exists or not: nothing is created (what a command that only reads uses). A
     chosen state dir that belongs to another workspace gives way to this workspace's own
-    folder inside it (see the module's documentation)."""
+    folder inside it (see the module's documentation). One that exists and that another
+    user could change is refused (:class:`~mplp_lsp.private.NotPrivate`) before anything
+    in it is read."""
     if override is not None and os.fspath(override) != "":
         chosen = Path(override).expanduser().absolute()
     elif env.get(STATE_DIR_ENV):
         chosen = Path(env[STATE_DIR_ENV]).expanduser().absolute()
     else:
         chosen = default_state_dir(workspace).absolute()
+    _check_if_present(chosen)  # before a file in it is read (belongs_to reads two)
     if not belongs_to(chosen, workspace):
         chosen = _per_workspace(chosen, workspace)
+        _check_if_present(chosen)
     return chosen
+
+
+def _check_if_present(folder: Path) -> None:
+    """Refuse an existing folder that another user could change (NotPrivate); one that does
+    not exist yet is judged when it is made (:func:`resolve_state_dir`)."""
+    if os.path.lexists(folder):
+        check_private_dir(folder)
 
 
 def resolve_state_dir(

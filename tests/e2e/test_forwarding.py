@@ -33,6 +33,7 @@ from mplp_lsp.intake import Submission
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.settings import parse_settings
 from mplp_lsp.store import EventLog, StoreWriter, connect
+from mplp_lsp.store.database import BUSY_TIMEOUT_MS
 from mplp_lsp.workspace import Workspace
 from tests.e2e.test_api_daemon import cli, start_watch, stop, wait_for_api
 from tests.unit.test_forward_core import new_event
@@ -363,7 +364,9 @@ async def test_shutdown_with_the_remote_down_is_quick_and_delivery_resumes(
     await asyncio.sleep(0.2)
     started = time.monotonic()
     await ws.close()
-    assert time.monotonic() - started < 1.0
+    # Not a speed figure: an unreachable remote must not hold the close up (a connect
+    # timeout or a retry wait takes seconds); a loaded machine may take a second anyway.
+    assert time.monotonic() - started < 4.0
     remote = Collector(tmp_path / "collector.db", port)
     try:
         ws = await open_workspace(workspace, state_dir, url)
@@ -506,7 +509,9 @@ async def test_a_damaged_store_is_moved_aside_salvaged_and_the_daemon_goes_on(
     started = time.monotonic()
     ws = await open_workspace(workspace, state_dir, None)
     try:
-        assert time.monotonic() - started < 2.0
+        # Not a speed figure: opening must not wait out SQLite's busy timeout on the damaged
+        # file (BUSY_TIMEOUT_MS), which a loaded machine's slower open stays well under.
+        assert time.monotonic() - started < BUSY_TIMEOUT_MS / 1000
         status = await ws.status()
         after = set(accepted_ids(await ws.intake.submit_many(submissions(10, first=10**6))))
         assert len(after) == 10  # it goes on accepting

@@ -19,6 +19,7 @@ code, with the system's Python, as its own uid:
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -100,6 +101,25 @@ for item in items:
 print(json.dumps(report))
 """
 
+# The attacker's watch over every process it may look at while the owner logs in: each
+# argv and (where readable) environment, gathered until told to stop.
+WATCH_PROCESSES = r"""
+import os, sys, time
+stop = sys.argv[1]
+seen = set()
+print("watching", flush=True)
+while not os.path.exists(stop):
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        for part in ("cmdline", "environ"):
+            try:
+                with open(f"/proc/{pid}/{part}", "rb") as found:
+                    seen.add(found.read().replace(b"\0", b" ").decode(errors="replace"))
+            except OSError:
+                pass
+    time.sleep(0.01)
+print("\n".join(sorted(seen)))
+"""
+
 # The attacker's planted state dir: an endpoint file naming its own listener and the
 # victim's key, the lock held (a daemon "runs" there), every request's Authorization kept.
 PLANT_STATE_DIR = r"""
@@ -176,14 +196,25 @@ def test_the_browser_ui_open_starts_gives_no_other_user_a_session(browser: Any) 
         try:
             recorded = shared / "browser-argv.txt"
             record = shared / "browser.sh"
+            # The "browser" stays a while, as a real one does, for the watcher to see it.
             record.write_text(
-                f'#!/bin/sh\nprintf "%s\\n" "$@" > {recorded}\nchmod 644 {recorded}\n'
+                f'#!/bin/sh\nprintf "%s\\n" "$@" > {recorded}\nchmod 644 {recorded}\nsleep 1\n'
             )
             record.chmod(0o755)
+            stop = shared / "stop-watching"
+            script = attacker.python_script(shared, "watch.py", WATCH_PROCESSES)
+            watcher = attacker.popen(attacker.python, "-I", str(script), str(stop))
+            assert watcher.stdout is not None and watcher.stdout.readline().strip() == "watching"
             opened = mplp({**env, "BROWSER": str(record)}, "ui", "--open", "--state-dir",
                           str(state), "--workspace", str(workspace))  # fmt: skip
             assert opened is not None and opened.returncode == 0, opened
             wait_for("the browser started", recorded.exists)
+            stop.touch()
+            gathered, errors = watcher.communicate(timeout=30)
+            assert watcher.returncode == 0, errors
+            code = handed_code(state / "ui-login.html")
+            assert code not in gathered  # in no process's argv or environment
+            assert "ui-login.html" in gathered  # (the watcher did see the browser's argv)
             script = attacker.python_script(shared, "attack.py", ATTACK_LOGIN)
             attack = attacker.run(attacker.python, "-I", str(script), str(recorded), watch.url)
             assert attack.returncode == 0, attack.stderr
@@ -200,8 +231,30 @@ def test_the_browser_ui_open_starts_gives_no_other_user_a_session(browser: Any) 
                 page.wait_for_url(f"{watch.url}/ui/")
             finally:
                 context.close()
+            # Once used, the page is worth nothing even to one who later reads it (a copy,
+            # a backup, the browser's history): the attacker now gets its text and tries it.
+            leaked = shared / "leaked-login.html"
+            leaked.write_text((state / "ui-login.html").read_text())
+            leaked.chmod(0o644)
+            (shared / "leaked.txt").write_text(f"{leaked}\n")
+            (shared / "leaked.txt").chmod(0o644)
+            attack = attacker.run(
+                attacker.python, "-I", str(shared / "attack.py"), str(shared / "leaked.txt"),
+                watch.url,
+            )  # fmt: skip
+            assert attack.returncode == 0, attack.stderr
+            report = json.loads(attack.stdout)
+            assert report["readable"] == [str(leaked)], report  # it did read the code
+            assert report["sessions"] == [], report
         finally:
             watch.stop()
+
+
+def handed_code(page: Path) -> str:
+    """The code a login page hands over (in its URL's fragment)."""
+    found = re.search(r"#code=([\w\-]+)", page.read_text())
+    assert found is not None
+    return found.group(1)
 
 
 def plant(attacker: LocalUser, shared: Path, folder: Path, victim_key: Path) -> Any:
@@ -280,3 +333,52 @@ def test_a_state_dir_others_can_write_is_refused_with_the_path_and_the_fix(
         assert done is not None and done.returncode != 0, command
         assert f"chmod go-w {state}" in done.stderr, (command, done.stderr)
     assert list(state.iterdir()) == []  # nothing was written into it
+
+
+def test_a_collector_database_in_a_shared_folder_takes_nothing_another_user_put_there() -> None:
+    """``collector serve --db /tmp/...``: the second user cannot hand the collector a token
+    they know (a planted ``<db>.token``) or a database they can read (a planted file), and
+    cannot read the ones the collector makes, nor its ``--log-file``."""
+    attacker = second_user()
+    with shared_folder() as shared:
+        env = base_env(shared)
+        name = Path(tempfile.mktemp(prefix="mplp-collector-", dir="/tmp")).name
+        db, token = Path("/tmp", f"{name}.db"), Path("/tmp", f"{name}.db.token")
+        serve = ("collector", "serve", "--db", str(db), "--port", "0")
+        try:
+            planted = attacker.run("sh", "-c", f"umask 022; echo attacker-knows-it > {token}")
+            assert planted.returncode == 0, planted.stderr
+            done = mplp(env, *serve, timeout=30)
+            assert done is not None and done.returncode != 0, done  # it never served
+            assert f"{token} is not a private file of yours" in done.stderr, done.stderr
+            assert not db.exists()
+            token.unlink()
+            planted = attacker.run("sh", "-c", f"umask 0; : > {db}")
+            assert planted.returncode == 0, planted.stderr
+            done = mplp(env, *serve, timeout=30)
+            assert done is not None and done.returncode != 0, done
+            assert f"cannot make the database {db} private to you" in done.stderr, done.stderr
+            db.unlink()
+            token.unlink()
+            # Made by the collector itself: none is the second user's to read, its log
+            # (paths, names, commands) included.
+            log = shared / "collector.log"
+            collector = subprocess.Popen(
+                [sys.executable, "-I", "-m", "mplp_lsp", *serve, "--log-file", str(log)],
+                env=env,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            try:
+                assert collector.stderr is not None
+                said = [collector.stderr.readline() for _ in range(2)]
+                assert "collector listening" in said[1], said  # (after the token's path)
+                for made in (db, token, log):
+                    assert attacker.run("cat", str(made)).returncode != 0, made
+                    assert made.stat().st_mode & 0o777 == 0o600, made
+            finally:
+                collector.terminate()
+                collector.wait(timeout=30)
+        finally:
+            for left in (db, token, Path(f"{db}-wal"), Path(f"{db}-shm")):
+                left.unlink(missing_ok=True)

@@ -150,7 +150,7 @@ SEND = """
 import asyncio, json, sys
 from mplp_lsp.forward.batching import encode_batch
 from mplp_lsp.forward.sender import HttpTransport
-from mplp_lsp.forward.forwarder import TransportError
+from mplp_lsp.forward.transport import TransportError
 from mplp_lsp.forward.outbox import Entry
 
 async def main():

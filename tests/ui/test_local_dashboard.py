@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import urllib.error
 import urllib.request
 import uuid
@@ -81,9 +82,24 @@ def test_the_login_page_opens_the_dashboard_once(browser: Any, daemon: Watch, pa
         again.goto(link)
         again.wait_for_selector("#login-state.error")
         assert again.url == f"{daemon.url}/ui/login"  # the code left the address bar
-        assert "used up or has expired" in again.inner_text("#login-state")
+        said = again.inner_text("#login-state")
+        assert "This login link was already used or has expired" in said
+        assert "This browser is logged in" in said  # pointed to, not sent to, the dashboard
+        again.click("#login-state a")
+        again.wait_for_url(f"{daemon.url}/ui/")
     finally:
         other.close()
+    # A browser with no session (the link copied elsewhere) is told how to get a new one.
+    fresh = browser.new_context()
+    try:
+        tab = fresh.new_page()
+        tab.goto(link)
+        tab.wait_for_selector("#login-state.error")
+        said = tab.inner_text("#login-state")
+        assert "already used or has expired" in said and "mplp-lsp ui --open" in said
+        assert not any(c["name"].startswith("mplp_ui_") for c in fresh.cookies())
+    finally:
+        fresh.close()
 
 
 def test_a_typed_code_logs_in_and_a_code_alone_opens_nothing(browser: Any, daemon: Watch) -> None:
@@ -160,6 +176,14 @@ def test_events_of_the_watch_session_appear_live(daemon: Watch, page: Any, pictu
         if page.locator("#bucket-events button").count():
             break
         page.keyboard.press("ArrowLeft")
+    # Each event of the list says what happened to which file.
+    files = {"notes.txt", "README.md", "live.txt"}
+    for line in page.locator("#bucket-events button").all_inner_texts():
+        assert re.search(r" (created|modified) (\S+)$", line) and line.split()[-1] in files, line
+    # "buckets of 1 second", "buckets of 10 seconds": one count per unit.
+    assert re.search(r"buckets of (1 [a-z]+|\d+ [a-z]+s)$", page.inner_text("#range")), (
+        page.inner_text("#range")
+    )
     page.locator("#bucket-events button").first.click()
     envelope = json.loads(page.inner_text("#envelope"))
     assert envelope["event_family"] == "ExternalIntegrationEvent"
@@ -182,6 +206,11 @@ def test_a_dead_letter_is_requeued_from_the_page(daemon: Watch, page: Any, remot
     wait_for("dead letters", lambda: daemon.get("/ui/api/forwarding")["dead_letters"])
     page.reload()
     page.wait_for_selector("#forwarding-body button[data-seq]")
+    # The remote's address in full, breakable after its separators only (never mid-word).
+    remote_url = daemon.get("/ui/api/forwarding")["status"]["remote"]
+    card = page.locator("#forwarding-body .card.wide b")
+    assert card.inner_text().replace("\n", "") == remote_url
+    assert card.evaluate("b => b.querySelectorAll('wbr').length") >= remote_url.count("/")
     seq = int(page.locator("#forwarding-body button[data-seq]").first.get_attribute("data-seq"))
     remote.status = 200
     page.locator(f'#forwarding-body button[data-seq="{seq}"]').click()

@@ -47,6 +47,18 @@ def test_an_empty_token_file_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "collector.db").exists()
 
 
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o606])
+def test_a_token_file_of_the_database_that_others_may_read_is_refused(
+    tmp_path: Path, mode: int
+) -> None:
+    token = tmp_path / "collector.db.token"
+    token.write_text("known-to-others\n")
+    token.chmod(mode)
+    done = serve(tmp_path, "--port", "0", token=None)
+    refused(done, f"{token} is not a private file of yours")
+    assert "--token-file" in done.stderr  # and what to do instead
+
+
 def test_a_taken_port_is_refused(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

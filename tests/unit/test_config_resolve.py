@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from mplp_lsp.config import resolve
-from mplp_lsp.config.sources import flag_layer, user_file
+from mplp_lsp.config.sources import RESET, flag_layer, user_file
 
 Env = dict[str, str]
 
@@ -158,11 +158,25 @@ def test_a_bad_editor_value_falls_back_to_the_file(root: Path, env: Env) -> None
     )
 
 
-def test_set_flag_problems_are_warnings(root: Path, env: Env) -> None:
-    flags = flag_layer(["debounceMs", "nope=1", "debounceMs=-1"], {})
+def test_set_flag_problems_are_errors_naming_the_assignment(root: Path, env: Env) -> None:
+    flags = flag_layer(["debounceMs", "debounceMz=1", "debounceMs=-1", "apiEnabled=maybe"], {})
+    assert flags.values == {}
+    assert flags.errors == [
+        "--set debounceMs: not KEY=VALUE (KEY= resets KEY)",
+        "--set debounceMz=1: no setting is named 'debounceMz' (did you mean debounceMs?)",
+        "--set apiEnabled=maybe: apiEnabled wants true or false, not 'maybe'",
+        "--set debounceMs: input should be greater than or equal to 0 (got -1)",
+    ]
+
+
+def test_set_key_empty_puts_the_setting_back_to_its_default(root: Path, env: Env) -> None:
+    (root / ".mplp-lsp.toml").write_text("debounceMs = 100\n")
+    env = {**env, "MPLP_LSP_REMOTE_URL": "https://r.example"}
+    flags = flag_layer(["debounceMs="], {"remote_url": ("--no-remote", RESET)})
     resolved = resolve(root, flags=flags, env=env)
-    assert resolved.settings.debounce_ms == 500
-    assert len(resolved.warnings) == 3
+    assert (resolved.settings.debounce_ms, resolved.settings.remote_url) == (500, None)
+    assert resolved.origin("debounceMs") == "flag --set debounceMs= (the default)"
+    assert resolved.origin("remoteUrl") == "flag --no-remote"
 
 
 def test_snake_case_keys_and_tool_tables_in_files(root: Path, env: Env) -> None:

@@ -118,10 +118,11 @@ def test_url_sources_in_order_and_token_from_env_or_file(tmp_path: Path) -> None
     remote = resolve_remote(settings, None, env={})
     assert remote is not None and remote.endpoint == "https://a.example/events"
     assert remote.token == "from-file" and "from-file" not in repr(remote)
+    # The URL comes from the settings alone (their env layer has MPLP_LSP_REMOTE_URL).
     env = {"MPLP_LSP_REMOTE_URL": "https://b.example/x/", "MPLP_LSP_REMOTE_TOKEN": "from-env"}
     remote = resolve_remote(settings, None, env=env)
     assert remote is not None and (remote.endpoint, remote.token) == (
-        "https://b.example/x/events",
+        "https://a.example/events",
         "from-env",
     )
     remote = resolve_remote(settings, "http://127.0.0.1:9/", env=env)

@@ -22,6 +22,7 @@ from aiohttp import web
 from mplp_lsp.api.errors import error_response
 from mplp_lsp.api.services import ApiServices
 from mplp_lsp.protocol.result import ErrorCode
+from mplp_lsp.protocol.summary import summary
 from mplp_lsp.ui import local_graph, timeline
 
 SERVICES: Final = web.AppKey("ui_services", ApiServices)
@@ -99,6 +100,7 @@ async def timeline_events(request: web.Request) -> web.Response:
     )
     for event in found:
         event["envelope"] = json.loads(event.pop("body"))
+        event["summary"] = summary(event["envelope"])
     return web.json_response({"events": found, "limit": EVENTS_LIMIT})
 
 

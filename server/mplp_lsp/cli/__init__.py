@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 
 # Imported before the commands: its clock is the process's start where /proc does not say.
@@ -12,6 +14,7 @@ import mplp_lsp.process_start  # noqa: F401
 from mplp_lsp import __version__
 from mplp_lsp.cli import (
     collector,
+    completion,
     config,
     drift,
     emit,
@@ -26,7 +29,7 @@ from mplp_lsp.cli import (
     validate,
     watch,
 )
-from mplp_lsp.cli.common import OneLineParser
+from mplp_lsp.cli.common import OneLineParser, UsageError, describe
 
 EXIT_OK = 0
 EXIT_INVALID = 1
@@ -48,6 +51,7 @@ _COMMANDS = (
     outbox,
     ui,
     config,
+    completion,
 )
 
 
@@ -81,9 +85,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         # report. Point stdout at nothing, so flushing it at exit cannot fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+    except UsageError as error:
+        command = f"mplp-lsp {args.command}"
+        print(f"{command}: {error} (see {command} --help)", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except Exception as error:  # the last net: one line, never a traceback (spec §7.7)
-        print(f"mplp-lsp {args.command}: {type(error).__name__}: {error}", file=sys.stderr)
+        print(f"mplp-lsp {args.command}: {describe(error)}", file=sys.stderr)
+        if logging.getLogger().isEnabledFor(logging.DEBUG):
+            traceback.print_exc()
         return EXIT_INVALID
     return result

@@ -46,10 +46,11 @@ def register(commands: Any) -> None:
             "Receive batches on POST /events, validate every envelope, store each event "
             "once by its event_id, honour Idempotency-Key, store to SQLite, and serve them on "
             "GET /events. Every request needs 'Authorization: Bearer <token>'; the token "
-            f"comes from {TOKEN_ENV}, else --token-file, else a new random one is written "
-            "to <db>.token (mode 0600). With --db postgresql://... several instances share "
-            "one PostgreSQL database and keep the team project graph (docs/team.md); the "
-            "token must then come from the environment or --token-file."
+            f"comes from {TOKEN_ENV}, else --token-file, else <db>.token (used only if it "
+            "is yours and private; else a new random one is written there, mode 0600). "
+            "With --db postgresql://... several instances share one PostgreSQL database "
+            "and keep the team project graph (docs/team.md); the token must then come from "
+            "the environment or --token-file."
         ),
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
@@ -156,10 +157,28 @@ def run_ui(args: argparse.Namespace) -> int:
         return fail(str(error))
     try:
         login = request_code(args.url, token)
+    except urllib.error.HTTPError as error:
+        return fail(_refusal(args.url, error.code))
     except (OSError, urllib.error.URLError, ValueError, KeyError) as error:
         return fail(f"the collector at {args.url} did not give a login code: {error}")
     hand_over(login, folder, open_it=args.open)
     return 0
+
+
+def _refusal(url: str, status: int) -> str:
+    """Why the collector gave no login code, and what to do."""
+    if status == 404:
+        return (
+            f"the collector at {url} has no team dashboard: only a collector on PostgreSQL "
+            "(mplp-lsp collector serve --db postgresql://...) serves one; a SQLite collector "
+            "only receives envelopes"
+        )
+    if status in (401, 403):
+        return (
+            f"the collector at {url} refused the token (HTTP {status}): give its token "
+            f"or a read-only one ({TOKEN_ENV} or --token-file)"
+        )
+    return f"the collector at {url} did not give a login code (HTTP {status})"
 
 
 def _insecure(url: str) -> str | None:
@@ -197,12 +216,22 @@ def run(args: argparse.Namespace) -> int:
     db = Path(args.db).expanduser().absolute()
     if not db.parent.is_dir():
         return fail(f"the folder of --db does not exist: {db.parent}")
+    from mplp_lsp.private import NotPrivate
+
     try:
         token = _token(args, db)
+    except NotPrivate as error:
+        return fail(f"{error}; remove it, or give the token with {TOKEN_ENV} or --token-file")
     except OSError as error:
         return fail(f"cannot read or create the token file: {error}")
     if not token:
         return fail(f"the token is empty; set {TOKEN_ENV} or put one in the token file")
+    from mplp_lsp.store.database import make_private
+
+    try:
+        make_private(db)
+    except OSError as error:  # another user's file (or a link) where the database goes
+        return fail(f"cannot make the database {db} private to you: {error}")
     from mplp_lsp.collector.app import run_collector
 
     try:
@@ -261,12 +290,20 @@ def given_token(args: argparse.Namespace) -> str | None:
 
 
 def _token(args: argparse.Namespace, db: Path) -> str:
+    """The token given, else the one in ``<db>.token``, else a new one written there.
+
+    ``<db>.token`` is the collector's own file: it is used only if it is this user's and
+    private (:func:`~mplp_lsp.private.read_private`), since a file another user put there
+    first (a ``--db`` in a shared folder such as ``/tmp``) holds a token they know.
+    """
+    from mplp_lsp.private import read_private
+
     given = given_token(args)
     if given is not None:
         return given
     path = db.with_name(db.name + ".token")
-    if path.exists():
-        return path.read_text(encoding="utf-8").strip()
+    if path.exists() or path.is_symlink():
+        return read_private(path).decode("utf-8", errors="replace").strip()
     token = secrets.token_urlsafe(32)
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as handle:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
+import os
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -36,7 +39,8 @@ def add_state_options(parser: argparse.ArgumentParser) -> None:
         dest="set_settings",
         metavar="KEY=VALUE",
         help="set a setting for this run, over every other source (repeatable; e.g. "
-        "--set debounceMs=100; lists and objects as JSON); see `mplp-lsp config`",
+        "--set debounceMs=100; lists and objects as JSON; KEY= puts KEY back to its default, "
+        "e.g. --set remoteUrl= forwards nothing); see `mplp-lsp config`",
     )
 
 
@@ -76,9 +80,34 @@ def reconfiguration(args: argparse.Namespace) -> Reconfigure:
     return again
 
 
+def describe(error: BaseException) -> str:
+    """An error the command did not expect, as one line a user can act on: what failed and
+    on which path, never a Python class name."""
+    if isinstance(error, OSError) and error.strerror:
+        where = f": {error.filename}" if error.filename else ""
+        hint = {
+            FileExistsError: " (something else is in the way there)",
+            PermissionError: " (check the owner and mode of that path)",
+            IsADirectoryError: " (a folder is where a file was expected)",
+            NotADirectoryError: " (a file is where a folder was expected)",
+        }.get(type(error), "")
+        return f"{error.strerror.lower()}{where}{hint}"
+    text = str(error).strip()
+    if isinstance(error, KeyError | IndexError | AttributeError | TypeError) or not text:
+        # Not the user's doing: say so, and where to see more.
+        return "an internal error (--set logLevel=debug shows where; please report it)"
+    return text
+
+
+class UsageError(Exception):
+    """What the user typed cannot be done as typed: one line, exit status 2."""
+
+
 def command_line(args: argparse.Namespace, skip: tuple[str, ...] = ()) -> Layer:
-    """The settings the command line sets: ``--set`` and the flags that have a setting."""
-    from mplp_lsp.config.sources import flag_layer
+    """The settings the command line sets: ``--set`` and the flags that have a setting.
+
+    Raises :class:`UsageError` for a bad one: the user typed it on this command line."""
+    from mplp_lsp.config.sources import RESET, flag_layer
 
     dedicated: dict[str, tuple[str, Any]] = {
         name: (flag, getattr(args, dest, None))
@@ -87,7 +116,12 @@ def command_line(args: argparse.Namespace, skip: tuple[str, ...] = ()) -> Layer:
     }
     if getattr(args, "no_api", False):
         dedicated["api_enabled"] = ("--no-api", False)
-    return flag_layer(getattr(args, "set_settings", []), dedicated)
+    if getattr(args, "no_remote", False):
+        dedicated["remote_url"] = ("--no-remote", RESET)
+    layer = flag_layer(getattr(args, "set_settings", []), dedicated)
+    if layer.errors:
+        raise UsageError("; ".join(layer.errors))
+    return layer
 
 
 def store_paths(root: Path, resolved: Resolved) -> StatePaths:
@@ -99,19 +133,62 @@ def store_paths(root: Path, resolved: Resolved) -> StatePaths:
 
 class OneLineParser(argparse.ArgumentParser):
     """A usage error is one line naming the command and the problem (``--help`` shows the
-    rest), with exit status 2."""
+    rest), with exit status 2; a mistyped command or option gets the closest one offered."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: {self._closest(message)} (see {self.prog} --help)\n")
+
+    def _closest(self, message: str) -> str:
+        """``message``, or with a mistyped choice or option, what was meant."""
+        from difflib import get_close_matches
+
+        if found := _INVALID_CHOICE.search(message):
+            typed = found["value"]
+            if close := get_close_matches(typed, _choices(self), n=1):
+                what = found["what"].lower()
+                return f"unknown {what} {typed!r}; did you mean {close[0]!r}?"
+        elif (found := _UNRECOGNIZED.search(message)) and (
+            close := get_close_matches(found["option"], _options(self), n=1)
+        ):
+            return f"{message}; did you mean {close[0]!r}?"
+        return message
+
+
+# argparse's wording (3.11 to 3.14): "argument COMMAND: invalid choice: 'stauts' (choose
+# from ...)" and "unrecognized arguments: --jsn".
+_INVALID_CHOICE = re.compile(r"argument (?P<what>\S+): invalid choice: '?(?P<value>[^'\s]+)'?")
+_UNRECOGNIZED = re.compile(r"unrecognized arguments: (?P<option>-[^\s=]+)")
+
+
+def _choices(parser: argparse.ArgumentParser) -> list[str]:
+    return [str(c) for a in parser._actions if a.choices for c in a.choices]
+
+
+def _options(parser: argparse.ArgumentParser) -> list[str]:
+    """Every option of ``parser`` and of the commands under it (the top parser reports an
+    option it does not know even when it belongs to a subcommand)."""
+    found: list[str] = []
+    for action in parser._actions:
+        found += [o for o in action.option_strings if o.startswith("--")]
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                found += _options(sub)
+    return sorted(set(found))
 
 
 def add_remote_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+    choice = parser.add_mutually_exclusive_group()
+    choice.add_argument(
         "--remote",
         metavar="URL",
         help="forward every accepted envelope to this remote runtime (the remoteUrl setting, "
         "over MPLP_LSP_REMOTE_URL and the files; the token comes from "
         "MPLP_LSP_REMOTE_TOKEN or remoteTokenFile, never from the command line)",
+    )
+    choice.add_argument(
+        "--no-remote",
+        action="store_true",
+        help="forward nothing in this run, whatever remoteUrl the files or the environment set",
     )
 
 
@@ -187,13 +264,17 @@ def add_log_options(parser: argparse.ArgumentParser) -> None:
         choices=LOG_LEVELS,
         help="how much to log (the logLevel setting, over every other source)",
     )
-    parser.add_argument("--log-file", metavar="FILE", help="log here instead of stderr")
+    parser.add_argument(
+        "--log-file", metavar="FILE", help="log here instead of stderr (a new file: yours only)"
+    )
 
 
 def configure_logging(level: str, log_file: str | None) -> None:
     from mplp_lsp.config.live import set_log_level
     from mplp_lsp.sanitize.log_format import FORMAT, RedactingFormatter
 
+    if log_file:
+        _create_private(log_file)
     handler: logging.Handler = (
         logging.FileHandler(log_file, encoding="utf-8")
         if log_file
@@ -202,6 +283,14 @@ def configure_logging(level: str, log_file: str | None) -> None:
     handler.setFormatter(RedactingFormatter(FORMAT))
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
     set_log_level(level)
+
+
+def _create_private(log_file: str) -> None:
+    """A new log file is the user's to read only: it names the workspace's files, branches
+    and commands (redacted, but not for other users of the machine). One that exists (a
+    file the user chose, ``/dev/stderr``) keeps its mode."""
+    with contextlib.suppress(OSError):  # FileHandler then says what is wrong with the path
+        os.close(os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600))
 
 
 def workspace_path(raw: str) -> Path:

@@ -64,7 +64,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         type=float,
         default=20.0,
-        help="how long --remote keeps retrying before leaving the rest queued (default 20)",
+        help="how long --remote keeps retrying before leaving the rest queued (default 20; "
+        "a remote that refuses connections is not waited for)",
     )
 
 
@@ -152,7 +153,9 @@ def _deliver(root: Path, args: argparse.Namespace, kind: Kind, data: Any) -> int
             )
         if report.dead_lettered:
             print(
-                f"mplp-lsp emit: the remote refused {report.dead_lettered} envelope(s)",
+                f"mplp-lsp emit: the remote refused {report.dead_lettered} envelope(s) in this "
+                f"run; {report.dead_letters} dead letter(s) in all (`mplp-lsp outbox dead` "
+                "lists them)",
                 file=sys.stderr,
             )
     return EXIT_OK

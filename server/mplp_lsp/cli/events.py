@@ -19,6 +19,7 @@ from mplp_lsp.cli.common import (
 )
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.protocol.kinds import STORED_KINDS
+from mplp_lsp.protocol.summary import summary
 
 if TYPE_CHECKING:
     from mplp_lsp.store.events import StoredEvent
@@ -115,27 +116,3 @@ def _render(event: StoredEvent, *, as_json: bool) -> str:
     if as_json:
         return json.dumps(event.envelope, ensure_ascii=False, separators=(",", ":"))
     return f"{event.seq:>7}  {event.timestamp}  {event.kind:<14} {summary(event.envelope)}"
-
-
-def summary(envelope: dict[str, Any]) -> str:
-    """One human line about an event (any field may be missing: envelopes received from
-    elsewhere, and the upstream family's names, carry other fields)."""
-    payload = envelope.get("payload")
-    if not isinstance(payload, dict):
-        payload = {}
-    field = payload.get
-    if "file_path" in payload:
-        moved = f" (from {payload['previous_path']})" if field("previous_path") else ""
-        return f"{field('change_type', ''):<9} {payload['file_path']}{moved}"
-    if "event_kind" in payload:
-        commit = str(field("commit_id", ""))[:12]
-        return f"{payload['event_kind']:<9} {field('ref_name', '')} {commit}"
-    if "tool_id" in payload:
-        return f"{field('status', ''):<9} {payload['tool_id']} ({field('tool_kind', '')})"
-    if "ci_provider" in payload:
-        run = f"{field('pipeline_id', '?')} #{field('run_id', '?')}"
-        return f"{field('status', ''):<9} {payload['ci_provider']} {run}"
-    if envelope.get("event_family") == "graph_update":
-        node = field("node_id", "")
-        return f"{envelope.get('update_kind', ''):<11} {node}"
-    return str(envelope.get("event_type", ""))

@@ -38,12 +38,26 @@ EXIT_FAILED = 1
 EXIT_REFUSED = 2
 
 
+_DESCRIPTION = (
+    "Load a plan, approve it and execute it in the workspace. The plan (and its context, with "
+    "--context) is created in the workspace's project graph, proposed, approved and executed "
+    "by the single-agent flow with the chosen executor: reference (the default: runs nothing, "
+    "every step succeeds) or workspace (runs each step's action from --actions, a JSON object "
+    "of step_id to action). When a daemon (watch or serve) owns the workspace's store, the "
+    "plan runs there. The events the run stores are printed as they are stored (one JSON "
+    "envelope per line with --json), then the result. Exit status 0: the plan completed; 1: it "
+    "failed; 2: refused (bad input, an SA profile invariant, a daemon that cannot be reached)."
+)
+
+
 def register(commands: Any) -> None:
     parser = commands.add_parser(
-        "flow", help="run a plan through the single-agent flow", description=__doc__
+        "flow", help="run a plan through the single-agent flow", description=_DESCRIPTION
     )
     actions = parser.add_subparsers(dest="flow_command", metavar="ACTION", required=True)
-    run_parser = actions.add_parser("run", help="approve and execute a plan")
+    run_parser = actions.add_parser(
+        "run", help="approve and execute a plan", description=_DESCRIPTION
+    )
     run_parser.add_argument("plan", metavar="PLAN.json")
     run_parser.add_argument("--context", metavar="CONTEXT.json", help="the plan's context")
     run_parser.add_argument(

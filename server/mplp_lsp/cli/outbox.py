@@ -104,6 +104,10 @@ def run_dead(args: argparse.Namespace) -> int:
         letters = dead_letters(conn, limit=args.limit)
     finally:
         conn.close()
+    if not letters and not args.json:
+        # On stderr, as `gh` says "no open pull requests": stdout stays a clean (empty) list.
+        print("no dead letters: the remote has refused nothing that is still held", file=sys.stderr)
+        return 0
     try:
         for line in _dead_lines(letters, as_json=args.json):
             print(line, flush=True)

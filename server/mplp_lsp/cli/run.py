@@ -38,8 +38,8 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--kind",
         choices=TOOL_KINDS,
-        default="other",
-        help="what sort of tool this is (default: other)",
+        help="what sort of tool this is (default: known for well-known tools such as pytest, "
+        "ruff check, eslint or prettier, else other; docs/events-tool-ci.md lists them)",
     )
     parser.add_argument(
         "--tool-id",

@@ -116,7 +116,7 @@ async def _watch(root: Path, args: argparse.Namespace) -> int:
 def _print_all(as_json: bool, workspace: Workspace) -> None:
     """Print every stored event, from the start-up catch-up on, and every new drift finding
     (a recorded file changed while nothing recorded: the drift quick fixes decide)."""
-    from mplp_lsp.cli.events import summary
+    from mplp_lsp.protocol.summary import summary
 
     async def show(events: Any) -> None:
         for event in events:

@@ -31,6 +31,7 @@ from mplp_lsp.store.database import (
     BUSY_TIMEOUT_MS,
     WAL_CHECKPOINT_PAGES,
     WAL_SIZE_LIMIT,
+    make_private,
     split_script,
     transaction,
 )
@@ -120,6 +121,7 @@ class CollectorStore:
         self.path = path
         self._validator = validator or default_validator()
         self._require_keys = require_stream_keys
+        make_private(path)  # every team event is in it: this user's file, 0600, not a link
         self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         self._conn.execute("PRAGMA journal_mode = WAL")

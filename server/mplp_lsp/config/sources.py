@@ -11,7 +11,10 @@ what it could not give. Nothing here decides precedence (:mod:`mplp_lsp.config.r
 * The environment: ``MPLP_LSP_<NAME>`` with the snake_case name upper-cased
   (``MPLP_LSP_DEBOUNCE_MS``). Text settings take the text; booleans ``true``/``false``
   (``1``/``0``, ``yes``/``no``, ``on``/``off``); numbers, lists and objects are JSON.
-* Flags: ``--set KEY=VALUE`` (values read as for the environment) and the dedicated flags.
+* Flags: ``--set KEY=VALUE`` (values read as for the environment; ``KEY=`` puts the setting
+  back to its default for the run, which for ``remoteUrl`` means no forwarding) and the
+  dedicated flags. The user typed them on this very command line, so a bad one is an error
+  (:attr:`Layer.errors`), where every other source only warns and falls back.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from mplp_lsp.settings import Settings, checked, setting_name, settings_schema, 
 __all__ = [
     "ENV_PREFIX",
     "PYPROJECT",
+    "RESET",
     "WORKSPACE_FILE",
     "Layer",
     "config_files",
@@ -49,6 +53,8 @@ PYPROJECT: Final = "pyproject.toml"
 PYPROJECT_TABLE: Final = ("tool", "mplp-lsp")
 _TRUE: Final = frozenset({"true", "1", "yes", "on"})
 _FALSE: Final = frozenset({"false", "0", "no", "off"})
+# A dedicated flag's value that puts its setting back to the default (``--no-remote``).
+RESET: Final = object()
 
 
 @dataclass(slots=True)
@@ -59,6 +65,8 @@ class Layer:
     values: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     origins: dict[str, str] = field(default_factory=dict)
+    # What the command line got wrong: the command stops (a source read from a file warns).
+    errors: list[str] = field(default_factory=list)
 
     def origin_of(self, name: str) -> str:
         return self.origins.get(name, self.origin)
@@ -172,29 +180,54 @@ def text_value(name: str, text: str) -> tuple[Any, str | None]:
 
 def flag_layer(assignments: Sequence[str], dedicated: Mapping[str, tuple[str, Any]]) -> Layer:
     """The command line's layer: ``--set KEY=VALUE`` assignments, then the dedicated flags
-    (attribute name → (flag, value); a None value is a flag not given)."""
+    (attribute name → (flag, value); a None value is a flag not given, :data:`RESET` one that
+    puts the setting back to its default). Every problem is an error of the layer."""
     layer = Layer("flag")
     raw: dict[str, Any] = {}
     for assignment in assignments:
         key, sep, text = assignment.partition("=")
         name = setting_name(key.strip())
-        if not sep or name is None:
-            what = "KEY=VALUE" if not sep else f"a setting named {key.strip()!r}"
-            layer.warnings.append(f"--set {assignment}: not {what}; ignored")
+        if not sep:
+            layer.errors.append(f"--set {assignment}: not KEY=VALUE (KEY= resets KEY)")
+            continue
+        if name is None:
+            layer.errors.append(f"--set {assignment}: {unknown_setting(key.strip())}")
+            continue
+        if text == "":
+            raw[name] = _default(name)
+            layer.origins[name] = f"flag --set {wire_name(name)}= (the default)"
             continue
         value, problem = text_value(name, text)
         if problem is not None:
-            layer.warnings.append(f"--set {assignment}: {problem}; ignored")
+            layer.errors.append(f"--set {assignment}: {problem}")
             continue
         raw[name] = value
         layer.origins[name] = f"flag --set {wire_name(name)}"
     for name, (flag, value) in dedicated.items():
-        if value is not None:
+        if value is RESET:
+            raw[name] = _default(name)
+            layer.origins[name] = f"flag {flag}"
+        elif value is not None:
             raw[name] = value
             layer.origins[name] = f"flag {flag}"
     layer.values, problems = checked(raw)
-    layer.warnings.extend(f"{layer.origin_of(p.name)}: {p}; ignored" for p in problems)
+    for p in problems:
+        flag = layer.origin_of(p.name).removeprefix("flag ")
+        layer.errors.append(f"{flag}: {p.described()}")
     return layer
+
+
+def unknown_setting(key: str) -> str:
+    """Says that ``key`` is no setting, and which one the user may have meant."""
+    from difflib import get_close_matches
+
+    close = get_close_matches(key.removeprefix("mplp."), sorted(_SCHEMA_TYPES), n=1)
+    hint = f" (did you mean {close[0]}?)" if close else " (`mplp-lsp config` lists them)"
+    return f"no setting is named {key!r}{hint}"
+
+
+def _default(name: str) -> Any:
+    return Settings.model_fields[name].get_default(call_default_factory=True)
 
 
 def ways_to_set(wire: str, value: str) -> str:

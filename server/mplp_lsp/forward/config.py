@@ -27,7 +27,6 @@ from mplp_lsp.settings import Settings
 
 __all__ = [
     "REMOTE_TOKEN_ENV",
-    "REMOTE_URL_ENV",
     "RemoteConfig",
     "RemoteConfigError",
     "batch_limits",
@@ -35,7 +34,6 @@ __all__ = [
     "retry_policy",
 ]
 
-REMOTE_URL_ENV: Final = "MPLP_LSP_REMOTE_URL"
 REMOTE_TOKEN_ENV: Final = "MPLP_LSP_REMOTE_TOKEN"  # noqa: S105 (a variable name)
 ENDPOINT_PATH: Final = "/events"
 REPORT_PATH: Final = "/streams/report"
@@ -58,8 +56,12 @@ class RemoteConfig:
 def resolve_remote(
     settings: Settings, remote_url: str | None = None, env: Mapping[str, str] = os.environ
 ) -> RemoteConfig | None:
-    """The remote to forward to, or None when forwarding is off. Raises RemoteConfigError."""
-    url = remote_url or env.get(REMOTE_URL_ENV) or settings.remote_url
+    """The remote to forward to, or None when forwarding is off. Raises RemoteConfigError.
+
+    ``remote_url`` is a URL given for this call alone (``emit --remote``); otherwise the
+    setting, which already took MPLP_LSP_REMOTE_URL in its place among the sources (reading
+    the variable here too would let it win over ``--no-remote``)."""
+    url = remote_url or settings.remote_url
     if not url:
         return None
     base = _checked_url(url, allow_insecure=settings.remote_allow_insecure_http)

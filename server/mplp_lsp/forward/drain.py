@@ -27,6 +27,7 @@ class DrainReport:
     remote: str | None
     pending: int  # still queued when the time was up (kept for the next run)
     dead_lettered: int  # refused by the remote during this run
+    dead_letters: int = 0  # held in the store's dead-letter table now, from every run
     problem: str | None = None  # a misconfigured remote (nothing was sent)
     last_error: str | None = None
 
@@ -46,7 +47,8 @@ class Drain:
         )
 
     async def finish(self, wait: float) -> DrainReport:
-        """Forward until the outbox is empty or ``wait`` seconds passed, then stop."""
+        """Forward until the outbox is empty or ``wait`` seconds passed, then stop; at once
+        when the remote cannot be reached at all (connection refused, unknown host)."""
         forwarding = self._forwarding
         assert forwarding is not None, "start() first"
         before = await self._writer.read(outbox.read_state)
@@ -59,6 +61,8 @@ class Drain:
                 state = await self._writer.read(outbox.read_state)
                 if state.pending == 0 or time.monotonic() >= deadline:
                     break
+                if forwarding.forwarder.unreachable:
+                    break  # nothing listens there: waiting would only block the caller
                 await asyncio.sleep(_POLL)
         finally:
             await forwarding.close()
@@ -67,5 +71,6 @@ class Drain:
             forwarding.remote.url if forwarding.remote else None,
             state.pending,
             state.dead_lettered - before.dead_lettered,
+            state.dead_letters,
             last_error=forwarding.forwarder.last_error,
         )

@@ -83,6 +83,8 @@ class Forwarder:
         self.state = "stopped"  # stopped | idle | sending | waiting
         self.consecutive_failures = 0
         self.last_error: str | None = None
+        # The last attempt made no connection at all (see TransportError.unreachable).
+        self.unreachable = False
         self._retry_at: float | None = None
         self._turn = asyncio.Lock()  # batches and reports take turns on the wire
         self._reporter = (
@@ -260,7 +262,9 @@ class Forwarder:
                     reply = await self._transport.send(batch)
             except TransportError as error:
                 reason = str(error)
+                self.unreachable = error.unreachable
             else:
+                self.unreachable = False
                 action = classify(reply.status, len(batch.entries))
                 if action is not Action.RETRY:
                     self.consecutive_failures = 0

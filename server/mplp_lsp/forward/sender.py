@@ -86,7 +86,10 @@ class HttpTransport:
                 return Reply(response.status, response.headers.get("Retry-After"), detail)
         except (aiohttp.ClientError, TimeoutError, OSError) as error:
             # The message names the error and the host, never the headers (the token).
-            raise TransportError(_describe(error)) from None
+            unreachable = isinstance(error, aiohttp.ClientConnectorError) and not isinstance(
+                error, aiohttp.ClientSSLError
+            )
+            raise TransportError(_describe(error), unreachable=unreachable) from None
 
     async def close(self) -> None:
         if self._session is not None:
@@ -95,7 +98,22 @@ class HttpTransport:
 
 
 def _describe(error: BaseException) -> str:
-    if isinstance(error, TimeoutError):
-        return "timed out"
-    text = str(error) or type(error).__name__
-    return f"{type(error).__name__}: {text}"[:_DETAIL_LIMIT]
+    """What went wrong, in words: what failed and where, never a class name."""
+    if isinstance(error, TimeoutError | aiohttp.ServerTimeoutError):
+        return "no answer in time"
+    if isinstance(error, aiohttp.ClientSSLError):
+        return f"TLS with {error.host}:{error.port} failed ({_reason(error.os_error)})"
+    if isinstance(error, aiohttp.ClientConnectorError):
+        return f"cannot connect to {error.host}:{error.port} ({_reason(error.os_error)})"
+    if isinstance(error, aiohttp.ServerDisconnectedError):
+        return "the remote closed the connection without an answer"
+    if isinstance(error, OSError):
+        return _reason(error)
+    return (str(error) or "the request failed")[:_DETAIL_LIMIT]
+
+
+def _reason(error: OSError) -> str:
+    # Lower-case as the start of a clause, but an OpenSSL reason code stays as it is: people
+    # search for CERTIFICATE_VERIFY_FAILED, not for its lower-case form.
+    text = error.strerror or str(error) or "failed"
+    return text[:1].lower() + text[1:]

@@ -24,7 +24,14 @@ class Reply:
 
 
 class TransportError(Exception):
-    """No HTTP answer: connection refused or reset, timeout, TLS failure. Always retried."""
+    """No HTTP answer: connection refused or reset, timeout, TLS failure. Always retried.
+
+    ``unreachable``: no connection could be made at all (refused, unknown host, no route),
+    which a one-off run (``emit --remote``) does not wait out."""
+
+    def __init__(self, message: str, *, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable
 
 
 class Transport(Protocol):

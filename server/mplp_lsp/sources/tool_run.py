@@ -20,10 +20,10 @@ import shutil
 import signal
 import sys
 from collections import deque
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from mplp_lsp.protocol.envelope import new_id, utc_timestamp
 from mplp_lsp.sanitize.redact import redact, redact_args
@@ -54,10 +54,109 @@ VERSION_PROBED = frozenset(
 )  # fmt: skip
 
 
+# The kind of a well-known tool (docs/events-tool-ci.md keeps the same table): by its name,
+# or by its name and its first word that is not an option (`ruff format` formats).
+KNOWN_KINDS: Final[Mapping[str, str]] = {
+    **dict.fromkeys(
+        ("eslint", "flake8", "pylint", "mypy", "pyright", "bandit", "shellcheck", "yamllint",
+         "golangci-lint", "rubocop", "clang-tidy", "tsc", "stylelint", "hadolint", "markdownlint",
+         "biome", "ruff", "oxlint", "vale"),
+        "linter",
+    ),
+    **dict.fromkeys(
+        ("black", "isort", "prettier", "rustfmt", "clang-format", "gofmt", "shfmt", "autopep8",
+         "yapf", "dprint", "taplo"),
+        "formatter",
+    ),
+    **dict.fromkeys(
+        ("pytest", "jest", "vitest", "mocha", "tox", "nox", "ava", "karma", "phpunit", "rspec",
+         "ctest", "playwright"),
+        "test_runner",
+    ),
+    **dict.fromkeys(
+        ("protoc", "buf", "openapi-generator", "openapi-generator-cli", "datamodel-codegen",
+         "sqlc", "swagger-codegen", "graphql-codegen", "flatc", "thrift"),
+        "generator",
+    ),
+}  # fmt: skip
+SUBCOMMAND_KINDS: Final[Mapping[tuple[str, str], str]] = {
+    ("ruff", "check"): "linter",
+    ("ruff", "format"): "formatter",
+    ("biome", "format"): "formatter",
+    ("biome", "lint"): "linter",
+    ("cargo", "test"): "test_runner",
+    ("cargo", "nextest"): "test_runner",
+    ("cargo", "clippy"): "linter",
+    ("cargo", "fmt"): "formatter",
+    ("go", "test"): "test_runner",
+    ("go", "vet"): "linter",
+    ("go", "generate"): "generator",
+    ("npm", "test"): "test_runner",
+    ("pnpm", "test"): "test_runner",
+    ("yarn", "test"): "test_runner",
+    ("dotnet", "test"): "test_runner",
+    ("dotnet", "format"): "formatter",
+    ("buf", "lint"): "linter",
+    ("buf", "format"): "formatter",
+    ("buf", "generate"): "generator",
+    ("mvn", "test"): "test_runner",
+    ("gradle", "test"): "test_runner",
+}
+# Programs that run another one named by their next word (`npx eslint .`, `uv run pytest`).
+_LAUNCHERS: Final[Mapping[str, tuple[str, ...]]] = {
+    "npx": (),
+    "bunx": (),
+    "uvx": (),
+    "pnpx": (),
+    "pnpm": ("exec", "dlx"),
+    "yarn": ("run", "exec", "dlx"),
+    "uv": ("run",),
+    "poetry": ("run",),
+    "pipx": ("run",),
+    "pdm": ("run",),
+    "hatch": ("run",),
+}
+
+
+def tool_kind_for(argv: Sequence[str]) -> str:
+    """What sort of tool ``argv`` runs, for the well-known ones; else ``other``."""
+    words = _launched(list(argv))
+    if not words:
+        return "other"
+    name = Path(words[0]).name.removesuffix(".exe")
+    first = next((word for word in words[1:] if not word.startswith("-")), "")
+    return SUBCOMMAND_KINDS.get((name, first)) or KNOWN_KINDS.get(name, "other")
+
+
+def _launched(words: list[str]) -> list[str]:
+    """The program ``words`` runs in the end: past ``python -m``, ``npx`` and the like."""
+    for _ in range(3):  # `uv run python -m pytest`
+        if len(words) < 2:
+            return words
+        name = Path(words[0]).name
+        if name.startswith("python") and words[1] == "-m":
+            words = words[2:]
+        elif name in _LAUNCHERS and not _LAUNCHERS[name]:
+            words = _past_options(words[1:])
+        elif name in _LAUNCHERS and words[1] in _LAUNCHERS[name]:
+            words = _past_options(words[2:])
+        else:
+            return words
+    return words
+
+
+def _past_options(words: list[str]) -> list[str]:
+    for index, word in enumerate(words):
+        if not word.startswith("-"):
+            return words[index:]
+    return []
+
+
 @dataclass
 class ToolRun:
     argv: Sequence[str]
-    tool_kind: str = "other"
+    # None: the kind of a well-known tool (tool_kind_for), else "other".
+    tool_kind: str | None = None
     tool_id: str | None = None
     cwd: Path = field(default_factory=Path.cwd)
     workspace: Path | None = None
@@ -196,7 +295,7 @@ async def run_tool(
     """
     base: dict[str, Any] = {
         "tool_id": run.tool_id,
-        "tool_kind": run.tool_kind,
+        "tool_kind": run.tool_kind or tool_kind_for(run.argv),
         "invocation_id": new_id(),
         "args": redact_args(list(run.argv[1:]), program=run.argv[0]),
     }

@@ -24,6 +24,7 @@ version intact. Read-only connections never migrate.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sqlite3
@@ -496,14 +497,43 @@ class StoreVersionError(RuntimeError):
     """The database was written by a newer mplp-lsp whose schema this one does not know."""
 
 
+class StoreError(sqlite3.DatabaseError):
+    """A store that cannot be opened, said with its path and what to do (an
+    ``sqlite3.DatabaseError``, so every handler of SQLite's own errors handles it too)."""
+
+
 def connect(path: Path, *, read_only: bool = False) -> sqlite3.Connection:
     """Open the store at ``path``, creating and migrating it unless ``read_only``.
 
     The connection is bound to the calling thread (SQLite objects stay on one thread;
     :class:`~mplp_lsp.store.writer.StoreWriter` opens its connection on its own thread).
+    Raises :class:`StoreError` when the file cannot be used as a store.
     """
-    if read_only:
-        return _connect_read_only(path)
+    try:
+        return _connect_read_only(path) if read_only else _connect(path)
+    except sqlite3.DatabaseError as error:
+        said = _unusable(path, str(error))
+        if said is None or isinstance(error, StoreError):
+            raise
+        raise StoreError(said) from error
+
+
+def _unusable(path: Path, reason: str) -> str | None:
+    """What to tell the user of a file that cannot be opened as a store, by SQLite's reason;
+    None for any other error (a failed migration says what it is itself)."""
+    if "not a database" in reason:
+        return (
+            f"{path} is not an mplp-lsp store (another program's file, or damaged): move it "
+            "aside, or choose another state dir (--state-dir, the stateDir setting)"
+        )
+    if "unable to open" in reason:
+        return f"cannot open the store {path}: check that its folder exists and is writable"
+    if "readonly" in reason:
+        return f"the store {path} is read-only here: a command that writes needs write access"
+    return None
+
+
+def _connect(path: Path) -> sqlite3.Connection:
     make_private(path)
     conn = sqlite3.connect(path, isolation_level=None)
     try:
@@ -544,6 +574,10 @@ def make_private(path: Path) -> None:
 def _tighten(name: str, create: int) -> None:
     fd = os.open(name, os.O_WRONLY | create | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
+        # Another user's file stays theirs to read whatever its mode (root could chmod it).
+        owner = os.fstat(fd).st_uid
+        if hasattr(os, "geteuid") and owner != os.geteuid():
+            raise PermissionError(errno.EPERM, f"it belongs to uid {owner}, not to you", name)
         os.fchmod(fd, 0o600)
     finally:
         os.close(fd)
@@ -560,9 +594,24 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
     # mode=ro would also fail on a missing file, but with SQLite's vague "unable to open".
     if not path.is_file():
         raise FileNotFoundError(f"no store at {path}")
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+    uri = path.resolve().as_uri()
+    try:
+        conn = _open_read_only(f"{uri}?mode=ro")
+    except sqlite3.OperationalError:
+        # A store in WAL mode whose folder cannot be written (a read-only disk, another user's
+        # folder) cannot get its shared-memory file: read it as an immutable file instead,
+        # which is what it is as long as nobody can write there.
+        if os.access(path.parent, os.W_OK):
+            raise
+        conn = _open_read_only(f"{uri}?immutable=1")
+    return conn
+
+
+def _open_read_only(uri: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None)
     try:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("SELECT 1 FROM sqlite_master LIMIT 1")  # opens the file now, not later
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA query_only = ON")
     except BaseException:

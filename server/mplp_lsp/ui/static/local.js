@@ -16,7 +16,7 @@ async function loadTimeline() {
   chart.show(data);
   const total = data.buckets.reduce((sum, [, counts]) => sum + counts.reduce((a, b) => a + b, 0), 0);
   $("range").textContent = data.unit
-    ? `${when(data.from)} to ${when(data.to)}: ${total.toLocaleString()} events in ${data.buckets.length} buckets of 1 ${data.unit}`
+    ? `${when(data.from)} to ${when(data.to)}: ${total.toLocaleString()} events in ${data.buckets.length} buckets of ${/^\d/.test(data.unit) ? data.unit : `1 ${data.unit}`}`
     : "No events stored yet.";
   if (!performance.getEntriesByName("timeline-rendered").length) {
     performance.mark("timeline-rendered");
@@ -65,7 +65,8 @@ async function showBucket({ from, to, lane }) {
   const { events, limit } = await api(`/ui/api/timeline/events?${query}`);
   const items = events.map((event) =>
     el("li", {}, el("button", { type: "button", onclick: () => showEnvelope(event) },
-      el("span", { class: `lane lane-${event.lane}` }, event.kind), " ", when(event.timestamp), " #", event.seq)),
+      el("span", { class: `lane lane-${event.lane}` }, event.kind), " ", when(event.timestamp), " #", event.seq,
+      el("span", { class: "summary" }, " ", event.summary))),
   );
   if (!items.length) items.push(el("li", {}, el("span", { class: "row" }, `no ${lane} events here`)));
   if (events.length === limit) items.push(el("li", {}, el("span", { class: "row muted" }, `first ${limit} shown: zoom in for the rest`)));
@@ -136,10 +137,11 @@ async function loadForwarding() {
     replace($("forwarding-body"), el("p", { class: "muted" }, "This store has no outbox."));
     return;
   }
-  const card = (label, value) => el("div", { class: "card" }, el("b", {}, value ?? "–"), el("span", {}, label));
+  const card = (label, value, wide = false) =>
+    el("div", { class: wide ? "card wide" : "card" }, el("b", {}, value ?? "–"), el("span", {}, label));
   replace($("forwarding-body"),
     el("div", { class: "cards" },
-      card("state", status.state), card("remote", status.remote || "none"), card("outbox depth", status.depth),
+      card("state", status.state), card("remote", status.remote ? breakableUrl(status.remote) : "none", true), card("outbox depth", status.depth),
       card("oldest pending", duration(status.oldest_pending_age_s)), card("delivered", status.delivered),
       card("dead letters", status.dead_letters), card("last success", when(status.last_success_at)),
       card("next attempt in", duration(status.next_attempt_in_s))),
@@ -151,6 +153,11 @@ async function loadForwarding() {
       ["When", (d) => when(d.dead_at)], ["Reason", (d) => d.reason],
       ["", (d) => el("button", { type: "button", "data-seq": d.seq, onclick: () => requeue({ seqs: [d.seq] }) }, "Requeue")]], dead),
   );
+}
+
+// A long address wraps after its separators, never inside a word of it.
+function breakableUrl(url) {
+  return url.split(/(?<=[/.:?&=])/).flatMap((part) => [part, el("wbr")]);
 }
 
 async function requeue(body) {
