@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from mplp_lsp.config.live import Debounce
 from mplp_lsp.file_catch_up import CatchUp
@@ -48,6 +48,11 @@ Refuse = Callable[[str, PathRejected], None]
 _MAX_TICK = 0.001
 
 
+# The source_module of the file events: the editor integration's, or the stand-alone watcher's.
+EDITOR_MODULE: Final = "ide"
+WATCH_MODULE: Final = "watch"
+
+
 class FileActivity:
     def __init__(
         self,
@@ -60,6 +65,7 @@ class FileActivity:
         catch_up: CatchUp,
         git_activity: Callable[[], None] = lambda: None,
         refuse: Refuse = lambda _path, _rejected: None,
+        source_module: str = EDITOR_MODULE,
     ) -> None:
         """``submit`` takes the settled changes' submissions (the intake's ``submit_many``);
         ``catch_up`` learns the baseline at start; ``git_activity`` is told when something
@@ -71,6 +77,7 @@ class FileActivity:
         self.ignore = ignore
         self._git_activity = git_activity
         self._refuse = refuse
+        self.source_module = source_module
         self.recorded = RecordedContent(
             root, graph=lambda paths: writer.read(lambda conn: graph_fingerprints(conn, paths))
         )
@@ -145,7 +152,7 @@ class FileActivity:
         self._look_below()
         batch = await screen_settled(decided, self.recorded, self.documents)
         root = str(self.root) if self.settings.send_workspace_root else None
-        await self._submit(file_submissions(batch, self.documents, root))
+        await self._submit(file_submissions(batch, self.documents, root, self.source_module))
 
     def _look_below(self) -> None:
         """A path gone that was never a file here may have been a directory (an editor's
@@ -324,7 +331,10 @@ def _moved_or_gone(batch: list[Settled]) -> list[str]:
 
 
 def file_submissions(
-    batch: list[Settled], documents: EditorDocuments, workspace_root: str | None
+    batch: list[Settled],
+    documents: EditorDocuments,
+    workspace_root: str | None,
+    source_module: str = EDITOR_MODULE,
 ) -> list[Submission]:
     """One ``file_update`` submission per settled change."""
     submissions = []
@@ -337,7 +347,7 @@ def file_submissions(
         payload = payload_for(settled, lines=lines, workspace_root=workspace_root)
         if settled.change is not Change.DELETED and (lang := documents.language(settled.path)):
             payload["language"] = lang
-        submissions.append(Submission(Kind.FILE_UPDATE, payload, "ide", trusted_paths=True))
+        submissions.append(Submission(Kind.FILE_UPDATE, payload, source_module, trusted_paths=True))
     return submissions
 
 

@@ -25,7 +25,7 @@ from mplp_lsp.config.live import (
     set_log_level,
 )
 from mplp_lsp.config.process import EDITOR_META_KEY, editor_record
-from mplp_lsp.file_activity import FileActivity
+from mplp_lsp.file_activity import EDITOR_MODULE, FileActivity
 from mplp_lsp.file_catch_up import CatchUp
 from mplp_lsp.forward.service import Forwarding
 from mplp_lsp.intake import Submission
@@ -85,6 +85,7 @@ class Workspace:
         paths: StatePaths,
         lock: StateDirLock,
         writer: StoreWriter,
+        source_module: str = EDITOR_MODULE,
     ) -> None:
         self.root = root
         self.settings = settings
@@ -122,6 +123,7 @@ class Workspace:
             ),
             git_activity=self.git.notify,
             refuse=self._refuse,
+            source_module=source_module,
         )
         self.documents = self.files.documents  # what the editor has open
         self.inbox = InboxSource(paths.inbox, self.intake, screen=self.files.screen_handed)
@@ -154,6 +156,7 @@ class Workspace:
         state_dir: str | Path | None = None,
         remote_url: str | None = None,
         prepare: Prepare | None = None,
+        source_module: str = EDITOR_MODULE,
     ) -> Workspace:
         """Open the folder's store (salvaging a damaged one) and start forwarding if configured.
 
@@ -173,7 +176,7 @@ class Workspace:
         except BaseException:
             lock.release()
             raise
-        workspace = cls(root, settings, paths, lock, writer)
+        workspace = cls(root, settings, paths, lock, writer, source_module)
         try:
             if prepare is not None:
                 prepare(workspace)
@@ -229,7 +232,9 @@ class Workspace:
     def _refuse(self, path: str, rejected: PathRejected) -> None:
         """A name listed from the disk that cannot be a path, refused like a reported one."""
         result = rejected.to_result("file_path")
-        self._background(self.reject("ide", Kind.FILE_UPDATE, result, {"file_path": path}))
+        self._background(
+            self.reject(self.files.source_module, Kind.FILE_UPDATE, result, {"file_path": path})
+        )
 
     def apply_settings(self, settings: Settings) -> None:
         """New settings take effect for activity observed from now on; each section is

@@ -18,6 +18,7 @@ import logging
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -25,6 +26,7 @@ from urllib.parse import unquote
 from mplp_lsp.config import Resolved
 from mplp_lsp.config.live import ConfigFileWatch, set_log_level
 from mplp_lsp.config.sources import config_files
+from mplp_lsp.file_activity import EDITOR_MODULE
 from mplp_lsp.folder_watch import FolderWatch
 from mplp_lsp.process_start import STARTED_NS
 from mplp_lsp.protocol.kinds import Kind
@@ -56,6 +58,7 @@ class Workspaces:
         follow: bool = True,
         reconfigure: Reconfigure | None = None,
         watch: bool = False,
+        source_module: str = EDITOR_MODULE,
     ) -> None:
         """``follow=False``: a folder whose store is busy raises StateDirBusy instead.
         ``reconfigure``: how to resolve a folder's configuration again; with it, each owned
@@ -69,6 +72,7 @@ class Workspaces:
         self._by_root: dict[Path, Workspace] = {}
         self._state_dir = state_dir
         self._remote_url = remote_url
+        self._source_module = source_module  # of the file events: the editor's, or watch's
         self._background: set[asyncio.Task[None]] = set()
         self._followers: dict[Path, Follower] = {}
         self._following: dict[Path, asyncio.Task[None]] = {}
@@ -175,16 +179,21 @@ class Workspaces:
         (:func:`~mplp_lsp.statedir.belongs_to`); when another folder's process locked it
         between that look and the lock, it names that folder by now, and a second try opens
         this folder's own. Busy with this folder's owner: :class:`StateDirBusy`."""
+        open_it = partial(
+            Workspace.open,
+            root,
+            settings,
+            state_dir=state_dir,
+            remote_url=self._remote_url,
+            prepare=prepare,
+            source_module=self._source_module,
+        )
         try:
-            return await Workspace.open(
-                root, settings, state_dir=state_dir, remote_url=self._remote_url, prepare=prepare
-            )
+            return await open_it()
         except StateDirBusy as busy:
             if busy.folder in (None, str(root)):
                 raise
-            return await Workspace.open(
-                root, settings, state_dir=state_dir, remote_url=self._remote_url, prepare=prepare
-            )
+            return await open_it()
 
     def _owned(self, workspace: Workspace, resolved: Resolved | None) -> None:
         """A store opened here: record its editor settings, watch its settings files."""
@@ -361,7 +370,8 @@ class Workspaces:
         result: ValidationResult = rejected.to_result("file_path")
         first = next(iter(self._by_root.values()), None)
         if first is not None:
-            self._track(first.reject("ide", Kind.FILE_UPDATE, result, {"file_path": str(raw)}))
+            data = {"file_path": str(raw)}
+            self._track(first.reject(self._source_module, Kind.FILE_UPDATE, result, data))
 
     async def close(self) -> None:
         if self._background:

@@ -99,6 +99,9 @@ def test_forwarding_is_switched_off_for_one_run(
         while not any(e["payload"].get("file_path") == "src/new.py" for e in events(repo, state)):
             assert time.monotonic() < deadline, "the new file was never recorded"
             time.sleep(0.2)
+        # Recorded by the stand-alone watcher, and said so (an editor's events say "ide").
+        file_events = [e for e in events(repo, state) if e["event_type"] == "file_update"]
+        assert {e["source_module"] for e in file_events} == {"watch"}
         status = json.loads(mplp(repo, "status", "--json", "--state-dir", str(state)).stdout)
         if forwarded:
             while not collector.events():

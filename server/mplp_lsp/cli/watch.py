@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
 async def _watch(root: Path, args: argparse.Namespace) -> int:
     from mplp_lsp.api.server import api_port, start_api
     from mplp_lsp.exit_bound import stop_on_signals
+    from mplp_lsp.file_activity import WATCH_MODULE
     from mplp_lsp.folder_watch import watch_folder
     from mplp_lsp.workspace import StateDirBusy, Workspace
     from mplp_lsp.workspaces import Workspaces
@@ -74,7 +75,9 @@ async def _watch(root: Path, args: argparse.Namespace) -> int:
     resolved = configuration(args, root)
     settings = resolved.settings
     # A watcher prints what its own store records: it does not follow another owner.
-    workspaces = Workspaces(follow=False, reconfigure=reconfiguration(args))
+    workspaces = Workspaces(
+        follow=False, reconfigure=reconfiguration(args), source_module=WATCH_MODULE
+    )
     try:
         workspace = await workspaces.add(
             root, resolved, prepare=partial(_print_all, args.json), catch_up=False
