@@ -23,6 +23,7 @@ from pathlib import Path
 
 from benchlib.harness import Bench, percentile
 from mplp_lsp.settings import Settings
+from mplp_lsp.statedir import StatePaths
 from mplp_lsp.store.database import connect
 from mplp_lsp.store.events import EventLog
 from mplp_lsp.vcs import hooks
@@ -157,7 +158,7 @@ async def main(bench: Bench, args: argparse.Namespace) -> None:
         )
 
         opened = GitRepo.open(repo.path)
-        hooks.install(opened, repo.path, str(state))
+        hooks.install(opened, repo.path, StatePaths(state))
         opened.close()
         latencies = []
         for i in range(samples):
