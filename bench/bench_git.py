@@ -23,11 +23,13 @@ from pathlib import Path
 
 from benchlib.harness import Bench, percentile
 from mplp_lsp.settings import Settings
+from mplp_lsp.statedir import StatePaths
 from mplp_lsp.store.database import connect
 from mplp_lsp.store.events import EventLog
 from mplp_lsp.vcs import hooks
 from mplp_lsp.vcs.operations import commit_infos
 from mplp_lsp.vcs.repo import GitRepo
+from mplp_lsp.vcs.spool import MARKER
 from mplp_lsp.workspace import Workspace
 
 
@@ -54,6 +56,16 @@ def git_count(db: Path) -> int:
         return EventLog(conn).counts_by_kind().get("git", 0)
     finally:
         conn.close()
+
+
+async def ingester_ended(marker: Path, limit_s: float = 60.0) -> None:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(int(marker.read_text().strip()), 0)
+        except (OSError, ValueError):
+            return  # no marker, no pid, or the process is gone
+        await asyncio.sleep(0.05)
 
 
 async def main(bench: Bench, args: argparse.Namespace) -> None:
@@ -157,7 +169,7 @@ async def main(bench: Bench, args: argparse.Namespace) -> None:
         )
 
         opened = GitRepo.open(repo.path)
-        hooks.install(opened, repo.path, str(state))
+        hooks.install(opened, repo.path, StatePaths(state))
         opened.close()
         latencies = []
         for i in range(samples):
@@ -169,6 +181,9 @@ async def main(bench: Bench, args: argparse.Namespace) -> None:
             while git_count(state / "events.db") == before:
                 await asyncio.sleep(0.005)
             latencies.append(time.perf_counter() - t)
+        # The hook's background ingester may still be closing the store: the temporary
+        # folder goes only once it has ended.
+        await ingester_ended(StatePaths(state).git_spool / MARKER)
         bench.figure(
             f"commit -> stored, hook, no daemon, median of {samples}",
             percentile(latencies, 0.5) * 1000,

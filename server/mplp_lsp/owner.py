@@ -19,6 +19,7 @@ from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.runtime.plan_runs import PlanRuns
 from mplp_lsp.runtime.psg.commits import CommitGraph
 from mplp_lsp.runtime.psg.files import FileNodes
+from mplp_lsp.runtime.psg.repository_commits import RepositoryCommits
 from mplp_lsp.runtime.psg.service import PsgService
 from mplp_lsp.runtime.tool_invocations import ToolInvocations
 from mplp_lsp.settings import Settings
@@ -69,7 +70,9 @@ class StoreOwner:
             gate=partial(self.intake.quiet, DERIVED_WORK_SETTLE, DERIVED_WORK_LIMIT),
             position=ConsumerPosition(writer, "psg-files"),
         )
-        self.commit_graph = CommitGraph(writer, self.intake)
+        self.commit_graph = CommitGraph(
+            writer, self.intake, RepositoryCommits(root, lambda: self.settings.git_author_email)
+        )
         self.bus.subscribe(
             "psg-git",
             self.commit_graph.handle,
@@ -122,6 +125,7 @@ class StoreOwner:
             await self.bus.close()
             await self.psg.close()
         finally:
+            self.commit_graph.close()
             self._files_executor.shutdown(wait=True)
             self.error_log.close()
 

@@ -41,6 +41,7 @@ from mplp_lsp.protocol.envelope import utc_timestamp
 __all__ = [
     "DATABASE_NAME",
     "ERROR_LOG_NAME",
+    "GIT_SPOOL_NAME",
     "INBOX_NAME",
     "LOCK_NAME",
     "STATE_DIR_ENV",
@@ -59,6 +60,7 @@ DATABASE_NAME: Final = "events.db"
 ERROR_LOG_NAME: Final = "integration-errors.jsonl"
 LOCK_NAME: Final = "daemon.lock"
 INBOX_NAME: Final = "inbox"
+GIT_SPOOL_NAME: Final = "git-spool"
 WORKSPACE_NAME: Final = "workspace"  # the real path of the folder whose store this is
 
 _SLUG_MAX: Final = 40
@@ -90,6 +92,11 @@ class StatePaths:
     def inbox(self) -> Path:
         """Events handed over by CLI processes while a daemon owns the store."""
         return self.root / INBOX_NAME
+
+    @property
+    def git_spool(self) -> Path:
+        """What the git hooks recorded, for the store's owner to ingest (vcs/spool.py)."""
+        return self.root / GIT_SPOOL_NAME
 
     @property
     def workspace(self) -> Path:

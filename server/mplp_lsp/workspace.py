@@ -39,7 +39,7 @@ from mplp_lsp.runtime.drift.git_record import GitRepositoryRecord
 from mplp_lsp.sanitize.paths import PathRejected
 from mplp_lsp.settings import Settings
 from mplp_lsp.sources.debounce import Change
-from mplp_lsp.sources.git import EMAIL_POLICY_KEY, GitSource
+from mplp_lsp.sources.git import GitSource
 from mplp_lsp.sources.inbox import InboxSource
 from mplp_lsp.statedir import (
     StateDirLock,
@@ -49,6 +49,7 @@ from mplp_lsp.statedir import (
 from mplp_lsp.store.events import EventLog
 from mplp_lsp.store.salvage import ensure_usable
 from mplp_lsp.store.writer import StoreWriter
+from mplp_lsp.vcs.spool import Spool
 from mplp_lsp.workspace_status import WorkspaceStatus, read_status
 
 log = logging.getLogger(__name__)
@@ -103,6 +104,7 @@ class Workspace:
             self.intake,
             poll_interval=settings.git_poll_ms / 1000,
             email_policy=settings.git_author_email,
+            spool=Spool(paths.git_spool),
         )
         self.ignore = LiveIgnore(root, settings.exclude, internal_dirs=[paths.root])
         self.live = LiveSettings(settings)
@@ -274,8 +276,6 @@ class Workspace:
     def _git_changed(self, new: GitPolling, _old: GitPolling) -> None:
         self.git.poll_interval = new.git_poll_ms / 1000
         self.git.email_policy = new.git_author_email
-        # Hooks report with the running daemon's policy (cli/git_hook.py).
-        self._record_meta(EMAIL_POLICY_KEY, new.git_author_email, "the author email policy")
 
     async def settle(self) -> None:
         """Emit pending activity now and wait until it and its PSG updates are stored."""

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from mplp_lsp.sources.git import load_refs
+from mplp_lsp.sources.git_state import load_refs
 from mplp_lsp.store.database import connect
 from mplp_lsp.vcs.refs import read_snapshot
 from tests.e2e.harness import server_env

@@ -80,23 +80,37 @@ def test_a_branch_checked_out_for_review_runs_nothing_through_the_hooks(tmp_path
 
 
 def test_install_upgrades_hooks_of_an_older_format(tmp_path: Path) -> None:
+    """The hooks of an older mplp-lsp (Python on every Git command; the first format with
+    the worktree on its path) are listed as outdated, with their kind, and `install`
+    replaces them: the one this git needs rewritten, the others removed."""
     repo, state = Repo.create(tmp_path / "ws"), tmp_path / "state"
     install = [CLI, "hooks", "install", "--workspace", str(repo.path), "--state-dir", str(state)]
     status = [CLI, "hooks", "status", "--workspace", str(repo.path)]
     subprocess.run(install, check=True, capture_output=True)
-    post_commit = repo.path / ".git" / "hooks" / "post-commit"
-    script = post_commit.read_text(encoding="utf-8")
-    # the first format: no format line, Python started with the worktree on its path
-    old = "".join(line for line in script.splitlines(True) if "-format:" not in line)
-    post_commit.write_text(old.replace(" -I -m ", " -m ").replace("cd / || exit 0\n", ""))
+    hooks_dir = repo.path / ".git" / "hooks"
+    script = (hooks_dir / "reference-transaction").read_text(encoding="utf-8")
+    python = f"{sys.executable} -m mplp_lsp emit git --hook"
+    (hooks_dir / "reference-transaction").write_text(
+        f"#!/bin/sh\n# mplp-lsp-hook (reference-transaction): reports Git activity\n"
+        f"# mplp-lsp-hook-format: 2\n{python} reference-transaction &\n"
+    )
+    (hooks_dir / "post-commit").write_text(
+        f"#!/bin/sh\n# mplp-lsp-hook (post-commit): reports Git activity\n{python} post-commit &\n"
+    )
     listed = subprocess.run(status, check=True, capture_output=True, text=True).stdout
-    assert "post-commit: outdated" in listed
-    assert "post-checkout: installed" in listed
+    assert (
+        "reference-transaction: outdated (format 2: starts Python on every Git command)" in listed
+    )
+    assert (
+        "post-commit: outdated (format 1: starts Python on every Git command, with the worktree"
+        in listed
+    )
     subprocess.run(install, check=True, capture_output=True)
     listed = subprocess.run(status, check=True, capture_output=True, text=True).stdout
     assert "outdated" not in listed
-    assert post_commit.read_text(encoding="utf-8") == script
-    assert f"-format: {hooks.FORMAT}" in script
+    assert f"reference-transaction: installed (format {hooks.FORMAT}: shell builtins only" in listed
+    assert (hooks_dir / "reference-transaction").read_text(encoding="utf-8") == script
+    assert not (hooks_dir / "post-commit").exists()
 
 
 def test_the_cli_daemons_started_in_a_planted_workspace_import_nothing_from_it(

@@ -25,6 +25,7 @@ from mplp_lsp.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from mplp_lsp.runtime.drift import DriftMonitor
     from mplp_lsp.settings import Settings
 
 EXIT_CLEAN = 0
@@ -46,8 +47,9 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--resolve",
         choices=("fs", "psg", "merge"),
-        help="fs: the PSG takes the disk's version; psg: restore the recorded content; "
-        "merge: three-way merge (conflicts left as markers)",
+        help="fs: the PSG takes the disk's version (and, without PATHs, the repository's "
+        "HEAD); psg: restore the recorded content; merge: three-way merge (conflicts left as "
+        "markers)",
     )
     add_workspace_option(parser)
     add_state_options(parser)
@@ -141,19 +143,23 @@ async def _scan(root: Path, wanted: list[str], args: argparse.Namespace, setting
         return EXIT_REFUSED
     try:
         summary = await workspace.drift.scan()
+        repository = summary.repository
         resolved = []
         if args.resolve:
             for path in sorted(workspace.drift.open_drifts):
                 if _selected(path, wanted):
                     result = await workspace.drift.resolve(path, Strategy(args.resolve))
                     resolved.append(result.to_json())
+            if repository is not None and not wanted:
+                resolved.append(await _resolve_repository(workspace.drift, args.resolve))
+                repository = await workspace.drift.repository_drift()
         drifts = [d for d in workspace.drift.open_drifts.values() if _selected(d.path, wanted)]
         report = {
             "workspace": str(root),
             "read_only": False,
             "checked": summary.checked,
             "seconds": round(summary.seconds, 3),
-            "repository": summary.repository.to_json() if summary.repository else None,
+            "repository": repository.to_json() if repository else None,
             "resolved": resolved,
             "drift": [d.to_json() for d in sorted(drifts, key=lambda d: d.path)],
         }
@@ -161,6 +167,17 @@ async def _scan(root: Path, wanted: list[str], args: argparse.Namespace, setting
         await workspace.close()
     _print(report, args.json)
     return EXIT_DRIFT if drifts or report["repository"] else EXIT_CLEAN
+
+
+async def _resolve_repository(monitor: DriftMonitor, strategy: str) -> dict[str, Any]:
+    """Only the file system can win for a repository: the PSG does not move Git's refs."""
+    from mplp_lsp.runtime.drift import Strategy
+    from mplp_lsp.runtime.drift.reconcile import Resolution
+
+    if strategy != Strategy.FS:
+        message = "a repository drift is resolved with fs: the PSG takes the repository's HEAD"
+        return Resolution("(repository)", Strategy(strategy), False, message).to_json()
+    return (await monitor.resolve_repository()).to_json()
 
 
 def _print(report: dict[str, Any], as_json: bool, note: str | None = None) -> None:
@@ -175,7 +192,9 @@ def _print(report: dict[str, Any], as_json: bool, note: str | None = None) -> No
     if report.get("repository"):
         print(report["repository"]["message"])
     if not report["drift"]:
-        print("no drift" + (f" ({report['checked']} files checked)" if "checked" in report else ""))
+        if not report.get("repository"):  # "no drift" only when there is none at all
+            checked = f" ({report['checked']} files checked)" if "checked" in report else ""
+            print(f"no drift{checked}")
         return
     print(f"{'PATH':<40} {'REASON':<11} MESSAGE")
     for drift in report["drift"]:

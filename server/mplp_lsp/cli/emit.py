@@ -1,4 +1,4 @@
-"""``mplp-lsp emit KIND``: hand one event (or a hook's observations) to a workspace's store.
+"""``mplp-lsp emit KIND``: hand one event to a workspace's store.
 
 Each kind is a subcommand registered from :data:`_KINDS`; all of them end in
 :func:`mplp_lsp.handoff.deliver`, which stores the events directly when no daemon runs and
@@ -27,7 +27,6 @@ from mplp_lsp.cli.common import (
 )
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
-from mplp_lsp.vcs.hook_names import HOOK_NAMES
 
 if TYPE_CHECKING:
     from mplp_lsp.settings import Settings
@@ -38,7 +37,7 @@ EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 def register(commands: Any) -> None:
     parser = commands.add_parser(
         "emit",
-        help="record an event from a script or a hook",
+        help="record an event from a script",
         description="Record one event in a workspace's store, directly, or through the "
         "running daemon's inbox. Exit status: 0 stored or queued, 1 invalid, 2 usage error.",
     )
@@ -74,15 +73,9 @@ def _register_git(kinds: Any) -> None:
     parser = kinds.add_parser(
         "git",
         help="a git_event",
-        description="Record a git_event given as --json, or as flags. With --hook, read what "
-        "a git hook was given on stdin and record the events it means (used by the hooks that "
-        "`mplp-lsp hooks install` writes).",
+        description="Record a git_event given as --json, or as flags.",
     )
     _common(parser)
-    parser.add_argument("--hook", choices=HOOK_NAMES, help="run as this git hook")
-    parser.add_argument(
-        "--wait-pid", type=int, metavar="PID", help="with --hook: wait until PID has exited"
-    )
     for flag in ("repo-url", "commit-id", "ref-name", "event-kind", "timestamp"):
         parser.add_argument(f"--{flag}")
     for flag in ("author-name", "author-email", "commit-message"):
@@ -111,12 +104,6 @@ _GIT_FIELDS = (
 
 def _run_git(args: argparse.Namespace) -> int:
     root = find_workspace(args)
-    if args.hook:
-        from mplp_lsp.cli.git_hook import run_hook
-
-        # Resolved at hook time: a settings file changed a moment ago counts.
-        settings = configuration(args, root).settings
-        return run_hook(root, settings, args.hook, sys.stdin.read(), wait_pid=args.wait_pid)
     if args.json_input:
         payload = _read_json(args.json_input)
         if isinstance(payload, ValidationResult):
@@ -384,11 +371,3 @@ _KINDS: dict[str, Callable[[Any], None]] = {
     "tool": _register_tool,
     "file": _register_file,
 }
-
-
-def hook_environment() -> None:
-    """A hook inherits variables that point git elsewhere; our own git calls must not."""
-    from mplp_lsp.vcs.repo import LOCATION_VARIABLES
-
-    for name in LOCATION_VARIABLES:
-        os.environ.pop(name, None)

@@ -21,6 +21,7 @@ INSTALL_COMMAND = "mplp.installHooks"
 def install_in(root: Path, state_dir: Path) -> dict[str, Any]:
     """Install the hooks in the repository of ``root``; the outcome as JSON (never raises
     for a folder that is not a usable repository or a hooks dir that cannot be written)."""
+    from mplp_lsp.statedir import StatePaths
     from mplp_lsp.vcs import hooks
     from mplp_lsp.vcs.repo import GitRepo, RepoRefused
 
@@ -29,7 +30,7 @@ def install_in(root: Path, state_dir: Path) -> dict[str, Any]:
     except RepoRefused as refused:
         return {"root": str(root), "error": str(refused)}
     try:
-        states = hooks.install(repo, root, str(state_dir))
+        states = hooks.install(repo, root, StatePaths(state_dir))
     except OSError as error:
         return {"root": str(root), "error": str(error)}
     finally:
@@ -37,7 +38,13 @@ def install_in(root: Path, state_dir: Path) -> dict[str, Any]:
     return {
         "root": str(root),
         "hooks": [
-            {"name": s.name, "state": s.state, "chained": s.chained, "path": str(s.path)}
+            {
+                "name": s.name,
+                "state": s.state,
+                "kind": s.describe(),
+                "chained": s.chained,
+                "path": str(s.path),
+            }
             for s in states
         ],
     }

@@ -1,17 +1,26 @@
 """The Git source: the workspace repository's ref changes, as git_events, through the intake.
 
-A poll stats a few files (:class:`~mplp_lsp.vcs.refs.Signature`) and stops there when nothing
-moved. When something did, it reads the refs, diffs them against the state recorded in the
-store (table ``git_refs``), turns the differences into payloads with the rules of
-:mod:`mplp_lsp.vcs.operations` and submits them; the new state is recorded only after the
-intake committed them. The first poll after start is the catch-up: whatever happened while
-the daemon was down comes out once, oldest first. Should the daemon die between the events
-and the state, the next catch-up produces the same payloads and the intake drops them as
-duplicates, so nothing is reported twice.
+Two ways in, one recorded state (:mod:`mplp_lsp.sources.git_state`):
 
-The first time a store meets a repository it records the state as the baseline and reports
-nothing: history from before is not activity. All git and file work runs on the source's own
-thread, never on the event loop.
+* **The hooks' spool** (:mod:`mplp_lsp.sources.git_spool`): every ref update exactly, in
+  Git's order. It is looked at every :data:`SPOOL_INTERVAL` (a few ``stat`` calls), whether
+  polling is on or not.
+* **Polling**: a poll stats a few files (:class:`~mplp_lsp.vcs.refs.Signature`) and stops
+  there when nothing moved. When something did, it reads the refs and diffs them against
+  the recorded state (:mod:`mplp_lsp.sources.git_diff`).
+
+With our hooks installed the spool is the authority: a difference the poller finds is
+reported only if it is still there, unexplained by the spool, at a second look
+:data:`CONFIRM` seconds later (the hooks of the operation that made it may not have written
+yet). Without hooks it is reported at once. Either way, payloads come from the same rules
+(:mod:`mplp_lsp.vcs.operations`) and the new state is recorded only after the intake
+committed them: should the daemon die in between, the next start derives the same payloads
+and the intake drops them as duplicates.
+
+The first poll after start is the catch-up: whatever happened while the daemon was down
+comes out once, oldest first. The first time a store meets a repository it records the
+state as the baseline and reports nothing: history from before is not activity. All git
+and file work runs on the source's own thread, never on the event loop.
 """
 
 from __future__ import annotations
@@ -19,173 +28,36 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sqlite3
-from collections.abc import Mapping, Sequence
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from mplp_lsp.intake import Intake, Submission
 from mplp_lsp.protocol.kinds import Kind
-from mplp_lsp.sanitize.redact import redact_name, redact_names
 from mplp_lsp.settings import EmailPolicy
-from mplp_lsp.store.events import EventLog
+from mplp_lsp.sources.git_diff import diff_updates, message_lookup
+from mplp_lsp.sources.git_spool import SpoolReader
+from mplp_lsp.sources.git_state import Recorded, load, save
 from mplp_lsp.store.writer import StoreWriter
+from mplp_lsp.vcs import hooks
+from mplp_lsp.vcs.hook_names import TRANSACTION_HOOK
 from mplp_lsp.vcs.operations import RefUpdate, git_events
-from mplp_lsp.vcs.refs import (
-    HEAD,
-    ZERO,
-    Signature,
-    Snapshot,
-    read_snapshot,
-    reflog_creation,
-    reflog_entry,
-    reflog_newest,
-    reflog_path,
-)
+from mplp_lsp.vcs.refs import HEAD, Signature, Snapshot, read_snapshot
 from mplp_lsp.vcs.repo import GitRepo, RepoRefused
+from mplp_lsp.vcs.spool import Spool
 
 log = logging.getLogger(__name__)
 
 SOURCE_MODULE = "git"
-BASELINE_KEY = "git.baseline"
-# The branch HEAD pointed to when the refs were recorded ("": detached), named as the refs
-# are stored: redacted.
-HEAD_KEY = "git.head"
-EMAIL_POLICY_KEY = "git.author_email"  # read by hook processes, so both report alike
-_LAST = float("inf")
+SPOOL_INTERVAL = 0.2  # seconds between looks at the hooks' spool
+CONFIRM = 0.5  # seconds before the poller reports what the hooks may still report
 
 
 @dataclass(frozen=True, slots=True)
 class Scan:
-    refs: dict[str, str]
-    head_target: str | None
-    payloads: list[dict[str, Any]]
-
-
-# The store records ref names as the events name them: redacted (`fix/password=...` keeps no
-# password). Comparisons with the repository go through as_current.
-
-
-def stored_refs(refs: Mapping[str, str]) -> dict[str, str]:
-    return dict(zip(redact_names(list(refs)), refs.values(), strict=True))
-
-
-def as_current(recorded: Mapping[str, str], current: Mapping[str, str]) -> dict[str, str]:
-    """``recorded`` under the names the refs have now: a stored (redacted) name becomes the
-    current ref it stands for; names already current stay."""
-    names = list(current)
-    real = {
-        stored: name
-        for stored, name in zip(redact_names(names), names, strict=True)
-        if stored != name
-    }
-    return {real.get(name, name): value for name, value in recorded.items()}
-
-
-def load_refs(conn: sqlite3.Connection) -> dict[str, str] | None:
-    """The recorded ref state, names as stored (see :func:`as_current`); None if this store
-    never recorded one."""
-    if EventLog(conn).get_meta(BASELINE_KEY) is None:
-        return None
-    return dict(conn.execute("SELECT ref_name, object_id FROM git_refs").fetchall())
-
-
-def save_refs(conn: sqlite3.Connection, refs: dict[str, str], head_target: str | None) -> None:
-    conn.execute("DELETE FROM git_refs")
-    conn.executemany("INSERT INTO git_refs VALUES (?, ?)", sorted(stored_refs(refs).items()))
-    events = EventLog(conn)
-    events.set_meta(BASELINE_KEY, "1")
-    events.set_meta(HEAD_KEY, redact_name(head_target or ""))  # as the refs are stored
-
-
-def advance_refs(conn: sqlite3.Connection, updates: Sequence[RefUpdate], current: Snapshot) -> None:
-    """Record ref updates someone else (a hook) reported; with no state recorded yet, take
-    ``current`` (the refs as that reporter saw them) as the baseline. A ref is recorded at
-    the value it had when the reporter looked, never at an older one: hook processes for
-    one operation finish in any order."""
-    events = EventLog(conn)
-    if events.get_meta(BASELINE_KEY) is None:
-        save_refs(conn, current.refs, current.head_target)
-    for ref in {update.ref for update in updates}:
-        value = current.refs.get(ref)
-        stored = redact_name(ref)
-        if value is None:
-            conn.execute("DELETE FROM git_refs WHERE ref_name = ?", (stored,))
-        else:
-            conn.execute("INSERT OR REPLACE INTO git_refs VALUES (?, ?)", (stored, value))
-    events.set_meta(HEAD_KEY, redact_name(current.head_target or ""))
-
-
-def diff_updates(repo: GitRepo, before: dict[str, str], after: Snapshot) -> list[RefUpdate]:
-    """One update per changed ref (two for a branch created and moved on since), in the
-    order they most likely happened."""
-    updates = []
-    before = as_current(before, after.refs)
-    for name in sorted(before.keys() | after.refs.keys()):
-        old, new = before.get(name, ZERO), after.refs.get(name, ZERO)
-        if old != new:
-            updates += _split_creation(repo, _deleted_tip(repo, RefUpdate(name, old, new)))
-    return sorted(updates, key=lambda update: _order(repo, update))
-
-
-def _deleted_tip(repo: GitRepo, update: RefUpdate) -> RefUpdate:
-    """A branch gone since the last poll may have moved on before it went (``checkout -b t``,
-    commits, ``checkout main``, ``branch -d t`` between two polls): its tip when it was
-    deleted is where HEAD left it, if that descends from the tip recorded. The hooks report
-    that deletion with that tip; reporting the recorded one would be a second, wrong one."""
-    if update.new != ZERO or update.old == ZERO or not update.ref.startswith("refs/heads/"):
-        return update
-    name = update.ref.removeprefix("refs/heads/")
-    head_log = reflog_path(repo.info.git_dir, repo.info.common_dir, HEAD)
-    left = reflog_newest(head_log, f"checkout: moving from {name} to ")
-    if left is None or left.old in (update.old, ZERO):
-        return update
-    try:
-        descends = repo.run("merge-base", update.old, left.old).strip() == update.old
-    except Exception:  # an object pruned since: keep what was recorded
-        return update
-    return RefUpdate(update.ref, left.old, ZERO) if descends else update
-
-
-def _split_creation(repo: GitRepo, update: RefUpdate) -> list[RefUpdate]:
-    """A branch created and moved on between two polls: its creation, then the move, as
-    the hooks report them (``branch_create`` names the commit it was created at)."""
-    if update.old != ZERO or update.new == ZERO or not update.ref.startswith("refs/heads/"):
-        return [update]
-    path = reflog_path(repo.info.git_dir, repo.info.common_dir, update.ref)
-    created = reflog_creation(path)
-    if created is None or created.new == update.new:
-        return [update]
-    return [
-        RefUpdate(update.ref, ZERO, created.new),
-        RefUpdate(update.ref, created.new, update.new),
-    ]
-
-
-def _order(repo: GitRepo, update: RefUpdate) -> tuple[float, int, str]:
-    # Reflog time first; within a second, a fetch before the merge it feeds, a commit
-    # before the push that sends it. Tags have no reflog and name commits seen already.
-    if update.ref.startswith("refs/tags/"):
-        return (_LAST, 3, update.ref)
-    entry = None
-    if update.new != ZERO:
-        path = reflog_path(repo.info.git_dir, repo.info.common_dir, update.ref)
-        entry = reflog_entry(path, update.new)
-    when = float(entry.timestamp) if entry is not None else -1.0
-    if update.ref.startswith("refs/remotes/"):
-        pushed = entry is not None and entry.message.startswith("update by push")
-        return (when, 4 if pushed else 0, update.ref)
-    return (when, 2 if update.ref == HEAD else 1, update.ref)
-
-
-def message_lookup(repo: GitRepo) -> Any:
-    def message(ref: str, new: str) -> str | None:
-        entry = reflog_entry(reflog_path(repo.info.git_dir, repo.info.common_dir, ref), new)
-        return None if entry is None else entry.message
-
-    return message
+    snapshot: Snapshot
+    updates: list[RefUpdate]
 
 
 class GitSource:
@@ -197,47 +69,64 @@ class GitSource:
         *,
         poll_interval: float,
         email_policy: EmailPolicy,
+        spool: Spool | None = None,
     ) -> None:
         self._root = root
         self._writer = writer
         self._intake = intake
         self.poll_interval = poll_interval
         self.email_policy: EmailPolicy = email_policy
+        self._spool = spool
+        self._reader = SpoolReader(spool) if spool is not None else None
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="mplp-git")
         self._repo: GitRepo | None = None
         self._signature: Signature | None = None
-        self._recorded: dict[str, str] | None = None
-        self._recorded_head: str | None = None
+        self._recorded = Recorded(None, None)
+        self._hook: Path | None = None  # where our reference-transaction hook would be
+        self._claimed = False  # this process is the spool's ingester until it closes
+        self._unconfirmed: list[RefUpdate] | None = None  # what the poller saw, not reported
         self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         self._once: asyncio.Task[None] | None = None
+        self._again: asyncio.TimerHandle | None = None
         self._lock = asyncio.Lock()
         self.problem: str | None = None  # why the repository is not watched, if it is not
         self.emitted = 0
 
-    async def start(self) -> None:
-        """Open the repository, catch up, and start polling (unless the interval is 0)."""
+    async def open(self) -> bool:
+        """Open the repository and load the recorded state; False if it is not watched."""
         loop = asyncio.get_running_loop()
         try:
             self._repo = await loop.run_in_executor(self._executor, GitRepo.open, self._root)
         except RepoRefused as refused:
             self.problem = str(refused)
             log.info("git: %s is not watched: %s", self._root, refused)
-            return
+            return False
         info = self._repo.info
         self._signature = Signature(info.git_dir, info.common_dir)
-        policy = self.email_policy
-        self._recorded, self._recorded_head = await self._writer.run(
-            lambda conn: _start_state(conn, policy)
-        )
+        self._recorded = await self._writer.read(load)
+        self._hook = await loop.run_in_executor(self._executor, self._hook_path)
+        return True
+
+    async def start(self) -> None:
+        """Open, take over the spool, catch up, and keep watching (polling unless the
+        interval is 0; the spool always)."""
+        if not await self.open():
+            return
+        if self._spool is not None:
+            await asyncio.to_thread(self._spool.claim, os.getpid())
+            self._claimed = True
         await self.poll()
+        loop = asyncio.get_running_loop()
         if self.poll_interval > 0:
-            self._task = loop.create_task(self._run())
+            self._tasks.append(loop.create_task(self._run()))
+        if self._spool is not None:
+            self._tasks.append(loop.create_task(self._watch_spool()))
 
     def notify(self) -> None:
         """Something under .git changed (an editor notification): poll now, also when
         periodic polling is off."""
-        if self._task is not None:
+        if self.poll_interval > 0 and self._tasks:
             self._wake.set()
         elif self._repo is not None and self._once is None:
             self._once = asyncio.get_running_loop().create_task(self._poll_once())
@@ -252,38 +141,104 @@ class GitSource:
 
     async def sync(self) -> None:
         """Poll now and return once what it found is recorded (before comparing the
-        repository with the recorded state)."""
+        repository with the recorded state); a difference waiting for its second look gets
+        it."""
         await self.poll()
+        if self._unconfirmed is not None:
+            await asyncio.sleep(CONFIRM)
+            await self.poll()
 
-    async def poll(self) -> int:
-        """One poll; the number of events accepted."""
+    def spool_pending(self) -> bool:
+        """Whether records are left in the spool (waiting for a push to end, or new)."""
+        return self._spool is not None and self._spool.pending(self._recorded.offsets)
+
+    async def ingest(self) -> int:
+        """Take what the hooks recorded; the number of events accepted."""
         if self._repo is None:
             return 0
         async with self._lock:
+            return await self._ingest()
+
+    async def poll(self) -> int:
+        """The spool, then one poll; the number of events accepted."""
+        if self._repo is None:
+            return 0
+        async with self._lock:
+            accepted = await self._ingest()
             # The idle case stays on the loop: a few stat calls cost less than a thread hop.
             assert self._signature is not None
-            if self._recorded is not None and not self._signature.changed():
-                return 0
-            if self._recorded is not None and _rebase_in_progress(self._repo.info.git_dir):
+            if self._recorded.refs is not None and not self._signature.changed():
+                return accepted
+            if self._recorded.refs is not None and _rebase_in_progress(self._repo.info.git_dir):
                 # Mid-rebase HEAD is detached on half-replayed commits: look again when the
                 # rebase is over and report where it ended (the hooks see its end too).
-                return 0
+                return accepted
             loop = asyncio.get_running_loop()
-            scan = await loop.run_in_executor(self._executor, self._scan, self._recorded)
+            scan = await loop.run_in_executor(self._executor, self._scan, self._recorded.refs)
             if scan is None:
-                return 0
-            results = await self._intake.submit_many(
-                [Submission(Kind.GIT, payload, SOURCE_MODULE) for payload in scan.payloads]
+                return accepted
+            if scan.updates and scan.updates != self._unconfirmed and self._hooks_installed():
+                self._unconfirmed = scan.updates
+                self._signature.invalidate()
+                self._look_again()
+                return accepted
+            self._unconfirmed = None
+            return accepted + await self._report(scan)
+
+    async def _ingest(self) -> int:
+        spool, reader, repo = self._spool, self._reader, self._repo
+        if spool is None or reader is None or repo is None:
+            return 0
+        recorded = self._recorded
+        if not spool.pending(recorded.offsets):
+            return 0
+        loop = asyncio.get_running_loop()
+        policy = self.email_policy
+        ingested = await loop.run_in_executor(
+            self._executor, lambda: reader.ingest(repo, recorded, policy)
+        )
+        if ingested is None:
+            return 0
+        log.debug(
+            "git: %d hook record(s) taken from the spool: %d event(s)",
+            len(ingested.used),
+            len(ingested.payloads),
+        )
+        accepted = await self._submit(ingested.payloads)
+        left = await loop.run_in_executor(
+            self._executor, spool.finish, ingested.read, ingested.used
+        )
+        state = Recorded(ingested.refs, ingested.head_target, left)
+        await self._writer.run(lambda conn: save(conn, ingested.refs, state))
+        self._recorded = state
+        return accepted
+
+    async def _report(self, scan: Scan) -> int:
+        loop = asyncio.get_running_loop()
+        recorded = self._recorded
+        payloads = []
+        if scan.updates and recorded.refs is not None:
+            known = {value for name, value in recorded.refs.items() if name != HEAD}
+            payloads = await loop.run_in_executor(
+                self._executor, self._payloads, scan.updates, known
             )
-            for payload, result in zip(scan.payloads, results, strict=True):
-                if not result.result.ok:
-                    log.warning("git: %s rejected: %s", payload.get("commit_id"), result.result)
-            if (scan.refs, scan.head_target) != (self._recorded, self._recorded_head):
-                await self._writer.run(lambda conn: save_refs(conn, scan.refs, scan.head_target))
-                self._recorded, self._recorded_head = scan.refs, scan.head_target
-            accepted = sum(1 for result in results if result.accepted)
-            self.emitted += accepted
-            return accepted
+        accepted = await self._submit(payloads)
+        state = Recorded(scan.snapshot.refs, scan.snapshot.head_target, recorded.offsets)
+        if (state.refs, state.head_target) != (recorded.refs, recorded.head_target):
+            await self._writer.run(lambda conn: save(conn, scan.snapshot.refs, state))
+        self._recorded = state
+        return accepted
+
+    async def _submit(self, payloads: list[dict[str, object]]) -> int:
+        results = await self._intake.submit_many(
+            [Submission(Kind.GIT, payload, SOURCE_MODULE) for payload in payloads]
+        )
+        for payload, result in zip(payloads, results, strict=True):
+            if not result.result.ok:
+                log.warning("git: %s rejected: %s", payload.get("commit_id"), result.result)
+        accepted = sum(1 for result in results if result.accepted)
+        self.emitted += accepted
+        return accepted
 
     def _scan(self, recorded: dict[str, str] | None) -> Scan | None:
         """What changed since ``recorded``; None when a rebase was under way meanwhile."""
@@ -292,21 +247,44 @@ class GitSource:
         signature.record()
         snapshot = read_snapshot(repo.info.git_dir, repo.info.common_dir)
         if recorded is None:
-            return Scan(snapshot.refs, snapshot.head_target, [])
+            return Scan(snapshot, [])
         if _rebase_in_progress(repo.info.git_dir):
             # Checked again after reading: a rebase that began since poll() looked may be
             # in this snapshot. Its state dir outlives every ref it moves, so checking after
             # the read cannot miss one. The next poll reads again.
             signature.invalidate()
             return None
-        updates = diff_updates(repo, recorded, snapshot)
-        if not updates:
-            return Scan(snapshot.refs, snapshot.head_target, [])
-        known = {value for name, value in recorded.items() if name != HEAD}
-        payloads = git_events(
-            repo, updates, known, message_lookup(repo), email_policy=self.email_policy
-        )
-        return Scan(snapshot.refs, snapshot.head_target, payloads)
+        return Scan(snapshot, diff_updates(repo, recorded, snapshot))
+
+    def _payloads(self, updates: list[RefUpdate], known: set[str]) -> list[dict[str, object]]:
+        repo = self._repo
+        assert repo is not None
+        policy = self.email_policy
+        return git_events(repo, updates, known, message_lookup(repo), email_policy=policy)
+
+    def _hook_path(self) -> Path | None:
+        assert self._repo is not None
+        try:
+            directory = hooks.hooks_dir(self._repo)
+        except Exception:  # git could not say: as if no hook were installed
+            return None
+        old = hooks.outdated(directory)
+        if old:
+            log.warning(
+                "git: hooks of an older mplp-lsp in %s (%s) start Python on every Git "
+                "command; `mplp-lsp hooks install` upgrades them",
+                directory,
+                ", ".join(old),
+            )
+        return directory / TRANSACTION_HOOK
+
+    def _hooks_installed(self) -> bool:
+        return self._hook is not None and self._spool is not None and hooks.is_ours(self._hook)
+
+    def _look_again(self) -> None:
+        if self._again is not None:
+            self._again.cancel()
+        self._again = asyncio.get_running_loop().call_later(CONFIRM, self.notify)
 
     async def _run(self) -> None:
         while True:
@@ -320,25 +298,39 @@ class GitSource:
             except Exception:
                 log.exception("git: poll of %s failed; trying again", self._root)
 
+    async def _watch_spool(self) -> None:
+        assert self._spool is not None
+        while True:
+            await asyncio.sleep(SPOOL_INTERVAL)
+            if not self._spool.pending(self._recorded.offsets):
+                continue
+            try:
+                await self.ingest()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("git: the hooks' spool of %s could not be taken", self._root)
+
     async def close(self) -> None:
+        if self._again is not None:
+            self._again.cancel()
         if self._once is not None:
             await asyncio.gather(self._once, return_exceptions=True)
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        if self._spool is not None and self._claimed:
+            # Hooks from now on start an ingester of their own; what came before is taken now.
+            await asyncio.to_thread(self._spool.release, os.getpid())
+            try:
+                await self.ingest()
+            except Exception:
+                log.exception("git: the hooks' spool of %s could not be taken", self._root)
         async with self._lock:
             if self._repo is not None:
                 self._repo.close()
         self._executor.shutdown(wait=True)
-
-
-def _start_state(
-    conn: sqlite3.Connection, policy: EmailPolicy
-) -> tuple[dict[str, str] | None, str | None]:
-    events = EventLog(conn)
-    events.set_meta(EMAIL_POLICY_KEY, policy)
-    return load_refs(conn), events.get_meta(HEAD_KEY) or None
 
 
 def _rebase_in_progress(git_dir: Path) -> bool:

@@ -141,7 +141,7 @@ CREATE TABLE psg_commits (
     message      TEXT,
     updated_seq  INTEGER NOT NULL
 );
--- parent_id has no foreign key: a parent from before the daemon watched is not a node.
+-- parent_id has no foreign key: stores from before tag nodes kept parents that are no node.
 CREATE TABLE psg_commit_parents (
     commit_id TEXT NOT NULL REFERENCES psg_commits (commit_id) ON DELETE CASCADE,
     position  INTEGER NOT NULL,
@@ -462,6 +462,16 @@ INSERT OR REPLACE INTO meta (key, value)
     SELECT 'timeline.rolled_seq', CAST(coalesce(max(seq), 0) AS TEXT) FROM events;
 """
 
+_GIT_TAGS: Final = """
+-- PSG tag nodes (runtime/psg/commits.py): a tag names a commit node, as every reference does.
+CREATE TABLE psg_tags (
+    ref_name  TEXT PRIMARY KEY,
+    commit_id TEXT NOT NULL REFERENCES psg_commits (commit_id),
+    tagged_at TEXT NOT NULL
+);
+CREATE INDEX psg_tags_commit ON psg_tags (commit_id);
+"""
+
 # The event's own time, computed by SQLite from the stored envelope (mplp_lsp.store.paging):
 # the payload's instant where it has a readable one (a file change's or a commit's timestamp;
 # a tool or CI run's end, else its start), else the envelope's timestamp.
@@ -512,6 +522,7 @@ MIGRATIONS: tuple[str, ...] = (
     _CONSUMER_FLOOR,
     _PENDING_GRAPH_EVENTS,
     _TIMELINE,
+    _GIT_TAGS,
     _EVENT_TIME,
     _SNAPSHOT_CODEC,
 )

@@ -11,10 +11,13 @@ Rules, per update (``C`` = commits reachable from the new value and from no ref 
 * ``refs/heads/*`` created: ``branch_create``; if the reflog says ``commit`` (the first commit
   of a branch), also its commits ``C``.
 * ``refs/heads/*`` moved: one ``commit`` (or ``merge``, for two or more parents) per commit in
-  ``C``, oldest first; a fast-forward merge or pull is one ``merge`` of the new tip (after
-  ``C``, which is empty unless the merged branch was never seen: gone before a poll).
+  ``C``, oldest first; a fast-forward merge is one ``merge`` of the new tip (after ``C``,
+  which is empty unless the merged branch was never seen: gone before a poll); a pull
+  (``git pull``, ``git pull --rebase``: the reflog says ``pull``) is a ``merge`` of the new
+  tip after the commits it brought or replayed.
 * ``refs/heads/*`` deleted: ``branch_delete`` of the commit it pointed to.
-* ``refs/tags/*`` created or moved: ``tag`` of the tagged commit.
+* ``refs/tags/*`` created or moved: ``tag`` of the tagged commit (read by object id: tags of
+  trees or blobs are no event).
 * ``refs/remotes/*`` moved by ``update by push``: ``push``.
 * a detached ``HEAD`` moved by ``commit``: its commits, with ``ref_name`` ``HEAD``.
 """
@@ -22,6 +25,7 @@ Rules, per update (``C`` = commits reachable from the new value and from no ref 
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,14 +33,18 @@ from typing import Any, Literal
 
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.settings import EmailPolicy
+from mplp_lsp.vcs.objects import tag_infos
 from mplp_lsp.vcs.refs import HEAD, ZERO
 from mplp_lsp.vcs.repo import GitRepo
+
+log = logging.getLogger(__name__)
 
 EventKind = Literal["commit", "push", "merge", "tag", "branch_create", "branch_delete"]
 MessageLookup = Callable[[str, str], str | None]  # (ref, new value) -> its reflog message
 
 _HASHED_DOMAIN = "hashed.invalid"
-MERGE_MESSAGES = ("merge ", "merge:", "pull:", "pull ")
+PULL_MESSAGES = ("pull:", "pull ")
+MERGE_MESSAGES = ("merge ", "merge:", *PULL_MESSAGES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,23 +74,22 @@ class CommitInfo:
     deletions: int
 
 
-@dataclass(frozen=True, slots=True)
-class TagInfo:
-    commit_id: str
-    tagged_at: int | None  # tagger date of an annotated tag
-
-
 def plan(
     repo: GitRepo, updates: Sequence[RefUpdate], known: set[str], message: MessageLookup
 ) -> list[Planned]:
-    """What ``updates`` mean, in order. ``known`` (tips before them) grows as they apply."""
+    """What ``updates`` mean, in order. ``known`` (tips before them) grows as they apply.
+
+    A detached ``HEAD`` counts only where it committed: the commits a rebase replays on a
+    detached ``HEAD`` are the rebased branch's, reported when the branch moves to them."""
     planned: list[Planned] = []
     for update in updates:
         created, deleted = update.old == ZERO, update.new == ZERO
         if update.ref == HEAD:
             if not deleted and _starts(message(HEAD, update.new), ("commit",)):
                 planned += _commits(repo, update, known)
-        elif update.ref.startswith("refs/heads/"):
+                known.add(update.new)
+            continue
+        if update.ref.startswith("refs/heads/"):
             if deleted:
                 if not created:
                     planned.append(Planned("branch_delete", update.ref, update.old))
@@ -94,7 +101,8 @@ def plan(
                 commits = _commits(repo, update, known)
                 planned += commits
                 moved_by = message(update.ref, update.new)
-                if _starts(moved_by, MERGE_MESSAGES) and (not commits or _fast_forward(moved_by)):
+                merged = not commits or _fast_forward(moved_by) or _starts(moved_by, PULL_MESSAGES)
+                if _starts(moved_by, MERGE_MESSAGES) and merged:
                     planned.append(Planned("merge", update.ref, update.new))
         elif update.ref.startswith("refs/tags/"):
             if not deleted:
@@ -121,8 +129,17 @@ def _starts(message: str | None, prefixes: tuple[str, ...]) -> bool:
 
 
 def _commits(repo: GitRepo, update: RefUpdate, known: set[str]) -> list[Planned]:
+    """The commits of ``update.new`` no known tip reaches, parents first. The tips go in on
+    standard input: a repository with thousands of refs has thousands of them."""
     exclude = known | ({update.old} if update.old != ZERO else set())
-    out = repo.run("rev-list", "--topo-order", "--reverse", update.new, "--not", *sorted(exclude))
+    revs = "\n".join([update.new, *(f"^{oid}" for oid in sorted(exclude))]) + "\n"
+    try:
+        out = repo.run_fed(
+            "rev-list", "--topo-order", "--reverse", "--ignore-missing", "--stdin", stdin=revs
+        )
+    except Exception as error:  # one update git cannot walk does not stop the others
+        log.warning("git: the commits of %s cannot be listed: %s", update.new, error)
+        return []
     return [Planned(None, update.ref, oid) for oid in out.split()]
 
 
@@ -141,6 +158,7 @@ def commit_infos(repo: GitRepo, commit_ids: Iterable[str]) -> dict[str, CommitIn
         "--no-ext-diff",
         "--no-textconv",
         "--no-renames",
+        "--ignore-missing",
         "--format=%x1e%H%x00%P%x00%an%x00%ae%x00%ct%x00%B%x00",
         "--stdin",
         stdin="\n".join(wanted) + "\n",
@@ -175,24 +193,6 @@ def _parse_record(record: str) -> CommitInfo:
     )
 
 
-def tag_infos(repo: GitRepo, tags: dict[str, str]) -> dict[str, TagInfo]:
-    """For each tag ref (name → the object id it had), the commit it names and its date."""
-    if not tags:
-        return {}
-    out = repo.run(
-        "for-each-ref",
-        "--format=%(refname)%00%(objectname)%00%(*objectname)%00%(taggerdate:unix)",
-        *tags,
-    )
-    infos: dict[str, TagInfo] = {}
-    for line in out.splitlines():
-        name, object_id, peeled, tagged = [*line.split("\0"), "", "", ""][:4]
-        if tags.get(name) != object_id:
-            continue  # moved again since: the next update reports it
-        infos[name] = TagInfo(peeled or object_id, int(tagged) if tagged.isdigit() else None)
-    return infos
-
-
 def git_events(
     repo: GitRepo,
     updates: Sequence[RefUpdate],
@@ -206,22 +206,26 @@ def git_events(
     planned = plan(repo, updates, known, message)
     if not planned:
         return []
-    tags = tag_infos(repo, {p.ref: p.object_id for p in planned if p.kind == "tag"})
+    tags = tag_infos(repo, [p.object_id for p in planned if p.kind == "tag"])
     commit_of = {
-        p: tags[p.ref].commit_id if p.kind == "tag" and p.ref in tags else p.object_id
+        p: tags[p.object_id].commit_id if p.kind == "tag" and p.object_id in tags else p.object_id
         for p in planned
     }
     infos = commit_infos(repo, commit_of.values())
     url = repo_url if repo_url is not None else repo.repo_url()
     payloads = []
+    reported = set()
     for item in planned:
         info = infos.get(commit_of[item])
-        if info is None or (item.kind == "tag" and item.ref not in tags):
-            continue  # the object is gone (pruned) or the tag moved on: nothing exact to say
+        if info is None or (item.kind == "tag" and item.object_id not in tags):
+            continue  # the object is gone (pruned), or a tag of no commit
         kind: EventKind = item.kind or ("merge" if len(info.parents) > 1 else "commit")
+        if (kind, item.ref, info.commit_id) in reported:
+            continue  # a pull's merge commit, planned as a commit and as the pull
+        reported.add((kind, item.ref, info.commit_id))
         moment = info.committed_at
-        if item.kind == "tag" and tags[item.ref].tagged_at is not None:
-            moment = tags[item.ref].tagged_at or moment
+        if item.kind == "tag":
+            moment = tags[item.object_id].tagged_at or moment
         payload: dict[str, Any] = {
             "repo_url": url,
             "commit_id": info.commit_id,

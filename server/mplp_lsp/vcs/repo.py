@@ -139,6 +139,10 @@ class GitRepo:
         word for passwords (a URL parse each) and cannot feed text: for ten thousand commits
         that scrubbing alone cost more than git. Fed ids also keep the command line short.
         """
+        return self.run_fed_bytes(*args, stdin=stdin).decode("utf-8", errors="replace")
+
+    def run_fed_bytes(self, *args: str, stdin: str) -> bytes:
+        """:meth:`run_fed`, its output as git wrote it (``cat-file --batch`` counts bytes)."""
         done = subprocess.run(
             ["git", *args],
             cwd=self.info.worktree,
@@ -151,7 +155,7 @@ class GitRepo:
             import git
 
             raise git.GitCommandError(["git", *args], done.returncode, done.stderr)
-        return done.stdout.decode("utf-8", errors="replace")
+        return done.stdout
 
     def repo_url(self) -> str:
         """``origin``'s URL without credentials, else a stable identifier of this repository."""

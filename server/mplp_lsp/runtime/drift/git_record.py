@@ -16,7 +16,7 @@ import sqlite3
 
 from mplp_lsp.runtime.drift.repository import MetaRepositoryRecord, RepositoryState
 from mplp_lsp.sanitize.redact import redact_name
-from mplp_lsp.sources.git import BASELINE_KEY, HEAD_KEY
+from mplp_lsp.sources.git_state import BASELINE_KEY, HEAD_KEY
 from mplp_lsp.store.events import EventLog
 from mplp_lsp.vcs.refs import HEAD
 

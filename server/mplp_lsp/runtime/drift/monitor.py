@@ -62,6 +62,7 @@ from mplp_lsp.store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
 
+_REPOSITORY = "(repository)"  # what a repository drift's resolution names as its path
 Listener = Callable[[records.Changes], None]
 
 
@@ -267,6 +268,20 @@ class DriftMonitor:
         if real is None or recorded is None or recorded == real:
             return None
         return RepositoryDrift(recorded.head, recorded.branch, real.head, real.branch)
+
+    async def repository_drift(self) -> RepositoryDrift | None:
+        """The repository's HEAD/branch against the recorded ones, now."""
+        return await self._writer.read(self._repository_check)
+
+    async def resolve_repository(self) -> Resolution:
+        """The file system wins for the repository: its HEAD and branch become the recorded
+        ones (the PSG's branch node takes its commit)."""
+        state = await self.record_repository()
+        if state is None:
+            message = "the repository's HEAD cannot be read"
+            return Resolution(_REPOSITORY, Strategy.FS, False, message)
+        where = f"{state.branch or 'a detached HEAD'} at {(state.head or '?')[:12]}"
+        return Resolution(_REPOSITORY, Strategy.FS, True, f"the PSG now records {where}")
 
     async def record_repository(self) -> RepositoryState | None:
         """Take the repository's real HEAD/branch as the recorded one (first start, or the

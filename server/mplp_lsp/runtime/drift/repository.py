@@ -57,8 +57,9 @@ def git_dir(root: Path) -> Path | None:
 
 def read_state(directory: Path) -> RepositoryState | None:
     """HEAD and branch from the files of a git dir; None if HEAD cannot be read. The branch
-    is named as the store names refs (redacted): it is compared with the recorded one,
-    stored, and shown in drift findings and status."""
+    is named as the store names refs (redacted, as the whole ref is: the PSG's branch nodes
+    are keyed so): it is compared with the recorded one, stored, and shown in drift findings
+    and status."""
     try:
         head = (directory / "HEAD").read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError):
@@ -66,7 +67,7 @@ def read_state(directory: Path) -> RepositoryState | None:
     if not head.startswith("ref:"):
         return RepositoryState(head or None, None)
     ref = head.removeprefix("ref:").strip()
-    branch = redact_name(ref.removeprefix("refs/heads/"))
+    branch = redact_name(ref).removeprefix("refs/heads/")
     return RepositoryState(_resolve_ref(directory, ref), branch)
 
 
