@@ -72,6 +72,9 @@ def first_line(argv: list[str], lines: int = 1) -> tuple[float, float, int]:
     first = last = 0.0
     for index in range(lines):
         if not child.stdout.readline():
+            if index == 0:  # a command that printed nothing measured nothing
+                child.wait()
+                raise SystemExit(f"printed nothing (exit {child.returncode}): {' '.join(argv)}")
             break
         last = (time.perf_counter() - began) * 1000
         if index == 0:
@@ -93,6 +96,8 @@ def whole_log(argv: list[str]) -> tuple[float, int, int]:
         count += chunk.count(b"\n")
         rss = max(rss, peak_rss_kib(child.pid))
     child.wait()
+    if not count:
+        raise SystemExit(f"printed nothing (exit {child.returncode}): {' '.join(argv)}")
     return time.perf_counter() - began, count, rss
 
 
