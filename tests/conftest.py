@@ -5,11 +5,14 @@ from __future__ import annotations
 import copy
 import json
 import os
+import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from mplp_lsp.store.database import connect
 from tests.dist import Dist, build
 from tests.required import unavailable
 
@@ -60,6 +63,15 @@ def reference() -> Path:
     return require_reference()
 
 
+@pytest.fixture(scope="module")
+def conn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sqlite3.Connection]:
+    """A real store shared by one module's tests: each test (and each hypothesis example)
+    empties the tables it fills before it stores anything."""
+    connection = connect(Path(tmp_path_factory.mktemp("store")) / "events.db")
+    yield connection
+    connection.close()
+
+
 @pytest.fixture(scope="session")
 def built_dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
     """The sdist and wheel of this checkout, built once for every test that installs them."""
@@ -80,9 +92,9 @@ def _no_user_configuration(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["GIT_CONFIG_GLOBAL"] = str(git_config)
     os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
     from mplp_lsp.config.sources import env_name
-    from mplp_lsp.settings import Settings
+    from mplp_lsp.settings import SETTING_NAMES
 
-    for name in Settings.model_fields:
+    for name in SETTING_NAMES:
         if name != "state_dir":  # a CI may point every store elsewhere on purpose
             os.environ.pop(env_name(name), None)
 

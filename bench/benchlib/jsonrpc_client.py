@@ -110,6 +110,14 @@ class RawClient:
         if self._reader is not None:
             self._reader.cancel()
 
+    def cpu_ms(self) -> float:
+        """The CPU time the server has used so far, user and system (Linux /proc; ticks of
+        10 ms): on a shared machine it follows the load far less than the elapsed time."""
+        assert self.process is not None
+        stat = Path(f"/proc/{self.process.pid}/stat").read_text()
+        fields = stat.rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
     def rss_mib(self) -> float:
         assert self.process is not None
         with open(f"/proc/{self.process.pid}/status") as status:

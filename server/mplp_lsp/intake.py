@@ -112,6 +112,8 @@ class IntakeCounters:
 
 
 class Intake:
+    _validator: EventValidator  # set by submit_many once the validators are compiled
+
     def __init__(
         self,
         writer: StoreWriter,
@@ -129,7 +131,10 @@ class Intake:
         self._root = root
         self._state_dir = _inside(root, state_dir)
         self.family = family
-        self._validator = validator or default_validator()
+        # Compiled when the first activity is reported (prepare) or the first input arrives:
+        # an idle daemon does not hold the schema engines and invariants in memory.
+        self._given_validator = validator
+        self._warming: asyncio.Future[EventValidator] | None = None
         self.counters = IntakeCounters()
         self._submitting = 0
         self._quiet = asyncio.Event()
@@ -162,12 +167,25 @@ class Intake:
         [result] = await self.submit_many([submission])
         return result
 
+    def prepare(self) -> None:
+        """Activity was reported: compile the validators now, off the event loop, so they
+        are ready when its events arrive (a quiet period later). Idempotent."""
+        if self._warming is None:
+            loop = asyncio.get_running_loop()
+            self._warming = loop.run_in_executor(None, self._compiled_validator)
+
+    def _compiled_validator(self) -> EventValidator:
+        return self._given_validator or default_validator()
+
     async def submit_many(self, submissions: Sequence[Submission]) -> list[IntakeResult]:
         """Check, commit and publish; a big batch goes in slices so the event loop stays live."""
         # Slice k+1 is checked while slice k commits; group commit merges what queues up.
         self._submitting += 1
         self._quiet.clear()
         try:
+            self.prepare()
+            assert self._warming is not None
+            self._validator = await self._warming
             stores = []
             for start in range(0, len(submissions), _SLICE):
                 checked = self._check_slice(submissions[start : start + _SLICE])

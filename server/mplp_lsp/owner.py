@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 
 from mplp_lsp.bus import EventBus
+from mplp_lsp.compaction import Compaction, policy_of
 from mplp_lsp.intake import Intake
 from mplp_lsp.protocol.envelope import FamilyForm
 from mplp_lsp.protocol.kinds import Kind
@@ -93,10 +94,18 @@ class StoreOwner:
             position=ConsumerPosition(writer, "psg-ci"),
         )
         self.plans = PlanRuns(self)
+        # Retention and compaction (docs/daemon.md): out of the way of bursts, and its first
+        # pass comes only once the owner has been quiet for a while, so a CLI process that
+        # stores one event and exits never runs it.
+        self.compaction = Compaction(
+            writer, lambda: policy_of(self.settings), self.intake.quiet, self.drain
+        )
 
     async def start(self) -> None:
-        """Finish what a crash interrupted (PSG events not yet handed to the intake)."""
+        """Finish what a crash interrupted (PSG events not yet handed to the intake), and
+        start keeping the store within its retention settings."""
         await self.psg.start()
+        self.compaction.start()
 
     def apply_settings(self, settings: Settings) -> None:
         self.settings = settings
@@ -111,6 +120,7 @@ class StoreOwner:
     async def close(self) -> None:
         """Stop the consumers; the caller closes the writer afterwards."""
         try:
+            await self.compaction.close()
             await self.plans.close()
             await self.bus.close()
             await self.psg.close()

@@ -1,7 +1,8 @@
 """User settings: a frozen, typed :class:`Settings` and a loader that never fails.
 
 ``schemas/settings.schema.json`` is the description users, docs and the VS Code extension see;
-this model mirrors it (names, defaults, enums, bounds), and a test keeps the two equal.
+the model mirrors its names, defaults and types (a test keeps the two equal), and every value
+is checked against the schema itself (:mod:`mplp_lsp.setting_values`).
 
 :func:`parse_settings` accepts what editors actually send:
 
@@ -33,23 +34,12 @@ Schema's: ``true`` is not an integer, ``1.0`` is, ``"500"`` is not.
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass, field, fields
+from typing import Any, Final, Literal
 from urllib.parse import unquote
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    PlainSerializer,
-    Strict,
-    ValidationError,
-)
-
 from mplp_lsp.protocol.schemas import load_json
+from mplp_lsp.setting_values import problem, typed
 
 __all__ = [
     "ALLOW_WORKSPACE_SENSITIVE",
@@ -61,6 +51,7 @@ __all__ = [
     "LogLevel",
     "Problem",
     "Settings",
+    "SettingsError",
     "ToolTask",
     "checked",
     "editor_values",
@@ -102,119 +93,112 @@ ALLOW_WORKSPACE_SENSITIVE = "allowWorkspaceSensitiveSettings"
 _SHOWN_CHARS = 60
 
 
-def _integral(value: Any) -> Any:
-    # JSON Schema counts 1.0 as an integer; settings that validate against the schema must load.
-    return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
-_Int = Annotated[int, Strict(), BeforeValidator(_integral)]
-_Str = Annotated[str, Strict()]
-_HTTP_URL = r"^https?://[^\s/?#@]+"
-
-
-def _http_url(value: str) -> str:
-    if not re.match(_HTTP_URL, value):
-        raise ValueError("not an http:// or https:// URL")
-    return value
-
-
-# Checked here, not only where it is used: a typo (`--set remoteUrl=null`) is an error at once.
-_HttpUrl = Annotated[
-    _Str, AfterValidator(_http_url), Field(min_length=1, json_schema_extra={"pattern": _HTTP_URL})
-]
-
-
-class ToolTask(BaseModel):
+@dataclass(frozen=True, slots=True)
+class ToolTask:
     """A tool the editor can run by name (``mplp.runTool``); recorded like ``mplp-lsp run``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    command: tuple[_Str, ...] = Field(min_length=1)
+    command: tuple[str, ...]
     kind: ToolKind = "other"
-    cwd: _Str | None = None
+    cwd: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"command": list(self.command), "kind": self.kind}
+        if self.cwd is not None:
+            out["cwd"] = self.cwd
+        return out
 
 
-def _tool_pairs(value: Any) -> Any:
-    if not isinstance(value, dict):
-        raise ValueError("tools must be an object of named tool tasks")
-    return tuple(sorted(value.items()))
+class SettingsError(ValueError):
+    """Values the settings schema refuses (each key with its reason)."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        super().__init__("; ".join(str(p) for p in problems))
+        self.problems = problems
 
 
-_ToolTable = Annotated[
-    tuple[tuple[_Str, ToolTask], ...],
-    BeforeValidator(_tool_pairs, json_schema_input_type=dict[str, ToolTask]),
-    PlainSerializer(lambda pairs: {name: task for name, task in pairs}),
-]
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """The daemon's settings; attribute names are snake_case, wire names camelCase.
 
+    The fields mirror ``schemas/settings.schema.json`` (names, defaults and types; a test
+    keeps the two equal); the schema's rules check every value (:func:`Settings.checked`).
+    Constructing one directly does not check: code builds it from checked values.
+    """
 
-class Settings(BaseModel):
-    """The daemon's settings; attribute names are snake_case, wire names camelCase."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
-
-    debounce_ms: _Int = Field(default=500, alias="debounceMs", ge=0, le=60_000)
-    max_wait_ms: _Int = Field(default=2000, alias="maxWaitMs", ge=0, le=600_000)
-    exclude: tuple[_Str, ...] = Field(default=(), alias="exclude")
+    debounce_ms: int = 500
+    max_wait_ms: int = 2000
+    exclude: tuple[str, ...] = ()
     # Kept as sorted (name, task) pairs so settings stay hashable; an object on the wire.
-    tools: _ToolTable = Field(default=(), alias="tools")
-    send_workspace_root: Annotated[bool, Strict()] = Field(default=False, alias="sendWorkspaceRoot")
-    event_family: EventFamily = Field(default="spec", alias="eventFamily")
-    log_level: LogLevel = Field(default="warning", alias="logLevel")
-    state_dir: Annotated[_Str, Field(min_length=1)] | None = Field(default=None, alias="stateDir")
-    api_port: _Int = Field(default=0, alias="apiPort", ge=0, le=65_535)
-    git_poll_ms: _Int = Field(default=1000, alias="gitPollMs", ge=0, le=600_000)
-    git_author_email: EmailPolicy = Field(default="hash", alias="gitAuthorEmail")
+    tools: tuple[tuple[str, ToolTask], ...] = ()
+    send_workspace_root: bool = False
+    event_family: EventFamily = "spec"
+    log_level: LogLevel = "warning"
+    state_dir: str | None = None
+    api_port: int = 0
+    git_poll_ms: int = 1000
+    git_author_email: EmailPolicy = "hash"
     # Forwarding (docs/forwarding.md); the token is never a setting value, only a file name.
-    remote_url: _HttpUrl | None = Field(default=None, alias="remoteUrl")
-    remote_token_file: Annotated[_Str, Field(min_length=1)] | None = Field(
-        default=None, alias="remoteTokenFile"
-    )
-    remote_allow_insecure_http: Annotated[bool, Strict()] = Field(
-        default=False, alias="remoteAllowInsecureHttp"
-    )
-    forward_batch_size: _Int = Field(default=1000, alias="forwardBatchSize", ge=1, le=10_000)
-    forward_batch_bytes: _Int = Field(
-        default=1_048_576, alias="forwardBatchBytes", ge=1024, le=67_108_864
-    )
-    forward_linger_ms: _Int = Field(default=50, alias="forwardLingerMs", ge=0, le=10_000)
-    forward_retry_initial_ms: _Int = Field(
-        default=1000, alias="forwardRetryInitialMs", ge=1, le=3_600_000
-    )
-    forward_retry_max_ms: _Int = Field(
-        default=300_000, alias="forwardRetryMaxMs", ge=1, le=86_400_000
-    )
-    forward_disk_budget_mb: _Int = Field(
-        default=1024, alias="forwardDiskBudgetMb", ge=1, le=1_048_576
-    )
-    forward_report_s: _Int = Field(default=30, alias="forwardReportS", ge=1, le=3600)
-    drift_interval: _Int = Field(default=60, alias="driftInterval", ge=0, le=86_400)
-    drift_severity: DriftSeverity = Field(default="warning", alias="driftSeverity")
-    snapshot_max_bytes: _Int = Field(
-        default=1_048_576, alias="snapshotMaxBytes", ge=0, le=67_108_864
-    )
-    api_enabled: Annotated[bool, Strict()] = Field(default=True, alias="apiEnabled")
+    remote_url: str | None = None
+    remote_token_file: str | None = None
+    remote_allow_insecure_http: bool = False
+    forward_batch_size: int = 1000
+    forward_batch_bytes: int = 1_048_576
+    forward_linger_ms: int = 50
+    forward_retry_initial_ms: int = 1000
+    forward_retry_max_ms: int = 300_000
+    forward_disk_budget_mb: int = 1024
+    forward_report_s: int = 30
+    drift_interval: int = 60
+    drift_severity: DriftSeverity = "warning"
+    snapshot_max_bytes: int = 1_048_576
+    # Retention of the local store (docs/daemon.md#retention-and-compaction).
+    retention_days: int = 365
+    store_max_mb: int = 512
+    api_enabled: bool = True
     # The L3 runtime (docs/runtime-execution.md); the LLM key is never a setting, only a file.
-    vsl_url: Annotated[_Str, Field(min_length=1)] | None = Field(default=None, alias="vslUrl")
-    llm_endpoint_url: _HttpUrl | None = Field(default=None, alias="llmEndpointUrl")
-    llm_model: Annotated[_Str, Field(min_length=1)] | None = Field(default=None, alias="llmModel")
-    llm_api_key_file: Annotated[_Str, Field(min_length=1)] | None = Field(
-        default=None, alias="llmApiKeyFile"
-    )
+    vsl_url: str | None = None
+    llm_endpoint_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key_file: str | None = None
     # Machine-level only: lets a workspace's own settings set the SENSITIVE_SETTINGS.
-    allow_workspace_sensitive_settings: Annotated[bool, Strict()] = Field(
-        default=False, alias="allowWorkspaceSensitiveSettings"
-    )
+    allow_workspace_sensitive_settings: bool = False
+
+    @classmethod
+    def checked(cls, values: dict[str, Any]) -> Settings:
+        """Settings from values by attribute name; :class:`SettingsError` for refused ones."""
+        good, problems = checked(values)
+        if problems:
+            raise SettingsError(problems)
+        return cls(**{name: _model_value(name, value) for name, value in good.items()})
 
     def tool(self, name: str) -> ToolTask | None:
         return dict(self.tools).get(name)
 
+    def to_wire(self, names: set[str] | None = None) -> dict[str, Any]:
+        """The settings as JSON values by wire name (of ``names``, attribute names, if given)."""
+        out: dict[str, Any] = {}
+        for name in SETTING_NAMES:
+            if names is None or name in names:
+                out[_ALIASES[name]] = _wire_value(name, getattr(self, name))
+        return out
 
+
+def _wire_value(name: str, value: Any) -> Any:
+    """A model value as JSON (the tool table as an object, tuples as lists)."""
+    if name == "tools":
+        return {key: task.to_wire() for key, task in value}
+    return list(value) if isinstance(value, tuple) else value
+
+
+SETTING_NAMES: Final[tuple[str, ...]] = tuple(f.name for f in fields(Settings))
 _ALIASES: dict[str, str] = {
-    name: field.alias or name for name, field in Settings.model_fields.items()
+    name: name.split("_")[0] + "".join(part.capitalize() for part in name.split("_")[1:])
+    for name in SETTING_NAMES
 }
 _NAMES: dict[str, str] = {alias: name for name, alias in _ALIASES.items()} | {
     name: name for name in _ALIASES
 }
+_DEFAULTS: Final = {f.name: f.default for f in fields(Settings)}
 
 
 def settings_schema() -> dict[str, Any]:
@@ -222,24 +206,23 @@ def settings_schema() -> dict[str, Any]:
     return load_json("settings.schema.json")
 
 
+_PROPERTIES: Final[dict[str, Any]] = settings_schema()["properties"]
+
+
 def parse_settings(raw: Any, *, folder_uri: str | None = None) -> tuple[Settings, list[str]]:
     """The settings for the folder ``folder_uri`` from what the editor sent, and warnings."""
     layer = editor_values(raw, folder_uri=folder_uri)
     warnings = layer.warnings
     values, problems = checked(layer.values)
-    for problem in problems:
-        default = json.dumps(Settings.model_fields[problem.name].default, default=list)
-        warnings.append(f"{problem}; using the default {default}")
-    try:
-        return Settings.model_validate(values), warnings
-    except ValidationError:  # pragma: no cover - checked() left only values that validate
-        warnings.append("settings could not be read; using the defaults")
-        return Settings(), warnings
+    for refused in problems:
+        default = json.dumps(_wire_value(refused.name, _DEFAULTS[refused.name]))
+        warnings.append(f"{refused}; using the default {default}")
+    return Settings.checked(values), warnings
 
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """A value of one setting that the model refuses."""
+    """A value of one setting that the schema refuses."""
 
     name: str  # the attribute name
     reason: str
@@ -254,26 +237,32 @@ class Problem:
 
 
 def checked(values: dict[str, Any]) -> tuple[dict[str, Any], list[Problem]]:
-    """The values (by attribute name) the model accepts, and a problem per refused one."""
-    values = dict(values)
+    """The values (by attribute name) the schema accepts, as given, and a problem per refused
+    one (by its property in ``schemas/settings.schema.json``)."""
+    good: dict[str, Any] = {}
     problems: list[Problem] = []
-    while True:
-        try:
-            Settings.model_validate(values)
-            return values, problems
-        except ValidationError as error:
-            failed: dict[str, list[str]] = {}
-            for issue in error.errors(include_url=False):
-                name = str(issue["loc"][0]) if issue["loc"] else ""
-                item = "".join(f"item {part}: " for part in issue["loc"][1:])
-                # A validator's own ValueError reads as pydantic's "Value error, <ours>".
-                message = issue["msg"].removeprefix("Value error, ")
-                failed.setdefault(name, []).append(item + _lower_first(message))
-            if not failed.keys() & values.keys():  # pragma: no cover - no cross-field rules
-                return {}, problems
-            for name, reasons in failed.items():
-                if name in values:
-                    problems.append(Problem(name, "; ".join(reasons), values.pop(name)))
+    for name, value in values.items():
+        reason = problem(value, _PROPERTIES[_ALIASES[name]])
+        if reason is None:
+            good[name] = value
+        else:
+            problems.append(Problem(name, reason, value))
+    return good, problems
+
+
+def _model_value(name: str, value: Any) -> Any:
+    """A checked value in the model's type."""
+    if name == "tools":
+        return tuple(
+            sorted(
+                (
+                    key,
+                    ToolTask(tuple(task["command"]), task.get("kind", "other"), task.get("cwd")),
+                )
+                for key, task in value.items()
+            )
+        )
+    return typed(value)
 
 
 def setting_name(key: Any) -> str | None:
@@ -419,7 +408,3 @@ def _shown(value: Any) -> str:
     except (TypeError, ValueError):
         text = f"a {type(value).__name__}"
     return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 1] + "…"
-
-
-def _lower_first(message: str) -> str:
-    return message[:1].lower() + message[1:]

@@ -14,6 +14,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from mplp_lsp.compaction import policy_of
 from mplp_lsp.config import Resolved
 from mplp_lsp.config.live import (
     Debounce,
@@ -215,6 +216,7 @@ class Workspace:
         language: str | None = None,
     ) -> bool | None:
         """Report one raw change to a workspace-relative path (:meth:`FileActivity.observe`)."""
+        self.intake.prepare()  # its event will need the validators: compiled meanwhile
         return self.files.observe(
             change, path, previous_path=previous_path, origin=origin, language=language
         )
@@ -280,11 +282,18 @@ class Workspace:
         await self.files.flush()
         await self.owner.drain()
 
-    async def status(self) -> WorkspaceStatus:
+    async def status(self, *, retention: bool = False) -> WorkspaceStatus:
+        """What the store holds and the daemon does; with ``retention``, also what retention
+        holds to and would remove now (a read of the log's old end, for `mplp-lsp status`
+        rather than the editor's status item, which asks twice a second while recording)."""
         runtime = self.forwarding.runtime()
         return await self._writer.read(
             lambda conn: read_status(
-                conn, self.paths, pending=self.files.pending, forwarding=runtime
+                conn,
+                self.paths,
+                pending=self.files.pending,
+                forwarding=runtime,
+                retention=policy_of(self.settings) if retention else None,
             )
         )
 

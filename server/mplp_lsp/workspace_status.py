@@ -10,6 +10,7 @@ from typing import Any
 from mplp_lsp.forward.status import forward_status
 from mplp_lsp.statedir import StatePaths
 from mplp_lsp.store.events import EventLog
+from mplp_lsp.store.retention import Policy
 from mplp_lsp.store.salvage import read_report
 
 
@@ -28,6 +29,7 @@ class WorkspaceStatus:
     forward: dict[str, Any] | None = None
     drift: int = 0  # drifted files awaiting a decision (deferred ones not counted)
     drift_deferred: int = 0
+    retention: dict[str, Any] | None = None  # mplp_lsp.compaction.plan
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -39,7 +41,10 @@ def read_status(
     *,
     pending: int = 0,
     forwarding: dict[str, Any] | None = None,
+    retention: Policy | None = None,
 ) -> WorkspaceStatus:
+    from mplp_lsp.compaction import plan
+
     events = EventLog(conn)
     by_kind = events.counts_by_kind()
     last = events.last_event()
@@ -63,6 +68,7 @@ def read_status(
         store_health="ok" if (salvage := read_report(conn)) is None else "degraded",
         salvage=salvage,
         forward=forward_status(conn, forwarding),
+        retention=None if retention is None else plan(conn, retention),
         **_drift_counts(conn),
     )
 

@@ -289,9 +289,11 @@ def test_the_event_log_is_exported_from_the_page(daemon: Watch, page: Any) -> No
     assert sorted(e["envelope"]["event_id"] for e in exported) == sorted(
         e["envelope"]["event_id"] for e in stored
     )
-    # A range, as CSV: only the events of that range (UTC, the form's own format).
-    first = min(e["envelope"]["timestamp"] for e in stored)
-    within = [e for e in stored if e["envelope"]["timestamp"][:19] == first[:19]]
+    # In the order the events happened: each line's timestamp is the event's own time.
+    assert [e["timestamp"] for e in exported] == sorted(e["timestamp"] for e in exported)
+    # A range, as CSV: only the events that happened in it (UTC, the form's own format).
+    first = min(e["timestamp"] for e in exported)
+    within = [e for e in exported if e["timestamp"][:19] == first[:19]]
     start = first[:19]
     end = timeline_shift(start, 1)
     form.locator("input[name=from]").fill(start)

@@ -42,6 +42,7 @@ def store_events(state: Path, *items: tuple[Kind, str]) -> None:
         events = []
         for index, (kind, timestamp) in enumerate(items):
             payload = sample(kind.value)
+            payload["timestamp"] = timestamp  # the event's own time: what `events` orders by
             if kind is Kind.FILE_UPDATE:
                 payload["file_path"] = f"f{index}.py"
             envelope = build_envelope(kind, payload, source_module="test", timestamp=timestamp)
@@ -89,7 +90,8 @@ def test_events_json_one_envelope_per_line(state: Path, tmp_path: Path) -> None:
     [
         (["--kind", "file_update"], ["f0.py", "f2.py"]),
         (["--since", "2026-01-01T11:30:00Z"], ["f2.py"]),
-        (["--kind", "file_update", "--limit", "1"], ["f0.py"]),
+        (["--kind", "file_update", "--limit", "1"], ["f2.py"]),  # the newest
+        (["--kind", "file_update", "--limit", "1", "--oldest"], ["f0.py"]),
     ],
 )
 def test_events_filters(state: Path, tmp_path: Path, args: list[str], expected: list[str]) -> None:

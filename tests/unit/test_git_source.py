@@ -320,7 +320,7 @@ async def test_pre_push_reports_only_a_push_that_happened(tmp_path: Path) -> Non
 async def test_hook_and_daemon_report_each_operation_once(tmp_path: Path) -> None:
     repo, state = Repo.create(tmp_path / "ws"), tmp_path / "state"
     install_hooks(repo, state)
-    settings = Settings(gitPollMs=0)  # only the hook delivers, through the daemon's inbox
+    settings = Settings(git_poll_ms=0)  # only the hook delivers, through the daemon's inbox
     workspace = await Workspace.open(repo.path, settings, state_dir=state)
     try:
         total: list[Triple] = []

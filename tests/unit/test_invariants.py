@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mplp_lsp.protocol.invariants import (
     MISSING,
@@ -328,3 +330,72 @@ def test_golden_invariant_files_load(reference: Path) -> None:
     assert files
     rules = {i.rule.text.split("(")[0] for f in files for i in InvariantSet.load(f).invariants}
     assert {"one-of", "if", "eq", "exists", "uuid-v4"} <= rules
+
+
+# The quick test of valid input (the collector's cost per envelope) against the full check.
+
+_LOADED = InvariantSet.load(*INVARIANT_FILES)
+_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 3)
+    | st.sampled_from(
+        [
+            "",
+            " ",
+            "x",
+            "modified",
+            "created",
+            "graph_update",
+            "pipeline_stage",
+            "external_integration",
+            "2026-03-02T08:00:00.000Z",
+            "2026-13-02T08:00:00Z",
+            "0f6c9b1e-4d55-4c1b-9a5e-3b7f2c8d1e90",
+            "0F6C9B1E-4D55-4C1B-9A5E-3B7F2C8D1E90",
+        ]
+    ),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+def _mutated(scope: str) -> st.SearchStrategy[Any]:
+    """Valid objects of ``scope`` with some fields dropped or replaced, and non-objects."""
+    bases = [subject_for(i) for i in _LOADED.for_scope(scope)]
+    keys = sorted({key for base in bases for key in base} | {"event_family"})
+    changes = st.dictionaries(st.sampled_from(keys), _VALUES | st.just(MISSING), max_size=4)
+
+    def apply(base: dict[str, Any], change: dict[str, Any]) -> Any:
+        out = copy.deepcopy(base)
+        for key, value in change.items():
+            if value is MISSING:
+                out.pop(key, None)
+            else:
+                out[key] = value
+        return out
+
+    return st.builds(apply, st.sampled_from(bases), changes) | _VALUES
+
+
+@pytest.mark.parametrize("scope", sorted(_LOADED.scopes))
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_the_quick_test_of_valid_input_agrees_with_the_full_check(
+    scope: str, data: st.DataObject
+) -> None:
+    subject = data.draw(_mutated(scope))
+    plan = _LOADED._plans[scope]
+    issues = _LOADED.check(scope, subject, {"context": sa_objects()["context"]})
+    if plan.passes(subject):
+        # ``check`` returned early: what the full walk finds must be nothing either.
+        everything = [
+            issue
+            for invariant in plan.applicable(subject)
+            for issue in invariant.check(subject, {"$self": subject})
+        ]
+        assert everything == [] and issues == []
+    elif plan.always_steps is not None:
+        assert issues, "the quick test refused what the full check accepts"

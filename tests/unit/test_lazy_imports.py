@@ -1,6 +1,7 @@
 """What an idle daemon does not load: the jsonschema oracle until some input is invalid,
 GitPython until a git command is needed, orjson until an event is stored, aiohttp until the
-HTTP API gets a connection. Each case runs in a fresh interpreter."""
+HTTP API gets a connection; and what `mplp-lsp events` does not load before its first line.
+Each case runs in a fresh interpreter."""
 
 from __future__ import annotations
 
@@ -112,3 +113,116 @@ def test_aiohttp_loads_when_the_api_gets_its_first_connection(tmp_path: Path) ->
         str(tmp_path),
     )
     assert out == ["False", "True", "True", "401", "False"]
+
+
+# What a command that only reads the store must not pay for before its first line: the
+# event loop, the daemon's libraries, the settings of a validation library, the writer.
+_DAEMON_ONLY = (
+    "asyncio",
+    "pydantic",
+    "jsonschema",
+    "jsonschema_rs",
+    "aiohttp",
+    "git",
+    "pygls",
+    "lsprotocol",
+    "mplp_lsp.store.writer",
+    "mplp_lsp.sanitize.redact",
+)
+
+
+def test_events_prints_without_loading_what_only_a_daemon_uses(tmp_path: Path) -> None:
+    from mplp_lsp.store import EventLog, NewEvent, connect
+
+    state = tmp_path / "state"
+    state.mkdir()
+    conn = connect(state / "events.db")
+    stamp = "2026-03-02T08:00:00.000Z"
+    EventLog(conn).append([NewEvent("id-1", "file_update", "key-1", stamp, {"event_id": "id-1"})])
+    conn.close()
+    out = run(
+        f"""
+        import sys
+        from mplp_lsp.cli import main
+        main(["events", "--state-dir", sys.argv[1], "--workspace", sys.argv[2]])
+        print("loaded:", *[name for name in {_DAEMON_ONLY!r} if name in sys.modules])
+        """,
+        str(state),
+        str(tmp_path),
+    )
+    assert out[0] == "1" and "id-1" not in out  # the event's line
+    assert out[out.index("loaded:") + 1 :] == []
+
+
+def test_serve_answers_initialize_before_reading_settings_or_opening_a_store(
+    tmp_path: Path,
+) -> None:
+    """Everything the answer to ``initialize`` does not need waits for ``initialized``: the
+    settings (files, schema), the store, the validators, the engine."""
+    import json
+
+    argv = [sys.executable, "-X", "importtime", "-m", "mplp_lsp", "serve"]
+    server = subprocess.Popen(
+        [*argv, "--state-dir", str(tmp_path / "state")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(SERVER)},
+    )
+    assert server.stdin is not None and server.stdout is not None
+    params = {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
+    server.stdin.write(f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
+    server.stdin.flush()
+    lines = iter(lambda: server.stdout.readline().strip(), b"")  # type: ignore[union-attr]
+    headers = dict(line.split(b": ", 1) for line in lines)
+    answer = json.loads(server.stdout.read(int(headers[b"Content-Length"])))
+    server.kill()  # before initialized: nothing is loaded after the answer
+    _, errors = server.communicate(timeout=30)
+    assert "capabilities" in answer["result"]
+    loaded = {line.split("|")[-1].strip() for line in errors.decode().splitlines()}
+    later = {
+        "mplp_lsp.settings",
+        "mplp_lsp.config.resolve",
+        "tomllib",
+        "sqlite3",
+        "mplp_lsp.store",
+        "mplp_lsp.workspace",
+        "jsonschema_rs",
+        "git",
+        "aiohttp",
+        "orjson",
+        "pydantic",
+    }
+    assert "lsprotocol.types" in loaded and loaded & later == set()
+
+
+def test_an_idle_daemon_holds_no_validator_until_activity_is_reported(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    out = run(
+        """
+        import asyncio, sys
+        from pathlib import Path
+        from mplp_lsp.settings import Settings
+        from mplp_lsp.sources.debounce import Change
+        from mplp_lsp.workspace import Workspace
+
+        async def main() -> None:
+            root = Path(sys.argv[1])
+            settings = Settings(debounce_ms=50, max_wait_ms=100, drift_interval=0)
+            ws = await Workspace.open(root, settings, state_dir=root.parent / "state")
+            await asyncio.sleep(0.5)
+            print("jsonschema_rs" in sys.modules, "yaml" in sys.modules)
+            (root / "a.py").write_text("x = 1\\n")
+            ws.observe(Change.CREATED, "a.py")
+            await ws.settle()
+            stored = (await ws.status()).events_by_kind.get("file_update", 0)
+            print("jsonschema_rs" in sys.modules, "yaml" in sys.modules, stored)
+            await ws.close()
+
+        asyncio.run(main())
+        """,
+        str(root),
+    )
+    assert out == ["False", "False", "True", "True", "1"]

@@ -114,7 +114,7 @@ def test_schema_v1_tables_and_indexes(conn: sqlite3.Connection) -> None:
     for table in ("events", "counters", "meta", "psg_files"):
         assert names[table] == "table"
     assert names["events_kind_seq"] == "index"
-    assert names["events_timestamp_kind"] == "index"  # the time index, with the kind since v12
+    assert names["events_time"] == "index"  # (occurred_at, seq, kind): event-time order since v14
     assert names["timeline_hours"] == "table"
     columns = [row[1] for row in conn.execute("PRAGMA table_info(psg_files)")]
     assert columns == [
@@ -382,6 +382,58 @@ def test_graph_events_pending_in_an_old_store_are_kept_by_the_rename(db: Path) -
     assert pending.pending_events(conn) == waiting
     pending.clear(conn, ["e-0"])
     assert [e["event_id"] for e in pending.pending_events(conn)] == ["e-1", "e-2"]
+    conn.close()
+
+
+def test_a_store_of_the_previous_release_is_ordered_by_event_time_without_loss(db: Path) -> None:
+    """Migration 14: the log is not rewritten; each row gets its own time, the timeline's
+    hourly counts follow it, and reads in time order use the new index."""
+    old = store_at_version(db, database.MIGRATIONS.index(database._EVENT_TIME))
+    late = sample("git") | {"timestamp": "2030-01-01T10:00:00+02:00"}
+    tool = sample("tool") | {"started_at": "2026-01-01T10:00:00Z"}
+    tool.pop("completed_at", None)
+    rows = [
+        ("file_update", {"event_id": "a", "payload": {"timestamp": "2026-03-01T10:00:00Z"}}),
+        ("git", {"event_id": "b", "payload": late}),
+        ("tool", {"event_id": "c", "payload": tool}),
+        ("graph_update", {"event_id": "d", "timestamp": "2026-06-01T00:00:00.000Z"}),
+        ("file_update", {"event_id": "e"}),  # nothing to go by but the envelope's time
+        ("file_update", "not JSON"),  # an older release's damage: kept, and still listed
+    ]
+    old.executemany(
+        "INSERT INTO events (event_id, kind, dedup_key, timestamp, received_at, body)"
+        " VALUES (?, ?, ?, '2026-06-01T00:00:00.000Z', '2026-06-01T00:00:01.000Z', ?)",
+        [
+            (str(n), kind, f"key-{n}", body if isinstance(body, str) else json.dumps(body))
+            for n, (kind, body) in enumerate(rows)
+        ],
+    )
+    columns = "seq, event_id, kind, dedup_key, timestamp, received_at, body"
+    before = old.execute(f"SELECT {columns} FROM events ORDER BY seq").fetchall()
+    old.close()
+    conn = connect(db)
+    assert conn.execute(f"SELECT {columns} FROM events ORDER BY seq").fetchall() == before
+    assert [r[0] for r in conn.execute("SELECT occurred_at FROM events ORDER BY seq")] == [
+        "2026-03-01T10:00:00.000Z",
+        "2030-01-01T08:00:00.000Z",
+        "2026-01-01T10:00:00.000Z",
+        "2026-06-01T00:00:00.000Z",
+        "2026-06-01T00:00:00.000Z",
+        "2026-06-01T00:00:00.000Z",
+    ]
+    hours = dict(conn.execute("SELECT hour || ' ' || kind, count FROM timeline_hours"))
+    assert hours == {
+        "2026-03-01T10 file_update": 1,
+        "2030-01-01T08 git": 1,
+        "2026-01-01T10 tool": 1,
+        "2026-06-01T00 graph_update": 1,
+        "2026-06-01T00 file_update": 2,
+    }
+    plan = conn.execute(
+        "EXPLAIN QUERY PLAN SELECT seq FROM events WHERE occurred_at >= ? ORDER BY occurred_at, seq",
+        ("2026",),
+    ).fetchall()
+    assert "events_time" in str(plan) and "TEMP B-TREE" not in str(plan)
     conn.close()
 
 

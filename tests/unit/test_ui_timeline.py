@@ -5,27 +5,17 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mplp_lsp.store.database import connect, transaction
+from mplp_lsp.store.database import transaction
 from mplp_lsp.ui import timeline
 from mplp_lsp.ui.login import CODE_TTL, NONCE_TTL, SESSION_TTL, BrowserLogin
 
 START = datetime(2026, 1, 31, 22, tzinfo=UTC)
 KINDS = ("file_update", "git", "tool", "ci", "pipeline_stage", "graph_update", "runtime_execution")
-
-
-@pytest.fixture(scope="module")
-def conn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sqlite3.Connection]:
-    connection = connect(Path(tmp_path_factory.mktemp("timeline")) / "events.db")
-    yield connection
-    connection.close()
 
 
 def _reset(conn: sqlite3.Connection) -> None:
@@ -85,41 +75,6 @@ def test_buckets_count_every_event_once_however_the_folds_fall(
         found = timeline.buckets(conn, "2026-01-31T22:00:00.000Z", end, unit)
         assert dict((b, c) for b, c in found) == _expected(events, unit.prefix), unit.name
         assert [b for b, _ in found] == sorted(b for b, _ in found)
-
-
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(
-    events=st.lists(_event, max_size=30),
-    page=st.integers(1, 7),
-    edges=st.tuples(st.integers(0, 5 * 86400), st.integers(0, 5 * 86400)),
-)
-def test_export_pages_give_each_event_of_the_range_once_in_time_order(
-    conn: sqlite3.Connection,
-    monkeypatch: pytest.MonkeyPatch,
-    events: list[tuple[str, str]],
-    page: int,
-    edges: tuple[int, int],
-) -> None:
-    _reset(conn)
-    _store(conn, events)
-    monkeypatch.setattr(timeline, "EXPORT_PAGE", page)
-    start, end = (timeline.shift("2026-01-31T22:00:00.000Z", s) for s in sorted(edges))
-    exported: list[timeline.Row] = []
-    cursor: timeline.Cursor | None = None
-    for _ in range(len(events) + 1):  # every page brings at least one new row, or it ends
-        rows = timeline.export_page(conn, start, end, cursor)
-        if not rows:
-            break
-        assert len(rows) <= page
-        exported += rows
-        cursor = (rows[-1][3], rows[-1][2], rows[-1][0])
-    else:
-        raise AssertionError("the pages did not end")
-    wanted = sorted((at, kind) for at, kind in events if start <= at < end)
-    assert [(row[3], row[2]) for row in exported] == wanted
-    assert len({row[0] for row in exported}) == len(exported)
 
 
 def test_the_unit_is_the_finest_that_keeps_the_buckets_few() -> None:

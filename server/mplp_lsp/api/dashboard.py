@@ -23,11 +23,13 @@ from mplp_lsp.api.errors import error_response
 from mplp_lsp.api.services import ApiServices
 from mplp_lsp.protocol.result import ErrorCode
 from mplp_lsp.protocol.summary import summary
+from mplp_lsp.store import paging
 from mplp_lsp.ui import local_graph, timeline
 
 SERVICES: Final = web.AppKey("ui_services", ApiServices)
 CLOSING: Final = web.AppKey("ui_closing", asyncio.Event)
 EVENTS_LIMIT: Final = 200
+EXPORT_PAGE: Final = 2000
 LIVE_POLL_S: Final = 0.5  # how often the live feed looks for new events
 _KEEPALIVE_S: Final = 15.0
 _LIVE_BATCH: Final = 500
@@ -130,17 +132,19 @@ async def _export_rows(
         await response.write(_csv_line(list(_CSV_COLUMNS)))
     if span is not None:
         start, end = span
-        cursor: timeline.Cursor | None = None
+        # The events stored when the export began, in the order they happened.
+        upto = await services.writer.read(paging.last_seq)
+        window = paging.Window(since=start, until=end, upto_seq=upto)
+        after: paging.Position | None = None
         while rows := await services.writer.read(
-            partial(timeline.export_page, start=start, end=end, after=cursor)
+            partial(paging.page, window=window, after=after, size=EXPORT_PAGE)
         ):
             await response.write(b"".join(_export_line(row, form) for row in rows))
-            last = rows[-1]
-            cursor = (last[3], last[2], last[0])
+            after = (rows[-1][3], rows[-1][0])
     await response.write_eof()
 
 
-def _export_line(row: timeline.Row, form: str) -> bytes:
+def _export_line(row: paging.Row, form: str) -> bytes:
     seq, event_id, kind, at, received_at, body = row
     if form == "csv":
         return _csv_line([str(seq), event_id, kind, at, received_at, body])

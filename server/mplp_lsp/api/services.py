@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from mplp_lsp.intake import Intake
@@ -43,7 +44,7 @@ class ApiServices:
             workspace.intake,
             workspace.psg,
             workspace.writer,
-            workspace.status,
+            partial(workspace.status, retention=True),  # `mplp-lsp status` asks here
             workspace.owner.plans,
             drift=workspace.drift,
             forwarding=workspace.forwarding,

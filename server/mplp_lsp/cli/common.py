@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import logging
 import os
@@ -69,6 +68,8 @@ def configuration(args: argparse.Namespace, root: Path | None) -> Resolved:
 def reconfiguration(args: argparse.Namespace) -> Reconfigure:
     """How a running command resolves a folder's configuration again (its files changed);
     the log level follows through the workspace's live settings."""
+    import asyncio
+
     from mplp_lsp.config.process import resolve_for_process
 
     async def again(root: Path) -> Resolved:
@@ -270,7 +271,7 @@ def add_log_options(parser: argparse.ArgumentParser) -> None:
 
 
 def configure_logging(level: str, log_file: str | None) -> None:
-    from mplp_lsp.config.live import set_log_level
+    from mplp_lsp.log_level import set_log_level
     from mplp_lsp.sanitize.log_format import FORMAT, RedactingFormatter
 
     if log_file:

@@ -39,7 +39,8 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from mplp_lsp.cli import build_parser
 
-    print(script(args.shell, build_parser()), end="")
+    # No command named: the parser of every command (naming one would load that one only).
+    print(script(args.shell, build_parser([])), end="")
     return 0
 
 

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     root = find_workspace(args)
     reading(args, "config", root)
     resolved = configuration(args, root)
-    values = resolved.settings.model_dump(mode="json", by_alias=True)
+    values = resolved.settings.to_wire()
     if args.json:
         report = {
             "workspace": str(root),

@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -134,7 +135,7 @@ async def _scan(root: Path, wanted: list[str], args: argparse.Namespace, setting
     from mplp_lsp.runtime.drift import Strategy
     from mplp_lsp.workspace import StateDirBusy, Workspace
 
-    once = settings.model_copy(update={"drift_interval": 0})  # this scan, no periodic ones
+    once = replace(settings, drift_interval=0)  # this scan, no periodic ones
     try:
         workspace = await Workspace.open(root, once)
     except StateDirBusy as busy:

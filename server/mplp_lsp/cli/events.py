@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sqlite3
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -22,18 +23,24 @@ from mplp_lsp.protocol.kinds import STORED_KINDS
 from mplp_lsp.protocol.summary import summary
 
 if TYPE_CHECKING:
-    from mplp_lsp.store.events import StoredEvent
+    from mplp_lsp.store import paging
 
 _RELATIVE = re.compile(r"(\d+)([smhd])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 FOLLOW_POLL_SECONDS = 0.25
+_FIRST_PAGE = 50
 
 
 def register(commands: Any) -> None:
     parser = commands.add_parser(
         "events",
         help="print stored events",
-        description="Print the events stored for a workspace, oldest first.",
+        description=(
+            "Print the events stored for a workspace in the order they happened: by each "
+            "event's own time (a change's or commit's timestamp, a tool or CI run's end), "
+            "oldest first; each line also shows when the event was received. The output "
+            "streams: the first line comes at once, whatever the store holds."
+        ),
     )
     parser.add_argument("--json", action="store_true", help="one stored envelope per line")
     parser.add_argument(
@@ -47,10 +54,21 @@ def register(commands: Any) -> None:
         "--since",
         type=_since,
         metavar="TIME",
-        help="an RFC 3339 time, or an age like 30s, 10m, 2h, 1d",
+        help="events that happened at or after this: an RFC 3339 time, or an age like 30s, "
+        "10m, 2h, 1d",
     )
-    parser.add_argument("--limit", type=_count, metavar="N", help="at most N events")
-    parser.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
+    parser.add_argument(
+        "--limit", type=_count, metavar="N", help="the newest N events (still oldest first)"
+    )
+    parser.add_argument(
+        "--oldest", action="store_true", help="with --limit: the oldest N events instead"
+    )
+    parser.add_argument(
+        "--follow",
+        "-f",
+        action="store_true",
+        help="then keep printing events as they are stored (Ctrl-C stops)",
+    )
     add_workspace_option(parser)
     add_state_options(parser)
     parser.set_defaults(handler=run)
@@ -75,8 +93,11 @@ def _since(text: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from mplp_lsp.cli.store_access import open_read_only, state_paths
-    from mplp_lsp.store.events import EventLog
 
+    if args.oldest and args.limit is None:
+        usage = "mplp-lsp events: --oldest needs --limit N (see mplp-lsp events --help)"
+        print(usage, file=sys.stderr)
+        return 2
     root = find_workspace(args)
     paths = state_paths(root, configuration(args, root).settings.state_dir)
     reading(args, "events", root, paths)
@@ -87,32 +108,73 @@ def run(args: argparse.Namespace) -> int:
     if conn is None:
         print(f"no events recorded yet (store: {paths.database})", file=sys.stderr)
         return 0
-    events = EventLog(conn)
-    after: int | None = None
-    remaining = args.limit
     try:
-        while True:
-            batch = events.query(
-                kinds=args.kind, since=args.since, after_seq=after, limit=remaining
-            )
-            for event in batch:
-                print(_render(event, as_json=args.json), flush=True)
-                after = event.seq
-            if remaining is not None:
-                remaining -= len(batch)
-                if remaining <= 0:
-                    break
-            if not args.follow:
-                break
-            time.sleep(FOLLOW_POLL_SECONDS)
-    except (KeyboardInterrupt, BrokenPipeError):
+        printed, upto = _listing(conn, args)
+        if not printed:
+            waiting = "; waiting for new ones (Ctrl-C stops)" if args.follow else ""
+            found = f"no events{_matching(args)} (store: {paths.database}){waiting}"
+            print(found, file=sys.stderr, flush=True)
+        if args.follow:
+            _follow(conn, args, upto)
+    except KeyboardInterrupt:
         pass
     finally:
         conn.close()
     return 0
 
 
-def _render(event: StoredEvent, *, as_json: bool) -> str:
+def _listing(conn: sqlite3.Connection, args: argparse.Namespace) -> tuple[int, int]:
+    """Print the events the options select, a page at a time; returns how many were printed
+    and the newest ``seq`` the listing covered (where ``--follow`` goes on)."""
+    from mplp_lsp.store import paging
+
+    upto = paging.last_seq(conn)
+    window = paging.Window(
+        kinds=tuple(args.kind) if args.kind else None, since=args.since, upto_seq=upto
+    )
+    after: paging.Position | None = None
+    if args.limit is not None and not args.oldest:
+        after = paging.newest_start(conn, window, args.limit)
+    printed = 0
+    out = sys.stdout
+    # A small first page: its first line is on the screen at once.
+    for rows in paging.pages(conn, window, after, first=_FIRST_PAGE, total=args.limit):
+        out.write("".join(_line(row, as_json=args.json) for row in rows))
+        out.flush()
+        printed += len(rows)
+    return printed, upto
+
+
+def _follow(conn: sqlite3.Connection, args: argparse.Namespace, upto: int) -> None:
+    from mplp_lsp.store import paging
+
+    window = paging.Window(kinds=tuple(args.kind) if args.kind else None, since=args.since)
+    while True:
+        rows = paging.stored_after(conn, window, upto)
+        if rows:
+            sys.stdout.write("".join(_line(row, as_json=args.json) for row in rows))
+            sys.stdout.flush()
+            upto = rows[-1][0]
+        else:
+            time.sleep(FOLLOW_POLL_SECONDS)
+
+
+def _matching(args: argparse.Namespace) -> str:
+    parts = [f" of kind {' or '.join(args.kind)}" if args.kind else ""]
+    if args.since:
+        parts.append(f" since {args.since}")
+    return "".join(parts)
+
+
+def _line(row: paging.Row, *, as_json: bool) -> str:
+    seq, _event_id, kind, occurred_at, received_at, body = row
     if as_json:
-        return json.dumps(event.envelope, ensure_ascii=False, separators=(",", ":"))
-    return f"{event.seq:>7}  {event.timestamp}  {event.kind:<14} {summary(event.envelope)}"
+        return body + "\n"  # the envelope as stored: compact JSON, one line
+    # json, not orjson: it is loaded already, and orjson's own imports cost more than the
+    # first page's lines (the first line is what a user waits for).
+    try:
+        envelope = json.loads(body)
+    except ValueError:
+        envelope = {}
+    what = summary(envelope if isinstance(envelope, dict) else {})
+    return f"{seq:>7}  {occurred_at}  {kind:<14} {what}  (received {received_at})\n"

@@ -12,6 +12,7 @@ from mplp_lsp.cli.common import (
     add_remote_option,
     add_state_options,
     configuration,
+    configure_logging,
 )
 
 if TYPE_CHECKING:
@@ -64,17 +65,30 @@ def _host_port(text: str) -> tuple[str, int]:
     return host, number
 
 
+# The logLevel setting's default, until the settings are read.
+_EARLY_LOG_LEVEL = "warning"
+
+
 def run(args: argparse.Namespace) -> int:
-    # Logging and the settings files are known now; the editor's settings come per folder.
-    configuration(args, None)
+    # Until the editor has its answer to initialize, logging follows the flags alone: the
+    # settings files, the environment and the editor's settings are read when the engine
+    # starts (after initialized), so nothing the answer does not need is read before it.
+    configure_logging(args.log_level or _EARLY_LOG_LEVEL, args.log_file)
     from mplp_lsp.lsp.server import serve
 
     return serve(
         state_dir=args.state_dir,
         tcp=args.tcp,
         remote_url=args.remote,
-        flags=serve_flags(args),
+        configure=lambda: configured_flags(args),
     )
+
+
+def configured_flags(args: argparse.Namespace) -> Layer:
+    """Logging and the settings files' warnings from the process's configuration, and the
+    command line's settings for each folder (:func:`serve_flags`)."""
+    configuration(args, None)
+    return serve_flags(args)
 
 
 def serve_flags(args: argparse.Namespace) -> Layer:

@@ -14,6 +14,7 @@ from mplp_lsp.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from mplp_lsp.settings import Settings
     from mplp_lsp.statedir import StatePaths
     from mplp_lsp.workspace_status import WorkspaceStatus
 
@@ -41,13 +42,14 @@ def run(args: argparse.Namespace) -> int:
     from mplp_lsp.statedir import StateDirLock
 
     workspace = find_workspace(args)
-    paths = state_paths(workspace, configuration(args, workspace).settings.state_dir)
+    settings = configuration(args, workspace).settings
+    paths = state_paths(workspace, settings.state_dir)
     owner = StateDirLock(paths.lock, workspace=workspace).owner()
     endpoint = read_endpoint(paths) if owner else None  # a dead daemon's file is stale
     api = {**endpoint.to_json(), "token_file": str(paths.root / TOKEN_NAME)} if endpoint else None
     status = daemon_status(paths, endpoint) if endpoint else None
     if status is None:
-        status = _stored_status(paths)
+        status = _stored_status(paths, settings)
         if owner:
             status = without_live_state(status)
     report: dict[str, Any] = {
@@ -70,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"last event    {status.last_event_time or '-'}")
     print(f"drift         {status.drift} file(s) ({status.drift_deferred} deferred)")
     print(f"store size    {status.store_bytes:,} bytes")
+    if status.retention is not None:
+        _print_retention(status.retention)
     if status.store_health != "ok":
         salvage = status.salvage or {}
         lost = (salvage.get("lost") or {}).get("events", 0)
@@ -87,18 +91,47 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stored_status(paths: StatePaths) -> WorkspaceStatus:
+def _stored_status(paths: StatePaths, settings: Settings) -> WorkspaceStatus:
     """What the store alone tells (a store not created yet: nothing)."""
     from mplp_lsp.cli.store_access import open_read_only
+    from mplp_lsp.compaction import policy_of
     from mplp_lsp.workspace_status import WorkspaceStatus, read_status
 
     conn = open_read_only(paths)
     if conn is None:
         return WorkspaceStatus(state_dir=str(paths.root))
     try:
-        return read_status(conn, paths)
+        return read_status(conn, paths, retention=policy_of(settings))
     finally:
         conn.close()
+
+
+def _print_retention(plan: dict[str, Any]) -> None:
+    days, most = plan["max_age_days"], plan["max_bytes"]
+    limits = [f"events for {days} days" if days else "events for good"]
+    limits.append(f"the store up to {most / 2**20:,.0f} MiB" if most else "no size limit")
+    print(f"retention     {', '.join(limits)}")
+    if plan["removable_events"]:
+        why = "older than that" if plan["reason"] == "age" else "over the size limit"
+        kept = plan["oldest_kept"] or "-"
+        print(
+            f"  next pass removes  {plan['removable_events']:,} events ({why}; the oldest kept "
+            f"was stored {kept}) and the snapshots of files last recorded before them"
+        )
+    else:
+        print("  next pass removes  nothing")
+    waiting = plan["snapshots_to_compress"]
+    print(
+        f"  snapshots          {plan['snapshots']:,} ({plan['snapshot_bytes']:,} bytes"
+        f"{f'; {waiting:,} to compress' if waiting else ''})"
+    )
+    last = plan["last_pass"]
+    if last:
+        print(
+            f"  last pass          {last['at']}: {last['events_removed']:,} events and "
+            f"{last['snapshots_removed']:,} snapshots removed, "
+            f"{last['snapshots_compressed']:,} snapshots compressed"
+        )
 
 
 def _print_forward(forward: dict[str, Any]) -> None:

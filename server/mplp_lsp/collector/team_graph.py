@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -505,15 +506,17 @@ async def _send(
 
 
 def _graph_event(graph: str, changes: list[tuple[str, str, str]]) -> dict[str, Any]:
-    added = sum(kind.endswith("_added") for kind, _, _ in changes)
-    removed = sum(kind.endswith("_removed") for kind, _, _ in changes)
+    # One pass over a batch's changes (a thousand, on the event loop); then a few kinds.
+    counts = _counts(kind for kind, _, _ in changes)
+    added = sum(n for kind, n in counts.items() if kind.endswith("_added"))
+    removed = sum(n for kind, n in counts.items() if kind.endswith("_removed"))
     first = changes[0]
     if len(changes) == 1:
         update: UpdateKind = "node_add" if added else "node_delete" if removed else "node_update"
         payload: dict[str, Any] = {"node_type": first[1], "node_id": first[2]}
         return graph_update(graph, update, first[0], payload, node_delta=added - removed)
     payload = {
-        "changes": _counts(kind for kind, _, _ in changes),
+        "changes": counts,
         "node_ids": [node_id for _, _, node_id in changes[:BULK_SAMPLE]],
         "node_ids_complete": len(changes) <= BULK_SAMPLE,
     }
@@ -521,10 +524,7 @@ def _graph_event(graph: str, changes: list[tuple[str, str, str]]) -> dict[str, A
 
 
 def _counts(kinds: Iterable[str]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for kind in kinds:
-        out[kind] = out.get(kind, 0) + 1
-    return out
+    return dict(Counter(kinds))  # counted in C
 
 
 def emitted_rows(events: list[dict[str, Any]]) -> tuple[list[str], list[str]]:

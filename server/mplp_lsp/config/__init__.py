@@ -1,7 +1,8 @@
 """The configuration of a workspace: settings resolved from files, editor, environment, flags.
 
-:mod:`mplp_lsp.settings` defines what a setting is (one pydantic model: the JSON schema, the
-VS Code manifest and docs/settings.md follow it); this package says where values come from
+:mod:`mplp_lsp.settings` defines what a setting is (one frozen model, its values checked
+against the JSON schema the VS Code manifest and docs/settings.md follow); this package says
+where values come from
 (:mod:`.sources`), which wins (:mod:`.resolve`) and how a running daemon takes changes
 (:mod:`.live`).
 """

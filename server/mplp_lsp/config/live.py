@@ -1,7 +1,7 @@
 """A running daemon takes configuration changes: its files are watched, and each part of the
 daemon subscribes to the section of the settings it can change live.
 
-A section is a small frozen model naming some of :class:`~mplp_lsp.settings.Settings`' fields
+A section is a small frozen dataclass naming some of :class:`~mplp_lsp.settings.Settings`' fields
 (the same attribute names); a subscriber gets the new and the previous value of its section,
 only when that section changed. Settings in no live section need a restart, and
 docs/settings.md says which (a test keeps the two equal).
@@ -9,17 +9,12 @@ docs/settings.md says which (a test keeps the two equal).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Final, Generic, TypeVar
-
-from pydantic import BaseModel, ConfigDict
-
-from mplp_lsp.settings import EmailPolicy, EventFamily, LogLevel, Settings, wire_name
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 __all__ = [
     "FILE_POLL",
@@ -35,40 +30,61 @@ __all__ = [
     "set_log_level",
 ]
 
+from mplp_lsp.log_level import set_log_level
+
+if TYPE_CHECKING:
+    import asyncio
+
+    # The settings load where they are compared, not at import: a command that only sets
+    # its log level here (serve, before it answers initialize) does not read the schema.
+    from mplp_lsp.settings import EmailPolicy, EventFamily, LogLevel, Settings
+
 log = logging.getLogger(__name__)
 
 FILE_POLL: Final = 0.5  # seconds between looks at the settings files (a few stat calls)
 
 
-class Section(BaseModel):
+@dataclass(frozen=True, slots=True)
+class Section:
     """A part of the settings that one subscriber applies."""
 
-    model_config = ConfigDict(frozen=True)
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
 
     @classmethod
     def of(cls, settings: Settings) -> Any:
-        return cls.model_validate({name: getattr(settings, name) for name in cls.model_fields})
+        return cls(**{name: getattr(settings, name) for name in cls.names()})
 
 
+@dataclass(frozen=True, slots=True)
 class Debounce(Section):
     debounce_ms: int
     max_wait_ms: int
 
 
+@dataclass(frozen=True, slots=True)
 class Ignore(Section):
     exclude: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
 class GitPolling(Section):
     git_poll_ms: int
     git_author_email: EmailPolicy
 
 
+@dataclass(frozen=True, slots=True)
 class Recording(Section):
+    """What the store's owner applies (mplp_lsp.owner.StoreOwner.apply_settings)."""
+
     event_family: EventFamily
     snapshot_max_bytes: int
+    retention_days: int
+    store_max_mb: int
 
 
+@dataclass(frozen=True, slots=True)
 class Logging(Section):
     log_level: LogLevel
 
@@ -96,17 +112,12 @@ LIVE_SECTIONS: Final[tuple[type[Section], ...]] = (
 )
 
 
-def set_log_level(level: str) -> None:
-    """The process's log level (every logger); pygls logs each message at INFO, so it stays
-    at WARNING unless debugging."""
-    logging.getLogger().setLevel(level.upper())
-    logging.getLogger("pygls").setLevel(logging.DEBUG if level == "debug" else logging.WARNING)
-
-
 def restart_settings() -> list[str]:
     """Wire names of the settings a running daemon takes only when it starts again."""
-    live = {name for section in LIVE_SECTIONS for name in section.model_fields} | _READ_AT_USE
-    return [wire_name(name) for name in Settings.model_fields if name not in live]
+    from mplp_lsp.settings import SETTING_NAMES, wire_name
+
+    live = {name for section in LIVE_SECTIONS for name in section.names()} | _READ_AT_USE
+    return [wire_name(name) for name in SETTING_NAMES if name not in live]
 
 
 S = TypeVar("S", bound=Section)
@@ -178,10 +189,16 @@ class ConfigFileWatch:
     def signature(self) -> Signature:
         return tuple(_stat(path) for path in self._files)
 
+    # asyncio is imported where a daemon runs this, not at import: a CLI command that only
+    # sets its log level here starts without it.
     def start(self) -> None:
+        import asyncio
+
         self._task = asyncio.get_running_loop().create_task(self._run(), name="config-files")
 
     async def _run(self) -> None:
+        import asyncio
+
         while True:
             await asyncio.sleep(self._interval)
             now = await asyncio.to_thread(self.signature)
@@ -194,6 +211,8 @@ class ConfigFileWatch:
                 log.exception("re-reading the settings failed")
 
     async def close(self) -> None:
+        import asyncio
+
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

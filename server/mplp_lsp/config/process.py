@@ -41,8 +41,8 @@ def resolve_for_process(
 def editor_record(values: Mapping[str, Any]) -> str:
     """What a store's owner records of the editor's values (attribute names in)."""
     names = {name for name in values if wire_name(name) not in SENSITIVE_SETTINGS}
-    settings = Settings.model_validate({name: values[name] for name in names})
-    return json.dumps(settings.model_dump(mode="json", by_alias=True, include=names))
+    settings = Settings.checked({name: values[name] for name in names})
+    return json.dumps(settings.to_wire(names))
 
 
 def recorded_editor(database: Path) -> dict[str, Any] | None:

@@ -33,6 +33,7 @@ from mplp_lsp.config.sources import (
     workspace_file,
 )
 from mplp_lsp.settings import (
+    SETTING_NAMES,
     Settings,
     checked,
     editor_values,
@@ -111,13 +112,13 @@ def resolve(
     warnings += [f"{editor_origin}: {problem}; ignored" for problem in problems]
     layers = (user, workspace, editor_layer, from_env, flags)
     values: dict[str, Any] = {}
-    origins = {wire_name(name): DEFAULT for name in Settings.model_fields}
+    origins = {wire_name(name): DEFAULT for name in SETTING_NAMES}
     for layer in layers:
         for name, value in layer.values.items():
             values[name] = value
             origins[wire_name(name)] = layer.origin_of(name)
     return Resolved(
-        Settings.model_validate(values),
+        Settings.checked(values),
         origins,
         tuple(warnings),
         config_files(root, env),

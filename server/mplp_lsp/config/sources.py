@@ -21,13 +21,19 @@ from __future__ import annotations
 
 import json
 import os
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from mplp_lsp.settings import Settings, checked, setting_name, settings_schema, wire_name
+from mplp_lsp.settings import (
+    SETTING_NAMES,
+    Settings,
+    checked,
+    setting_name,
+    settings_schema,
+    wire_name,
+)
 
 __all__ = [
     "ENV_PREFIX",
@@ -110,12 +116,16 @@ def file_layer(path: Path, table: tuple[str, ...], kind: str) -> Layer:
     where = f"{path}{''.join(f' [{part}]' for part in table[:1])}"
     layer = Layer(f"{kind} {path}")
     try:
-        document: Any = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return layer
     except (OSError, UnicodeDecodeError) as error:
         layer.warnings.append(f"{path}: cannot be read ({_reason(error)}); ignored")
         return layer
+    import tomllib  # at the first settings file: most commands find none to read
+
+    try:
+        document: Any = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         layer.warnings.append(f"{path}: not valid TOML ({error}); ignored")
         return layer
@@ -146,7 +156,7 @@ def env_name(name: str) -> str:
 def env_layer(env: Mapping[str, str]) -> Layer:
     layer = Layer("env")
     raw: dict[str, Any] = {}
-    for name in Settings.model_fields:
+    for name in SETTING_NAMES:
         variable = env_name(name)
         text = env.get(variable)
         if text is None or text == "":
@@ -227,7 +237,8 @@ def unknown_setting(key: str) -> str:
 
 
 def _default(name: str) -> Any:
-    return Settings.model_fields[name].get_default(call_default_factory=True)
+    """A setting's default as a JSON value, as the other values of a layer are."""
+    return Settings().to_wire({name})[wire_name(name)]
 
 
 def ways_to_set(wire: str, value: str) -> str:
@@ -253,6 +264,8 @@ _SCHEMA_TYPES: Final[dict[str, Any]] = {
 
 
 def _has_table(pyproject: Path) -> bool:
+    import tomllib
+
     try:
         document = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):

@@ -2,10 +2,10 @@
 
 The server routes what the editor reports to the workspace engine and runs the engine's life
 cycle; what it answers is in its features (lsp/feature.py), one class per job, registered in
-:func:`create_server`. Start-up stays as cheap as pygls itself: the store, the schema
-validators and the rest of the engine are imported and opened only after ``initialized``,
-and nothing is sent to the client before it. Activity reported before the engine is ready
-is queued and replayed.
+:func:`create_server`. Start-up stays as cheap as pygls itself: the settings, the store and
+the rest of the engine are read, imported and opened only after ``initialized`` (the schema
+validators at the first activity), and nothing is sent to the client before it. Activity
+reported before the engine is ready is queued and replayed.
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ class MplpLanguageServer(LanguageServer):
         state_dir: str | None = None,
         remote_url: str | None = None,
         flags: Layer | None = None,
+        configure: Callable[[], Layer] | None = None,
     ) -> None:
         super().__init__(
             "mplp-lsp",
@@ -89,6 +90,8 @@ class MplpLanguageServer(LanguageServer):
         self.state_dir = state_dir
         self.remote_url = remote_url
         self.flags = flags  # the command line's settings, over every other source
+        # Reads the process's configuration and gives the flags, when the engine starts.
+        self._configure = configure
         self.apis: ApiServers | None = None
         self.initialization_options: Any = None
         # The server's own notifications this client asked for (lsp/lifecycle.py).
@@ -196,7 +199,9 @@ class MplpLanguageServer(LanguageServer):
 
     async def start_engine(self) -> None:
         loop = asyncio.get_running_loop()
-        # The heavy imports and the validator compile run off the loop: requests keep flowing.
+        if self._configure is not None:
+            self.flags = await loop.run_in_executor(None, self._configure)
+        # The engine's imports run off the loop: requests keep flowing.
         await loop.run_in_executor(None, _warm_up)
         from mplp_lsp.workspaces import Workspaces
 
@@ -378,10 +383,9 @@ def _is_file_uri(uri: str, previous: str | None, workspaces: Workspaces) -> bool
 
 
 def _warm_up() -> None:
-    from mplp_lsp.protocol.validator import default_validator
-    from mplp_lsp.workspaces import Workspaces  # noqa: F401  (imports the whole engine)
-
-    default_validator()
+    # The whole engine; the validators are compiled at the first activity, not before
+    # (intake.Intake.prepare): an idle daemon does not hold them.
+    from mplp_lsp.workspaces import Workspaces  # noqa: F401
 
 
 def _supports(capabilities: Any, *path: str) -> bool:
@@ -398,8 +402,11 @@ def create_server(
     state_dir: str | None = None,
     remote_url: str | None = None,
     flags: Layer | None = None,
+    configure: Callable[[], Layer] | None = None,
 ) -> MplpLanguageServer:
-    return MplpLanguageServer(state_dir=state_dir, remote_url=remote_url, flags=flags)
+    return MplpLanguageServer(
+        state_dir=state_dir, remote_url=remote_url, flags=flags, configure=configure
+    )
 
 
 def serve(
@@ -407,9 +414,9 @@ def serve(
     state_dir: str | None = None,
     tcp: tuple[str, int] | None = None,
     remote_url: str | None = None,
-    flags: Layer | None = None,
+    configure: Callable[[], Layer] | None = None,
 ) -> int:
-    server = create_server(state_dir=state_dir, remote_url=remote_url, flags=flags)
+    server = create_server(state_dir=state_dir, remote_url=remote_url, configure=configure)
     if tcp is not None:
         server.start_tcp(*tcp)
         return 0

@@ -423,14 +423,27 @@ class InvariantSet:
         env: Environment | None = None,
         prefix: Sequence[PathPart] = (),
     ) -> list[ValidationIssue]:
-        environment: Environment = {**(env or {}), "$self": obj} if scope in self._needs_env else {}
         plan = self._plans.get(scope)
-        if plan is None:
+        if plan is None or plan.passes(obj):
             return []
+        environment: Environment = {**(env or {}), "$self": obj} if scope in self._needs_env else {}
         issues: list[ValidationIssue] = []
         for invariant in plan.applicable(obj):
             issues.extend(invariant.check(obj, environment, prefix))
         return issues
+
+
+_NO_ENVIRONMENT: Final[Environment] = {}
+
+# One invariant as the quick test runs it: its path's keys, its check, whether an absent
+# value passes.
+_Step = tuple[tuple[str, ...], Check, bool]
+
+
+def _steps(invariants: Iterable[Invariant]) -> tuple[_Step, ...]:
+    return tuple(
+        (tuple(str(part) for part in i.parts), i.rule.check, i.when_present) for i in invariants
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -441,6 +454,11 @@ class _Plan:
     field: str | None
     by_value: Mapping[Any, tuple[Invariant, ...]]
     other: tuple[Invariant, ...]  # conditions of any other shape, tested one by one
+    # When every invariant of the scope reads one plain path and needs no environment,
+    # the same arranged as steps: whether an object passes them all is told without
+    # building a single issue, list or environment (passes).
+    always_steps: tuple[_Step, ...] | None
+    steps_by_value: Mapping[Any, tuple[_Step, ...]]
 
     @classmethod
     def of(cls, invariants: Sequence[Invariant]) -> _Plan:
@@ -453,7 +471,37 @@ class _Plan:
             for invariant in single:
                 grouped.setdefault(invariant.when[key], []).append(invariant)
         other = tuple(i for i in invariants if i.when and (key is None or len(i.when) != 1))
-        return cls(always, key, {v: tuple(items) for v, items in grouped.items()}, other)
+        by_value = {v: tuple(items) for v, items in grouped.items()}
+        simple = not other and all(i.plain_path and not i.rule.needs_env for i in invariants)
+        return cls(
+            always,
+            key,
+            by_value,
+            other,
+            _steps(always) if simple else None,
+            {v: _steps(items) for v, items in by_value.items()} if simple else {},
+        )
+
+    def passes(self, obj: Any) -> bool:
+        """True when ``obj`` certainly passes every invariant that applies to it; False when
+        one fails, or the scope needs the full check. Most input is valid, and this is the
+        collector's cost per envelope."""
+        steps = self.always_steps
+        if steps is None or not isinstance(obj, dict):
+            return False
+        if self.field is not None:
+            value = obj.get(self.field)
+            if isinstance(value, Hashable):  # an unhashable value matches no condition
+                steps = steps + self.steps_by_value.get(value, ())
+        for keys, check, when_present in steps:
+            found: Any = obj
+            for key in keys:
+                found = found.get(key, MISSING) if isinstance(found, dict) else MISSING
+            if found is MISSING and when_present:
+                continue
+            if check(found, _NO_ENVIRONMENT) is not None:
+                return False
+        return True
 
     def applicable(self, obj: Any) -> Iterable[Invariant]:
         if self.other:

@@ -20,10 +20,6 @@ import logging
 from functools import cache
 from typing import Any
 
-import jsonschema_rs
-
-from mplp_lsp.protocol.formats import FORMAT_CHECKS
-from mplp_lsp.protocol.invariants import InvariantSet
 from mplp_lsp.protocol.kinds import (
     PAYLOAD_KINDS,
     SPEC_FAMILY,
@@ -39,9 +35,14 @@ log = logging.getLogger(__name__)
 
 
 class EventValidator:
-    """Compiled once (at first use), then shared; thread-safe for concurrent reads."""
+    """Compiled once (at first use), then shared; thread-safe for concurrent reads.
+
+    The schema engine and the invariants' YAML are imported here, not with this module: a
+    daemon that has seen no input yet holds neither (intake.Intake.prepare)."""
 
     def __init__(self) -> None:
+        from mplp_lsp.protocol.invariants import InvariantSet
+
         schemas = {kind: load_json(spec.schema) for kind, spec in SPECS.items()}
         self._fast = {kind: _fast_validator(schema) for kind, schema in schemas.items()}
         self._oracles = {kind: _LazyOracle(schema) for kind, schema in schemas.items()}
@@ -118,6 +119,10 @@ class _LazyOracle:
 
 
 def _fast_validator(schema: dict[str, Any]) -> Any:
+    import jsonschema_rs
+
+    from mplp_lsp.protocol.formats import FORMAT_CHECKS
+
     return jsonschema_rs.Draft7Validator(
         schema, formats=FORMAT_CHECKS, validate_formats=True, registry=_fast_registry()
     )
@@ -126,6 +131,8 @@ def _fast_validator(schema: dict[str, Any]) -> Any:
 @cache
 def _fast_registry() -> Any:
     """The fast path's view of every schema file (``$ref`` targets)."""
+    import jsonschema_rs
+
     return jsonschema_rs.Registry(list(all_schema_documents().items()))
 
 

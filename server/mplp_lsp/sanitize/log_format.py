@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import logging
 
-from mplp_lsp.sanitize.redact import redact_line
-
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 class RedactingFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
+        # Imported at the first line logged, not at start: the rules compile dozens of
+        # patterns, and most command runs log nothing.
+        from mplp_lsp.sanitize.redact import redact_line
+
         return redact_line(super().format(record))

@@ -11,10 +11,14 @@ use on a connection. Rejected input never reaches this log: it goes to the separ
 Plain Python: nothing here knows about LSP or HTTP.
 """
 
-from mplp_lsp.store.database import SCHEMA_VERSION, StoreVersionError, connect, transaction
-from mplp_lsp.store.errorlog import IntegrationErrorLog
-from mplp_lsp.store.events import EventLog, NewEvent, StoredEvent
-from mplp_lsp.store.writer import StoreWriter
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mplp_lsp.store.database import SCHEMA_VERSION, StoreVersionError, connect, transaction
+    from mplp_lsp.store.errorlog import IntegrationErrorLog
+    from mplp_lsp.store.events import EventLog, NewEvent, StoredEvent
+    from mplp_lsp.store.writer import StoreWriter
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -27,3 +31,26 @@ __all__ = [
     "connect",
     "transaction",
 ]
+
+# Each name from its module at first use: a reader of the store (``mplp-lsp events``) does
+# not pay for the writer's thread and asyncio machinery.
+_MODULES = {
+    "SCHEMA_VERSION": "database",
+    "StoreVersionError": "database",
+    "connect": "database",
+    "transaction": "database",
+    "IntegrationErrorLog": "errorlog",
+    "EventLog": "events",
+    "NewEvent": "events",
+    "StoredEvent": "events",
+    "StoreWriter": "writer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

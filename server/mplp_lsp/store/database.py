@@ -472,6 +472,42 @@ CREATE TABLE psg_tags (
 CREATE INDEX psg_tags_commit ON psg_tags (commit_id);
 """
 
+# The event's own time, computed by SQLite from the stored envelope (mplp_lsp.store.paging):
+# the payload's instant where it has a readable one (a file change's or a commit's timestamp;
+# a tool or CI run's end, else its start), else the envelope's timestamp.
+_INSTANT: Final = "strftime('%Y-%m-%dT%H:%M:%fZ', json_extract(body, '$.payload.{}'))"
+_OCCURRED_AT: Final = (
+    "coalesce(CASE WHEN kind IN ('file_update', 'git', 'tool', 'ci') AND json_valid(body)"
+    f" THEN coalesce({_INSTANT.format('timestamp')}, {_INSTANT.format('completed_at')},"
+    f" {_INSTANT.format('started_at')}) END, timestamp)"
+)
+
+_EVENT_TIME: Final = f"""
+-- Events in the order they happened (spec §6.4.2: "Order is not assumed; reconstruct the
+-- timeline from timestamps"). A CI run is reported when it ends, a commit handed over after a
+-- rebase, a script emits what happened yesterday: arrival order is not event order.
+-- occurred_at is the event's own time, received_at stays the time of arrival. A generated
+-- column: SQLite computes it from the body, so it never disagrees with the envelope, any
+-- SQLite client reads it, and this upgrade builds one index instead of rewriting the log.
+-- The index carries seq (a page in time order resumes after the last (occurred_at, seq) it
+-- returned, reading only its own rows) and kind (the timeline counts from the index alone).
+DROP INDEX events_timestamp_kind;
+ALTER TABLE events ADD COLUMN occurred_at TEXT GENERATED ALWAYS AS ({_OCCURRED_AT}) VIRTUAL;
+CREATE INDEX events_time ON events (occurred_at, seq, kind);
+DELETE FROM timeline_hours;
+INSERT INTO timeline_hours (hour, kind, count)
+    SELECT substr(occurred_at, 1, 13), kind, count(*) FROM events GROUP BY 1, 2;
+INSERT OR REPLACE INTO meta (key, value)
+    SELECT 'timeline.rolled_seq', CAST(coalesce(max(seq), 0) AS TEXT) FROM events;
+"""  # noqa: S608 (only constants are formatted in)
+
+_SNAPSHOT_CODEC: Final = """
+-- File snapshots are compressed after they are recorded (mplp_lsp.runtime.psg.snapshots):
+-- codec NULL is the content as read, waiting for the owner's compaction; 'zlib' compressed;
+-- 'raw' kept as read for good (it does not compress). A burst of saves never waits for it.
+ALTER TABLE psg_snapshots ADD COLUMN codec TEXT;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     _V1,
     _TOOL_INVOCATIONS,
@@ -487,6 +523,8 @@ MIGRATIONS: tuple[str, ...] = (
     _PENDING_GRAPH_EVENTS,
     _TIMELINE,
     _GIT_TAGS,
+    _EVENT_TIME,
+    _SNAPSHOT_CODEC,
 )
 """Schema scripts; index ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append only."""
 

@@ -253,8 +253,8 @@ class EventLog:
     ) -> list[StoredEvent]:
         """Stored events in ``seq`` order.
 
-        ``kinds`` keeps only those kinds; ``since`` keeps events whose timestamp is at or
-        after it (any ISO 8601 form; compared in canonical UTC); ``after_seq`` keeps
+        ``kinds`` keeps only those kinds; ``since`` keeps events that occurred at or after
+        it (their own time, ``occurred_at``; any ISO 8601 form); ``after_seq`` keeps
         ``seq > after_seq`` (the resume cursor); ``limit`` caps the number of rows.
         """
         if isinstance(kinds, str):
@@ -270,7 +270,7 @@ class EventLog:
             clauses.append(f"kind IN ({','.join('?' * len(wanted))})")
             params.extend(wanted)
         if since is not None:
-            clauses.append("timestamp >= ?")
+            clauses.append("occurred_at >= ?")
             params.append(canonical_timestamp(since))
         if after_seq is not None:
             clauses.append("seq > ?")

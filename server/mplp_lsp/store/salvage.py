@@ -22,8 +22,10 @@ one (stream, seq) name two events. The loss is counted against the highest ``seq
 the old table's own end if it can be read, the consumers' positions, the outbox, and a
 marker beside the store (``<store>.seen``, written at each start and clean close) that
 also tells that a store existed where the file is now empty or missing: that is a salvage,
-not a fresh start. The event log is append-only, so its seqs run 1..highest without gaps
-and the loss is exactly ``highest - copied``.
+not a fresh start. The event log is appended to at one end and cut by retention only at the
+other (:mod:`mplp_lsp.store.retention`, which counts what it removes in the counter
+``retention_removed``, noted in the marker too), so the loss is exactly
+``highest - removed - copied``.
 """
 
 from __future__ import annotations
@@ -42,8 +44,16 @@ from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.store.database import connect, transaction
 from mplp_lsp.store.dedup import KEY_SIZE
 from mplp_lsp.store.queueing import STREAM_KEY_META_KEY, STREAM_META_KEY, recount
+from mplp_lsp.store.retention import REMOVED_COUNTER
 
-__all__ = ["SALVAGE_META_KEY", "SalvageReport", "ensure_usable", "note_highest_seq", "read_report"]
+__all__ = [
+    "SALVAGE_META_KEY",
+    "SalvageReport",
+    "ensure_usable",
+    "log_extent",
+    "note_highest_seq",
+    "read_report",
+]
 
 log = logging.getLogger(__name__)
 
@@ -87,20 +97,20 @@ def ensure_usable(path: Path) -> SalvageReport | None:
     """Check the store at ``path``; salvage it if damaged. None when nothing was wrong."""
     started = time.monotonic()
     seen = _read_seen(path)
-    if not path.exists() or (seen and _is_empty(path)):
+    if not path.exists() or (seen[0] and _is_empty(path)):
         files = [side for side in [path, *_side_paths(path)] if side.exists()]
-        if not files and not seen:
+        if not files and not seen[0]:
             return None  # a new store
         what = "missing" if not path.exists() else "empty"
         report = SalvageReport(utc_timestamp(), f"the store file was {what}", None)
         if files:
             report.moved_to = str(_move_aside(path, files))
-        _count_lost_events(report, seen)
+        _count_lost_events(report, *seen)
         _record(path, report, started)
         return report
     problem = _problem(path)
     if problem is None:
-        note_highest_seq(path, _highest_stored(path))
+        note_highest_seq(path, *_highest_stored(path))
         return None
     log.error("the store %s is damaged (%s); moving it aside and salvaging", path, problem)
     files = [path, *(side for side in _side_paths(path) if side.exists())]
@@ -126,24 +136,29 @@ def _seen_path(path: Path) -> Path:
     return path.with_name(path.name + ".seen")
 
 
-def _read_seen(path: Path) -> int:
-    """The highest seq the marker beside the store recorded; 0 without a marker."""
+def _read_seen(path: Path) -> tuple[int, int]:
+    """The highest seq the marker beside the store recorded (0 without a marker), and how
+    many events retention had removed below it."""
     try:
-        value = json.loads(_seen_path(path).read_text(encoding="utf-8"))["highest_seq"]
-    except (OSError, ValueError, TypeError, KeyError):
-        return 0
-    return value if isinstance(value, int) and value > 0 else 0
+        value = json.loads(_seen_path(path).read_text(encoding="utf-8"))
+        highest, removed = value["highest_seq"], value.get("removed", 0)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return 0, 0
+    if not isinstance(highest, int) or highest <= 0:
+        return 0, 0
+    return highest, removed if isinstance(removed, int) and 0 <= removed < highest else 0
 
 
-def note_highest_seq(path: Path, highest: int) -> None:
-    """Note beside the store at ``path`` that it holds events up to ``highest`` (at each
-    start and clean close; replaced atomically)."""
+def note_highest_seq(path: Path, highest: int, removed: int = 0) -> None:
+    """Note beside the store at ``path`` that it holds events up to ``highest``, ``removed``
+    of them by retention (at each start, clean close and compaction; replaced atomically)."""
     if highest <= 0:
         return
     marker = _seen_path(path)
     temporary = marker.with_name(marker.name + ".tmp")
     try:
-        temporary.write_text(json.dumps({"highest_seq": highest}), encoding="utf-8")
+        note = {"highest_seq": highest, "removed": removed}
+        temporary.write_text(json.dumps(note), encoding="utf-8")
         temporary.replace(marker)
     except OSError:
         log.warning("could not write %s", marker, exc_info=True)
@@ -165,23 +180,40 @@ def _is_empty(path: Path) -> bool:
         conn.close()
 
 
-def _highest_stored(path: Path) -> int:
+def _highest_stored(path: Path) -> tuple[int, int]:
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error:
-        return 0
+        return 0, 0
     try:
-        return int(conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
+        return log_extent(conn)
     except sqlite3.Error:
-        return 0  # a store not created (or migrated) yet
+        return 0, 0  # a store not created (or migrated) yet
     finally:
         conn.close()
 
 
-def _count_lost_events(report: SalvageReport, highest: int) -> None:
-    """Lost events: the highest seq known less the events copied (seqs have no gaps)."""
+def log_extent(conn: sqlite3.Connection) -> tuple[int, int]:
+    """The log's highest seq, and how many events below it retention removed."""
+    highest = int(conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
+    return highest, _removed(conn)
+
+
+def _removed(conn: sqlite3.Connection) -> int:
+    try:
+        row = conn.execute("SELECT value FROM counters WHERE name = ?", (REMOVED_COUNTER,))
+        found = row.fetchone()
+    except sqlite3.Error:
+        return 0
+    return int(found[0]) if found else 0
+
+
+def _count_lost_events(report: SalvageReport, highest: int, removed: int = 0) -> None:
+    """Lost events: the highest seq known less the events retention removed and those
+    copied (the seqs in between have no gaps)."""
     report.highest_seq = max(report.highest_seq, highest)
-    lost = max(report.highest_seq - report.copied.get("events", 0), report.lost_events)
+    expected = report.highest_seq - removed
+    lost = max(expected - report.copied.get("events", 0), report.lost_events)
     if lost > 0:
         report.lost["events"] = lost
 
@@ -230,7 +262,7 @@ def _move_aside(path: Path, files: list[Path]) -> Path:
     return quarantine
 
 
-def _salvage(old_path: Path, new_path: Path, report: SalvageReport, seen: int) -> None:
+def _salvage(old_path: Path, new_path: Path, report: SalvageReport, seen: tuple[int, int]) -> None:
     new = connect(new_path)
     try:
         try:
@@ -256,7 +288,10 @@ def _salvage(old_path: Path, new_path: Path, report: SalvageReport, seen: int) -
                     (KEY_SIZE,),
                 )
                 report.previous_stream = _end_stream(new)
-            _count_lost_events(report, max(seen, _highest_known(old, new)))
+            # The copied counter is the latest count of what retention removed; the marker's
+            # stands in when the counters could not be read.
+            removed = max(seen[1], _removed(new))
+            _count_lost_events(report, max(seen[0], _highest_known(old, new)), removed)
             _restore_outbox(new, old_state, report)
         finally:
             old.close()
@@ -409,6 +444,10 @@ def _restore_outbox(
                 " WHERE seq NOT IN (SELECT seq FROM outbox_dead) ORDER BY seq"
             )
             new.execute("UPDATE outbox_state SET enabled = 1 WHERE id = 1")
+        # An entry whose event was lost can never be sent (its loss is counted below): it
+        # would hold the outbox's depth above zero for good.
+        new.execute("DELETE FROM outbox WHERE seq NOT IN (SELECT seq FROM events)")
+        new.execute("DELETE FROM outbox_dead WHERE seq NOT IN (SELECT seq FROM events)")
         recount(new)  # the copied (or rebuilt) entries
         if report.lost_events:
             new.execute(
@@ -434,6 +473,7 @@ def _record(path: Path, report: SalvageReport, started: float) -> None:
                     "UPDATE outbox_state SET quarantined = quarantined + ? WHERE id = 1",
                     (report.lost_events,),
                 )
+        removed = _removed(conn)
     finally:
         conn.close()
-    note_highest_seq(path, report.highest_seq)
+    note_highest_seq(path, report.highest_seq, removed)

@@ -59,7 +59,7 @@ from typing import Literal, TypeVar
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.store.database import connect, transaction
 from mplp_lsp.store.events import EventLog, NewEvent, PreparedEvent, StoredEvent, prepare_events
-from mplp_lsp.store.salvage import ensure_usable, note_highest_seq
+from mplp_lsp.store.salvage import ensure_usable, log_extent, note_highest_seq
 
 __all__ = ["StoreWriter"]
 
@@ -315,8 +315,7 @@ class StoreWriter:
             with contextlib.suppress(sqlite3.Error):  # a damaged file may not close cleanly
                 # What a later salvage counts its loss against (and what tells an emptied
                 # file from a new store).
-                highest = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()
-                note_highest_seq(self.path, int(highest[0]))
+                note_highest_seq(self.path, *log_extent(conn))
                 conn.close()
 
     def _connection(self) -> sqlite3.Connection:

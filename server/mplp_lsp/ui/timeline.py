@@ -1,22 +1,23 @@
 """The timeline's reads: events counted per lane in time buckets, and the events of a span.
 
-Buckets are prefixes of the canonical stored timestamp (``2026-08-01T13:05:09.000Z``): the
-first 13 characters name the hour, 10 the day, and so on. Hours and coarser come from
-``timeline_hours`` (counts per hour and kind, brought up to date from the log by
-:func:`fold`), so a view of months reads a few thousand rows whatever the log holds; finer
-units count the events of their range (at most 400 buckets of 10 minutes: under three days)
-over the ``(timestamp, kind)`` index, never reading an event's body. The browser receives
-at most a few hundred buckets.
+The timeline is in the order events happened: by ``occurred_at``, each event's own time
+(:mod:`mplp_lsp.store.paging`), never by arrival. Buckets are prefixes of that canonical
+timestamp (``2026-08-01T13:05:09.000Z``): the first 13 characters name the hour, 10 the day,
+and so on. Hours and coarser come from ``timeline_hours`` (counts per hour and kind, brought
+up to date from the log by :func:`fold`), so a view of months reads a few thousand rows
+whatever the log holds; finer units count the events of their range (at most 400 buckets of
+10 minutes: under three days) over the ``(occurred_at, seq, kind)`` index, never reading an
+event's body. The browser receives at most a few hundred buckets.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+from mplp_lsp.store import paging
 from mplp_lsp.store.events import canonical_timestamp
 
 # Lanes, one per source; each stored kind belongs to exactly one.
@@ -67,11 +68,11 @@ def unit_for(start: str, end: str) -> Unit:
 
 
 def extent(conn: sqlite3.Connection) -> tuple[str, str] | None:
-    """The first and last stored timestamps (two index lookups), or None for an empty log."""
-    first = conn.execute("SELECT min(timestamp) FROM events").fetchone()[0]
+    """The times of the first and last events (two index lookups), or None for an empty log."""
+    first = conn.execute("SELECT min(occurred_at) FROM events").fetchone()[0]
     if first is None:
         return None
-    last = conn.execute("SELECT max(timestamp) FROM events").fetchone()[0]
+    last = conn.execute("SELECT max(occurred_at) FROM events").fetchone()[0]
     return str(first), str(last)
 
 
@@ -94,7 +95,7 @@ def fold(conn: sqlite3.Connection) -> int:
         return 0
     conn.execute(
         "INSERT INTO timeline_hours (hour, kind, count)"
-        " SELECT substr(timestamp, 1, 13), kind, count(*) FROM events"
+        " SELECT substr(occurred_at, 1, 13), kind, count(*) FROM events"
         " WHERE seq > ? AND seq <= ? GROUP BY 1, 2"
         " ON CONFLICT (hour, kind) DO UPDATE SET count = count + excluded.count",
         (done, last),
@@ -117,9 +118,9 @@ def buckets(conn: sqlite3.Connection, start: str, end: str, unit: Unit) -> list[
         )
     else:
         rows = conn.execute(
-            "SELECT substr(timestamp, 1, ?) AS bucket, kind, count(*) FROM events"
-            " INDEXED BY events_timestamp_kind"
-            " WHERE timestamp >= ? AND timestamp < ? GROUP BY bucket, kind ORDER BY bucket",
+            "SELECT substr(occurred_at, 1, ?) AS bucket, kind, count(*) FROM events"
+            " INDEXED BY events_time"
+            " WHERE occurred_at >= ? AND occurred_at < ? GROUP BY bucket, kind ORDER BY bucket",
             (unit.prefix, start, end),
         )
     out: list[list[Any]] = []
@@ -136,24 +137,27 @@ def buckets(conn: sqlite3.Connection, start: str, end: str, unit: Unit) -> list[
 def events_in(
     conn: sqlite3.Connection, start: str, end: str, lane: str | None, limit: int
 ) -> list[dict[str, Any]]:
-    """The first ``limit`` events of ``[start, end)`` (of one lane, if given), envelopes in."""
+    """The first ``limit`` events of ``[start, end)`` (of one lane, if given), in the order they
+    happened, envelopes in; each with its time of arrival."""
     kinds = LANE_KINDS[lane] if lane is not None else tuple(_LANE_OF)
-    rows = conn.execute(  # in the index's own order: no sort
-        "SELECT seq, kind, timestamp, body FROM events INDEXED BY events_timestamp_kind"
-        " WHERE timestamp >= ? AND timestamp < ? AND kind IN (SELECT value FROM json_each(?))"
-        " ORDER BY timestamp, kind, seq LIMIT ?",
-        (start, end, json.dumps(kinds), limit),
-    )
+    window = paging.Window(kinds=kinds, since=start, until=end)
     return [
-        {"seq": seq, "kind": kind, "lane": _LANE_OF[kind], "timestamp": at, "body": body}
-        for seq, kind, at, body in rows
+        {
+            "seq": seq,
+            "kind": kind,
+            "lane": _LANE_OF[kind],
+            "timestamp": at,
+            "received_at": received_at,
+            "body": body,
+        }
+        for seq, _event_id, kind, at, received_at, body in paging.page(conn, window, size=limit)
     ]
 
 
 def latest(conn: sqlite3.Connection, after_seq: int, limit: int) -> list[dict[str, Any]]:
     """Events stored after ``after_seq`` (the live feed), without their bodies."""
     rows = conn.execute(
-        "SELECT seq, kind, timestamp FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+        "SELECT seq, kind, occurred_at FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
         (after_seq, limit),
     )
     return [
@@ -162,31 +166,7 @@ def latest(conn: sqlite3.Connection, after_seq: int, limit: int) -> list[dict[st
     ]
 
 
-def last_seq(conn: sqlite3.Connection) -> int:
-    return int(conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
-
-
-EXPORT_PAGE: Final = 2000
-
-
-Row = tuple[int, str, str, str, str, str]  # seq, event_id, kind, timestamp, received_at, body
-Cursor = tuple[str, str, int]  # the last exported row's (timestamp, kind, seq)
-
-
-def export_page(conn: sqlite3.Connection, start: str, end: str, after: Cursor | None) -> list[Row]:
-    """One page of ``[start, end)`` in time order, after ``after``: in the index's own
-    order, so a page costs its own rows whatever the range holds."""
-    cursor = after if after is not None else (start, "", 0)
-    return [
-        (int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), str(r[5]))
-        for r in conn.execute(
-            "SELECT seq, event_id, kind, timestamp, received_at, body FROM events"
-            " INDEXED BY events_timestamp_kind"
-            " WHERE (timestamp, kind, seq) > (?, ?, ?) AND timestamp < ?"
-            " ORDER BY timestamp, kind, seq LIMIT ?",
-            (*cursor, end, EXPORT_PAGE),
-        )
-    ]
+last_seq = paging.last_seq
 
 
 def _instant(value: str) -> datetime:

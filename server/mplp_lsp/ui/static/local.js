@@ -66,6 +66,7 @@ async function showBucket({ from, to, lane }) {
   const items = events.map((event) =>
     el("li", {}, el("button", { type: "button", onclick: () => showEnvelope(event) },
       el("span", { class: `lane lane-${event.lane}` }, event.kind), " ", when(event.timestamp), " #", event.seq,
+      el("span", { class: "muted" }, " received ", when(event.received_at)),
       el("span", { class: "summary" }, " ", event.summary))),
   );
   if (!items.length) items.push(el("li", {}, el("span", { class: "row" }, `no ${lane} events here`)));
@@ -179,7 +180,8 @@ function connect() {
     const { events } = JSON.parse(message.data);
     const list = $("live-events");
     for (const event of events) {
-      latestSeen = event.timestamp;
+      // The newest time seen: an event that happened earlier (reported late) does not move it back.
+      if (!latestSeen || event.timestamp > latestSeen) latestSeen = event.timestamp;
       list.prepend(el("li", { "data-kind": event.kind }, el("span", { class: "row" },
         el("span", { class: `lane lane-${event.lane}` }, event.kind), " ", when(event.timestamp), " #", event.seq)));
     }
