@@ -270,13 +270,20 @@ def test_a_store_that_cannot_be_written_is_read(repo: Repo, tmp_path: Path) -> N
     state = tmp_path / "state"
     assert emit_ci(repo, state).returncode == 0
     as_reader: list[str] = []
+    # Folders opened to the reader for the test (its own interpreter and package included:
+    # CI's venv is a private temporary folder), closed again at the end.
+    opened: dict[Path, int] = {}
     if os.geteuid() == 0:  # root writes anywhere: read as a user who cannot write there
         setpriv = shutil.which("setpriv")
         if setpriv is None:
             unavailable("setpriv is not installed (util-linux)")
         as_reader = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
-        for folder in (tmp_path, *tmp_path.parents):
-            os.chmod(folder, os.stat(folder).st_mode | 0o005)
+        for top in (tmp_path, Path(sys.prefix), Path(sys.base_prefix)):
+            for folder in (top, *top.parents):
+                mode = folder.stat().st_mode
+                if mode & 0o005 != 0o005:
+                    opened.setdefault(folder, mode)
+                    folder.chmod(mode | 0o005)
         os.chmod(repo.path, 0o755)
         # The reader's own store (a store of another user's is refused), on a folder it
         # cannot write: a read-only disk, as its owner sees it.
@@ -296,6 +303,8 @@ def test_a_store_that_cannot_be_written_is_read(repo: Repo, tmp_path: Path) -> N
         )
     finally:
         os.chmod(state, 0o755)
+        for folder, mode in opened.items():
+            folder.chmod(mode)
     assert done.returncode == 0, done.stderr
     assert any(json.loads(line)["event_type"] == "ci_pipeline" for line in done.stdout.splitlines())
 
