@@ -365,3 +365,17 @@ def test_collector_ui_against_a_sqlite_collector_says_what_serves_a_team_view(
         repo, "collector", "ui", collector.url, env={"MPLP_LSP_COLLECTOR_TOKEN": "wrong"}
     )
     assert "refused the token" in refused.stderr, refused.stderr
+
+
+def test_hooks_status_has_json_and_says_what_install_changed(repo: Repo, tmp_path: Path) -> None:
+    state = ("--state-dir", str(tmp_path / "state"))
+    before = json.loads(mplp(repo, "hooks", "status", "--json", *state).stdout)
+    by_name = {hook["name"]: hook for hook in before}
+    assert by_name["reference-transaction"]["state"] == "absent"
+    assert by_name["reference-transaction"]["needed"] is True
+    installed = json.loads(mplp(repo, "hooks", "install", "--json", *state).stdout)
+    hook = next(h for h in installed if h["name"] == "reference-transaction")
+    assert hook["state"] == "installed" and isinstance(hook["format"], int) and hook["kind"]
+    assert Path(hook["path"]).is_file()
+    after = json.loads(mplp(repo, "hooks", "status", "--json", *state).stdout)
+    assert after == installed

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -34,6 +35,12 @@ def register(commands: Any) -> None:
         "notices Git activity by polling.",
     )
     parser.add_argument("action", choices=("install", "uninstall", "status", "ingest"))
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the hooks' states as one JSON array (name, path, state, chained, "
+        "needed, format, kind)",
+    )
     add_workspace_option(parser, f"the workspace, or any directory inside it ({WORKSPACE_DEFAULT})")
     add_state_options(parser)
     parser.set_defaults(handler=run)
@@ -68,6 +75,9 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         repo.close()
+    if args.json:
+        print(json.dumps([state.to_json() for state in states], ensure_ascii=False))
+        return 0
     for state in states:
         chained = " (runs the previous hook first)" if state.chained else ""
         print(f"{state.name}: {state.describe()}{chained}  {state.path}")

@@ -236,6 +236,17 @@ class HookState:
     needed: bool  # installed by `install` with this git
     format: int | None  # ours: the format it declares
 
+    def to_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "path": str(self.path),
+            "state": self.state,
+            "chained": self.chained,
+            "needed": self.needed,
+            "format": self.format,
+            "kind": KINDS.get(self.format) if self.format is not None else None,
+        }
+
     def describe(self) -> str:
         """``state``, with the kind of hook it is (or why it is not needed)."""
         if self.format is not None:
