@@ -379,3 +379,31 @@ def test_hooks_status_has_json_and_says_what_install_changed(repo: Repo, tmp_pat
     assert Path(hook["path"]).is_file()
     after = json.loads(mplp(repo, "hooks", "status", "--json", *state).stdout)
     assert after == installed
+
+
+def test_an_event_line_says_when_it_was_received_only_when_it_came_late(
+    repo: Repo, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    assert emit_ci(repo, state).returncode == 0  # happened as it was received
+    ended_earlier = {
+        "ci_provider": "local",
+        "pipeline_id": "nightly",
+        "run_id": "7",
+        "status": "succeeded",
+        "started_at": "2026-03-02T08:50:00.000Z",
+        "completed_at": "2026-03-02T08:55:00.000Z",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "mplp_lsp", "emit", "ci", "--json", "-", "--state-dir", str(state)],
+        cwd=repo.path,
+        input=json.dumps(ended_earlier),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = mplp(repo, "events", "--state-dir", str(state)).stdout.splitlines()
+    assert "nightly #7" in lines[0], lines  # by event time: the nightly run ended first
+    assert "(received " in lines[0], lines
+    assert all("received" not in line for line in lines[1:]), lines

@@ -38,7 +38,8 @@ def register(commands: Any) -> None:
         description=(
             "Print the events stored for a workspace in the order they happened: by each "
             "event's own time (a change's or commit's timestamp, a tool or CI run's end), "
-            "oldest first; each line also shows when the event was received. The output "
+            "oldest first; a line also shows when the event was received if that was a second or "
+            "more after it happened. The output "
             "streams: the first line comes at once, whatever the store holds."
         ),
     )
@@ -177,4 +178,18 @@ def _line(row: paging.Row, *, as_json: bool) -> str:
     except ValueError:
         envelope = {}
     what = summary(envelope if isinstance(envelope, dict) else {})
-    return f"{seq:>7}  {occurred_at}  {kind:<14} {what}  (received {received_at})\n"
+    late = f"  (received {received_at})" if _reported_late(occurred_at, received_at) else ""
+    return f"{seq:>7}  {occurred_at}  {kind:<14} {what}{late}\n"
+
+
+# Arrival this long after the event is worth a word on its line (a hook's spool replayed, a
+# CI run's end reported later, an offline machine); the usual milliseconds are not.
+_LATE = timedelta(seconds=1)
+
+
+def _reported_late(occurred_at: str, received_at: str) -> bool:
+    try:
+        lag = datetime.fromisoformat(received_at) - datetime.fromisoformat(occurred_at)
+    except ValueError:
+        return occurred_at != received_at
+    return abs(lag) >= _LATE
