@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib.harness import Bench, percentile
-from benchlib.save_latency import StoreWatcher, bare_client_saves
+from benchlib.harness import Bench
+from benchlib.save_latency import StoreWatcher, bare_client_saves, report_editor_saves
 
 SPACING_S = 1.5
 HOOK = (
@@ -72,23 +72,9 @@ def main() -> None:
             measured[client] = emacs_saves(bench, client, tmp / client, args.saves, debounce)
         peer = asyncio.run(bare_client_saves(tmp, args.saves, debounce))
         print(f"save -> stored over {args.saves} saves, debounce {debounce} ms")
-        peer_p50 = percentile(peer, 0.5)
         for client, latencies in measured.items():
-            p50 = percentile(latencies, 0.5)
-            bench.figure(
-                f"real Emacs 28, {client} (C-x C-s), p50",
-                p50,
-                "ms",
-                target=f"<= {debounce + 50} ms",
-                met=p50 <= debounce + 50,
-                peer=("bare didSave client, p50", peer_p50),
-            )
-            bench.figure(
-                f"real Emacs 28, {client} (C-x C-s), p99",
-                percentile(latencies, 0.99),
-                "ms",
-                peer=("bare didSave client, p99", percentile(peer, 0.99)),
-            )
+            editor = f"real Emacs 28, {client} (C-x C-s)"
+            report_editor_saves(bench, editor, latencies, peer, debounce)
 
 
 if __name__ == "__main__":

@@ -23,8 +23,8 @@ import tempfile
 from pathlib import Path
 
 from benchlib import ROOT
-from benchlib.harness import Bench, percentile
-from benchlib.save_latency import StoreWatcher, bare_client_saves
+from benchlib.harness import Bench
+from benchlib.save_latency import StoreWatcher, bare_client_saves, report_editor_saves
 
 PLUGIN = ROOT / "editors" / "nvim"
 SPACING_MS = 1500
@@ -115,23 +115,9 @@ def main() -> None:
         neovim = neovim_saves(find_nvim(bench), tmp / "nvim", args.saves, debounce)
         peer = asyncio.run(bare_client_saves(tmp, args.saves, debounce))
         print(f"save -> stored over {args.saves} saves, debounce {debounce} ms")
-        p50, peer_p50 = percentile(neovim, 0.5), percentile(peer, 0.5)
-        bench.figure(
-            "real Neovim 0.11 (:write), p50",
-            p50,
-            "ms",
-            target=f"<= {debounce + 50} ms",
-            met=p50 <= debounce + 50,
-            peer=("bare didSave client, p50", peer_p50),
-        )
-        bench.figure(
-            "real Neovim 0.11 (:write), p99",
-            percentile(neovim, 0.99),
-            "ms",
-            peer=("bare didSave client, p99", percentile(peer, 0.99)),
-        )
+        added = report_editor_saves(bench, "real Neovim 0.11 (:write)", neovim, peer, debounce)
         print(
-            f"Neovim adds p50 {p50 - peer_p50:+.1f} ms over the bare client "
+            f"Neovim adds p50 {added:+.1f} ms over the bare client "
             "(:write to disk, then the client's didSave)"
         )
 

@@ -1,4 +1,4 @@
-"""Save -> stored, shared by bench_nvim_save.py and bench_lsp.py.
+"""Save -> stored, shared by the editor save benchmarks and bench_lsp.py.
 
 A save's latency is the wall-clock time from the editor's write to the moment its
 ``file_update`` row is visible in the store (a reader polling the database every 1 ms, as
@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+from .harness import Bench, percentile
 from .jsonrpc_client import mplp_cmd, save, started, wait_ready
 
 POLL_S = 0.001
@@ -80,3 +81,26 @@ async def bare_client_saves(tmp: Path, saves: int, debounce_ms: int) -> list[flo
         latencies.append((time.perf_counter() - begin) * 1000)
     await client.stop()
     return latencies
+
+
+def report_editor_saves(
+    bench: Bench, editor: str, latencies: list[float], peer: list[float], debounce_ms: int
+) -> float:
+    """An editor's save -> stored p50 (judged: the debounce plus 50 ms) and p99, each beside
+    the bare client's; returns what the editor adds to the p50."""
+    p50, peer_p50 = percentile(latencies, 0.5), percentile(peer, 0.5)
+    bench.figure(
+        f"{editor}, p50",
+        p50,
+        "ms",
+        target=f"<= {debounce_ms + 50} ms",
+        met=p50 <= debounce_ms + 50,
+        peer=("bare didSave client, p50", peer_p50),
+    )
+    bench.figure(
+        f"{editor}, p99",
+        percentile(latencies, 0.99),
+        "ms",
+        peer=("bare didSave client, p99", percentile(peer, 0.99)),
+    )
+    return p50 - peer_p50
