@@ -77,7 +77,7 @@ async def main(bench: Bench, args: argparse.Namespace) -> None:
         repo = Repo.create(base / "ws")
         first = repo.commit("base")
         state = base / "state"
-        settings = Settings(gitPollMs=1000)
+        settings = Settings(git_poll_ms=1000)
         workspace = await Workspace.open(repo.path, settings, state_dir=state)
         await workspace.close()  # the baseline is recorded
         fast_import(repo.path, commits, first)

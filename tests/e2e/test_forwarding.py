@@ -7,6 +7,7 @@ the corruption cases. Retry delays are shortened through the settings, never moc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -468,11 +469,20 @@ async def make_store(root: Path, state: Path, count: int = 3000) -> set[str]:
 
 
 def garble_page(path: Path) -> None:
-    size = path.stat().st_size
-    page = 4096
+    """Overwrite the middle leaf page of the event log's table with noise: damage a read of
+    the events meets, wherever the schema puts its other tables and indexes."""
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        leaves = [
+            number
+            for (number,) in conn.execute(
+                "SELECT pageno FROM dbstat WHERE name = 'events' AND pagetype = 'leaf'"
+                " ORDER BY pageno"
+            )
+        ]
     with path.open("r+b") as handle:
-        handle.seek((size // page // 2) * page)
-        handle.write(random.Random(1).randbytes(page))
+        handle.seek((leaves[len(leaves) // 2] - 1) * page_size)
+        handle.write(random.Random(1).randbytes(page_size))
 
 
 def flip_bytes(path: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from lsprotocol import types
 from pytest_lsp import client_capabilities
 
@@ -26,6 +27,11 @@ def payloads(events: list[dict[str, object]]) -> list[tuple[object, ...]]:
     return out
 
 
+@pytest.mark.xfail(
+    strict=False,
+    reason="open (issue 30): a rename made before the server's own watcher is in place is "
+    "sometimes decided by the first start's catch-up as a creation, under load",
+)
 async def test_without_an_editor_watcher_the_server_watches(
     workspace: Path, state_dir: Path
 ) -> None:

@@ -107,6 +107,15 @@ async def test_a_request_whose_method_is_not_a_string_is_an_invalid_request(
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
+async def test_a_batch_or_a_bare_value_is_refused_and_the_loop_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    batch: Any = [request(2, "mplp/status"), request(4, "mplp/status")]
+    sent = await exchange(create_server(), [INITIALIZE, batch, 7, request(3, "mplp/status")], 2)
+    assert "result" in {m["id"]: m for m in sent if "id" in m}[3]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
 async def test_routine_client_messages_are_not_errors(caplog: pytest.LogCaptureFixture) -> None:
     """A cancel for a request already answered, a didChange for a document never opened."""
     cancel = {"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 99}}

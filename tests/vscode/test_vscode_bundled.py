@@ -130,9 +130,11 @@ def test_the_bundled_server_starts_with_no_setting_and_records_a_save(
         # The version the .vsix reports is its manifest's (tests/e2e/test_release_artefacts.py:
         # and the wheel's, installed with pipx).
         version = json.loads((EXTENSION_DIR / "package.json").read_text())["version"]
-        assert (
-            f"starting the bundled mplp-lsp {version} with python3" in host.server.extension_log()
-        )
+        # The system's python3, named by its full path: the extension resolves it on the PATH
+        # itself, so the workspace folder (the terminal's cwd) cannot plant one.
+        assert f"starting the bundled mplp-lsp {version} with {python} (the default)" in (
+            host.server.extension_log()
+        ), host.server.extension_log()
     with capsys.disabled():
         print(f"\nbare code-server to the first recorded save: {elapsed:.1f} s ({vsix.name})")
 

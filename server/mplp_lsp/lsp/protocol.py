@@ -59,8 +59,16 @@ class MplpProtocol(LanguageServerProtocol):
             self._send_response(ident, error=error.to_response_error())
 
     def handle_message(self, message: Any) -> None:
-        if message is not ANSWERED:
-            super().handle_message(message)
+        if message is ANSWERED:
+            return
+        if not hasattr(message, "jsonrpc"):
+            # A JSON-RPC batch (an array) or a bare value: LSP has neither, and the base class
+            # would read .jsonrpc off it and log a traceback.
+            log.warning(
+                "refused a message that is a JSON %s, not an object", type(message).__name__
+            )
+            return
+        super().handle_message(message)
 
     def _handle_cancel_notification(self, msg_id: Any) -> None:
         future = self._request_futures.pop(msg_id, None)
