@@ -141,8 +141,12 @@ async def test_a_salvaged_store_sends_everything_again_and_adds_no_row(
     collector = start_collector(pg_url, pg_cluster, tmp_path)
     port = int(collector.url.rsplit(":", 1)[1])
 
+    stored_at_last_look = -1
+
     async def delivered(not_from: str | None = None) -> bool:
-        """The stream now sending (not ``not_from``) has sent every event of the store."""
+        """The stream now sending (not ``not_from``) has sent every event of the store, and
+        the store has stopped growing (a file's graph_update can follow its file event)."""
+        nonlocal stored_at_last_look
         try:
             local = local_events(state)
             stream = stream_of(state)
@@ -153,7 +157,8 @@ async def test_a_salvaged_store_sends_everything_again_and_adds_no_row(
         _, answer = await get(collector.url, "/streams")
         mine = [s for s in answer["streams"] if s["stream"] == stream]
         sent = mine[0]["accepted"] + mine[0]["duplicates"] if mine else 0
-        return len(local) >= 100 and sent >= len(local)
+        settled, stored_at_last_look = len(local) == stored_at_last_look, len(local)
+        return settled and len(local) >= 100 and sent >= len(local)
 
     last = 0
 
