@@ -135,6 +135,12 @@ class FileActivity:
         kernel keeps the rest (its overflow then makes a comparison, a slice at a time)."""
         return self.debouncer.backlog + self.judge.waiting > BACKLOG_LIMIT
 
+    def will_catch_up(self) -> None:
+        """A catch-up is coming (it waits for the folder's watches): until it has run,
+        :meth:`learnt` waits, so nobody takes the folder for recorded before it is watched."""
+        if self._learning is None:
+            self._learning = asyncio.get_running_loop().create_future()
+
     async def learnt(self) -> None:
         """Wait until the graph knows the files that were there (the catch-up's baseline)."""
         if self._learning is not None:
@@ -200,7 +206,9 @@ class FileActivity:
         recorded are then decided like reports, a slice at a time. ``heard_ns``: since when
         this process could hear of the folder's changes."""
         loop = asyncio.get_running_loop()
-        learning = self._learning = loop.create_future()
+        if self._learning is None:
+            self._learning = loop.create_future()
+        learning = self._learning
 
         async def run() -> None:
             try:
@@ -260,6 +268,8 @@ class FileActivity:
         """Emit what is pending and stop: what was reported is stored before this returns,
         first of all (then the catch-up and comparisons under way finish, and what they
         handed to the debouncer is stored too)."""
+        if self._catching is None and self._learning is not None and not self._learning.done():
+            self._learning.set_result(None)  # closed before its watches were in place
         await self.flush()
         if self._catching is not None:
             await asyncio.gather(self._catching, return_exceptions=True)

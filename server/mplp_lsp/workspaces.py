@@ -157,6 +157,8 @@ class Workspaces:
                 self.catch_up(workspace)
 
         if self._watch_disk:
+            if catch_up:
+                workspace.files.will_catch_up()
             self._watches[workspace.root] = FolderWatch(self, workspace, ready=start)
         else:
             start()

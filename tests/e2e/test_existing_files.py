@@ -299,6 +299,32 @@ async def test_changes_made_while_serve_starts_are_recorded(repo: Repo, state_di
     assert untouched <= recorded_paths(state_dir)  # learnt, with no event of their own
 
 
+@pytest.mark.parametrize("held", [True, False])
+async def test_a_change_the_client_held_for_a_server_not_started_yet_is_recorded(
+    repo: Repo, state_dir: Path, held: bool
+) -> None:
+    """A client that held the editor's activity since before the server process started
+    (the VS Code extension checks the interpreter first) says since when; a file changed
+    in between is a change on the first start, not a file that was there. Without that
+    option, the same change is learnt as it is, with no event."""
+    since_ms = time.time_ns() // 1_000_000
+    await asyncio.sleep(0.05)  # a few clock ticks: the change is younger than the moment held since
+    (repo.path / "src/util.py").write_text("saved while the server was not running yet\n")
+    await asyncio.sleep(0.05)
+    client = RawClient()
+    await client.start(*serve_argv(state_dir), env=server_env())
+    options: dict[str, object] = {"mplp": {"debounceMs": 100}}
+    if held:
+        options["heldSince"] = since_ms
+    try:
+        await client.initialize(repo.path.as_uri(), options)
+        await asyncio.to_thread(wait_until, lambda: recorded_paths(state_dir) == repo.files(), 30)
+        await asyncio.sleep(1.0)  # an event would land now
+    finally:
+        await client.stop()
+    assert changes(state_dir) == ([("src/util.py", "modified")] if held else [])
+
+
 def daemon_env(tmp_path: Path) -> dict[str, str]:
     """Stores in their default place, under this test's own state home."""
     return {"XDG_STATE_HOME": str(tmp_path / "xdg-state")}

@@ -323,11 +323,6 @@ def test_open_dashboard_has_vs_code_open_the_private_login_page(host: Host, brow
     assert "code=" not in host.server.extension_log()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="open: after the terminal test, the integrated terminal keeps the keyboard and the "
-    "command palette's input stays hidden (seen on fresh-machine CI runs)",
-)
 def test_the_workspace_settings_file_applies_under_vscode(host: Host) -> None:
     host.bench.open_file("build/out.txt")
     host.bench.type_at_end("edited in VS Code\n")

@@ -35,13 +35,6 @@ def held_interpreter(folder: Path) -> tuple[Path, Path]:
     return wrapper, go
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="open (issue 29/30): the extension's interpreter check runs the held interpreter "
-    "first, so the server process starts after the save; its first baseline, cut at its own "
-    "start, takes the saved text in, and the held didSave then changes nothing. The cut must "
-    "be the extension's activation, sent with initialize",
-)
 def test_a_save_made_while_the_server_starts_is_recorded(
     code_server_root: Path, browser: Any, tmp_path: Path, artefacts: Path
 ) -> None:

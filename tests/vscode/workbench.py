@@ -59,27 +59,38 @@ class Workbench:
 
     def command(self, title: str) -> None:
         """Run a command from the command palette by its title."""
-        self.page.keyboard.press("F1")
-        box = self.page.locator(".quick-input-widget input")
-        box.wait_for(state="visible")
-        box.fill(f">{title}")
-        row = self.page.locator(".quick-input-list .monaco-list-row", has_text=title).first
-        row.wait_for(state="visible", timeout=30_000)
+        self._pick("F1", f">{title}", title)
         self.page.keyboard.press("Enter")
         self.page.locator(".quick-input-widget").wait_for(state="hidden")
 
     def open_file(self, relative: str) -> None:
-        self.page.keyboard.press(f"{MOD}+P")
-        box = self.page.locator(".quick-input-widget input")
-        box.wait_for(state="visible")
-        box.fill(relative)
         name = relative.rsplit("/", 1)[-1]
-        self.page.locator(".quick-input-list .monaco-list-row", has_text=name).first.wait_for(
-            state="visible", timeout=30_000
-        )
+        self._pick(f"{MOD}+P", relative, name)
         self.page.keyboard.press("Enter")
         self.page.locator(f'.tab[aria-label^="{name}"]').first.wait_for(timeout=30_000)
         self.page.locator(".monaco-editor .view-lines").first.wait_for(state="visible")
+
+    def _pick(self, keys: str, text: str, row: str) -> None:
+        """Open a quick input with ``keys``, type ``text`` and wait for a row showing ``row``.
+        The list is filtered once, from what is known when it opens (an extension's commands
+        appear once it is loaded), and a focused terminal may take the keys: each try that
+        shows no such row is closed and made again."""
+        box = self.page.locator(".quick-input-widget input")
+        found = self.page.locator(".quick-input-list .monaco-list-row", has_text=row).first
+
+        def shown() -> bool:
+            self.page.keyboard.press(keys)
+            try:
+                box.wait_for(state="visible", timeout=5_000)
+                box.fill(text)
+                found.wait_for(state="visible", timeout=5_000)
+                return True
+            except Exception:
+                self.page.keyboard.press("Escape")
+                self.page.locator(".monaco-workbench").focus()
+                return False
+
+        eventually(f"{row!r} in the quick input", shown, timeout=60)
 
     def focus_editor(self) -> None:
         self.page.locator(".editor-group-container.active .monaco-editor .view-lines").click()

@@ -93,7 +93,7 @@ class Extension implements vscode.Disposable {
       "mplp",
       "MPLP",
       serverOptions(launch, this.neutralDir),
-      clientOptions(this.log, this.trace),
+      clientOptions(this.log, this.trace, this.held),
     );
     client.onNotification(STATUS_METHOD, (status: ServerStatus) => {
       this.bar.update(status);
@@ -242,7 +242,8 @@ class Extension implements vscode.Disposable {
         ...(stateDir ? ["--state-dir", stateDir] : []),
       ),
     });
-    terminal.show();
+    // The log is to watch: the keyboard stays where the user was typing.
+    terminal.show(true);
   }
 
   dispose(): void {
@@ -264,6 +265,7 @@ function serverOptions(launch: Launch, cwd: string): ServerOptions {
 function clientOptions(
   log: vscode.LogOutputChannel,
   trace: vscode.LogOutputChannel,
+  held: HeldActivity,
 ): LanguageClientOptions {
   return {
     // mplp-lsp records activity on files of every language.
@@ -271,7 +273,8 @@ function clientOptions(
     outputChannel: log,
     traceOutputChannel: trace,
     revealOutputChannelOn: RevealOutputChannelOn.Never,
-    initializationOptions: () => initializationOptions(vscode.workspace.getConfiguration(SECTION)),
+    initializationOptions: () =>
+      initializationOptions(vscode.workspace.getConfiguration(SECTION), held.since),
     synchronize: { configurationSection: SECTION },
     middleware: {
       workspace: {

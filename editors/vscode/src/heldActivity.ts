@@ -52,6 +52,7 @@ export function heldOf(event: Held): Held | undefined {
 export class HeldActivity implements vscode.Disposable {
   private held: Held[] = [];
   private holding = true;
+  private holdingSince = Date.now();
   private readonly subscriptions: vscode.Disposable[];
 
   constructor() {
@@ -65,7 +66,18 @@ export class HeldActivity implements vscode.Disposable {
 
   /** From now on no client listens (it is stopping or starting): hold what happens. */
   hold(): void {
+    if (this.holding) return;
     this.holding = true;
+    this.holdingSince = Date.now();
+  }
+
+  /**
+   * Since when (ms since the epoch) activity is held: the next server is told, and cuts a new
+   * workspace's first baseline there rather than at its own start, which comes later (after
+   * the interpreter check), so a save made in between is a change, not a file that was there.
+   */
+  get since(): number {
+    return this.holdingSince;
   }
 
   /** What is held, oldest first. */

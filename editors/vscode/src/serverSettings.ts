@@ -92,10 +92,19 @@ export function serverSection(section: unknown, inspect: Inspect = levelsIn()): 
 export const STATUS_METHOD = "mplp/status";
 
 /**
- * The `initialize` request's options: the section, and the server's own notifications the
- * extension handles (the server sends them only to a client that lists them).
+ * The `initialize` request's options: the section, the server's own notifications the
+ * extension handles (the server sends them only to a client that lists them) and, when the
+ * extension held file activity for this server, since when (ms since the epoch).
  */
-export function initializationOptions(section: unknown): Record<string, unknown> {
-  return { [SECTION]: serverSection(section), notifications: [STATUS_METHOD] };
+export function initializationOptions(
+  section: unknown,
+  heldSince?: number,
+): Record<string, unknown> {
+  const options: Record<string, unknown> = {
+    [SECTION]: serverSection(section),
+    notifications: [STATUS_METHOD],
+  };
+  if (heldSince !== undefined) options.heldSince = heldSince;
+  return options;
 }
 

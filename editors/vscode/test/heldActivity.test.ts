@@ -69,3 +69,20 @@ test("at most HELD_LIMIT reports are held: the newest", () => {
     held.dispose();
   }
 });
+
+test("since when activity is held: from activation, and again from each restart", async () => {
+  const before = Date.now();
+  const held = new HeldActivity();
+  try {
+    const activated = held.since;
+    assert.ok(activated >= before && activated <= Date.now());
+    held.hold(); // the first start: still held since activation
+    assert.equal(held.since, activated);
+    await held.send(recordingClient().client);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    held.hold(); // a restart
+    assert.ok(held.since > activated);
+  } finally {
+    held.dispose();
+  }
+});

@@ -8,12 +8,17 @@ the engine of ``mplp-lsp watch``.
 The initialization options are the editor's settings (:mod:`mplp_lsp.config`), except
 :data:`NOTIFICATIONS_OPTION`: the server's own notifications the client handles (the VS Code
 extension and the Neovim plugin list ``mplp/status``). Other clients are sent none: lsp-mode
-warns in a window about every notification it does not know.
+warns in a window about every notification it does not know. And :data:`HELD_SINCE_OPTION`:
+since when the client held the editor's file activity for a server that was not running yet
+(the VS Code extension, from its activation: it starts the server only after checking the
+interpreter). A workspace's first baseline is cut there rather than at this process's start, so
+that a save made meanwhile is a change; never more than :data:`HELD_SINCE_LIMIT_NS` earlier.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 from typing import Any
 
@@ -22,11 +27,16 @@ from lsprotocol import types
 from mplp_lsp.exit_bound import exit_within
 from mplp_lsp.lsp.feature import Feature, handles
 from mplp_lsp.lsp.stdio import watch_parent
+from mplp_lsp.process_start import STARTED_NS
 
 # Named on their own, so a client that leaves dot-directories out of "**/*" still reports them.
 # A change there makes the Git source poll at once (Workspace.observe).
 _GIT_GLOBS = ("**/.git/HEAD", "**/.git/refs/**", "**/.git/packed-refs", "**/.git/logs/**")
 NOTIFICATIONS_OPTION = "notifications"
+HELD_SINCE_OPTION = "heldSince"  # ms since the epoch
+# A client's clock or a slow start can put that moment far back; files changed since it are
+# taken for changes rather than learnt as they were, so how far back it may go is bounded.
+HELD_SINCE_LIMIT_NS = 10 * 60 * 1_000_000_000
 log = logging.getLogger(__name__)
 
 
@@ -35,11 +45,12 @@ class LifecycleFeature(Feature):
     def initialize(self, params: types.InitializeParams) -> None:
         server = self.server
         options = params.initialization_options
-        if isinstance(options, dict) and NOTIFICATIONS_OPTION in options:
+        if isinstance(options, dict):
             options = dict(options)
-            asked = options.pop(NOTIFICATIONS_OPTION)
+            asked = options.pop(NOTIFICATIONS_OPTION, None)
             if isinstance(asked, list):
                 server.client_notifications = frozenset(m for m in asked if isinstance(m, str))
+            server.heard_since_ns = heard_since(options.pop(HELD_SINCE_OPTION, None))
         server.initialization_options = options
         if params.process_id and params.process_id != os.getpid():
             server.parent_pid = params.process_id
@@ -94,3 +105,15 @@ def client_watches(capabilities: types.ClientCapabilities) -> bool:
     workspace = capabilities.workspace
     watched = workspace.did_change_watched_files if workspace else None
     return bool(watched and watched.dynamic_registration and watched.relative_pattern_support)
+
+
+def heard_since(held_since_ms: object) -> int:
+    """Since when this process can hear of its first folders' changes: its start, or earlier
+    when the client held the editor's activity since then (bounded; anything but a number of
+    milliseconds is ignored)."""
+    if isinstance(held_since_ms, bool) or not isinstance(held_since_ms, int | float):
+        return STARTED_NS
+    if not math.isfinite(held_since_ms):
+        return STARTED_NS
+    held_ns = int(held_since_ms * 1_000_000)
+    return max(min(held_ns, STARTED_NS), STARTED_NS - HELD_SINCE_LIMIT_NS)

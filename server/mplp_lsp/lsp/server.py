@@ -96,6 +96,8 @@ class MplpLanguageServer(LanguageServer):
         self.initialization_options: Any = None
         # The server's own notifications this client asked for (lsp/lifecycle.py).
         self.client_notifications: frozenset[str] = frozenset()
+        # Since when the folders of ``initialize`` can be heard of (lsp/lifecycle.py).
+        self.heard_since_ns: int | None = None
         # Whether the server watches its folders itself (the editor does not: lifecycle.py).
         self.watches_disk = False
         self.workspaces: Workspaces | None = None
@@ -222,7 +224,7 @@ class MplpLanguageServer(LanguageServer):
             )
         for root, folder_uri in folders:
             try:
-                await self.add_folder(workspaces, root, folder_uri)
+                await self.add_folder(workspaces, root, folder_uri, self.heard_since_ns)
             except Exception as exc:
                 log.exception("cannot open workspace %s", root)
                 self._warn(f"mplp-lsp is not recording {root}: {exc}")
@@ -242,8 +244,9 @@ class MplpLanguageServer(LanguageServer):
         folder_uri: str | None,
         named_ns: int | None = None,
     ) -> None:
-        """Record a folder; ``named_ns``: when the editor added it while the server ran (a
-        folder of ``initialize`` is heard of since the process started)."""
+        """Record a folder; ``named_ns``: since when the server can hear of it (when the editor
+        added it while the server ran; for a folder of ``initialize``, the process's start
+        unless the client held activity since earlier)."""
         from mplp_lsp.workspace import Workspace
 
         settings = await self._settings_for(folder_uri)
