@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -135,12 +136,34 @@ def recorded(state: Path, want: Counter[Op], limit: float) -> tuple[Counter[Op],
     return stored(state), time.perf_counter() - started
 
 
-def empty_hooked(base: Path, name: str) -> Path:
+def empty_hooked(base: Path, name: str, program: Path | None = None) -> Path:
+    """A repository whose reference-transaction hook does nothing: a shell script that
+    exits, or a copy of ``program``."""
     repo = fresh(base, name)
     hook = repo / ".git" / "hooks" / "reference-transaction"
-    hook.write_text("#!/bin/sh\nexit 0\n")
+    if program is None:
+        hook.write_text("#!/bin/sh\nexit 0\n")
+    else:
+        shutil.copy(program, hook)
     hook.chmod(0o755)
     return repo
+
+
+def compiled_nothing(base: Path) -> Path | None:
+    """A program that only exits, compiled here (static where the C library allows), or
+    None without a C compiler: no hook Git can run costs less than starting it."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return None
+    source, program = base / "nothing.c", base / "nothing"
+    source.write_text("int main(void) { return 0; }\n")
+    for static in (["-static"], []):
+        built = subprocess.run(
+            [compiler, "-O2", *static, "-o", str(program), str(source)], capture_output=True
+        )
+        if built.returncode == 0:
+            return program
+    return None
 
 
 def hook_runs(base: Path, count: int) -> int:
@@ -168,10 +191,15 @@ def main(bench: Bench, args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         plain_times, empty_times, hooked_times, lags = [], [], [], []
+        compiled_times: list[float] = []
+        nothing = compiled_nothing(base)
         complete = True
         for round_ in range(args.rounds):
             plain_times.append(timed(fresh(base, f"plain{round_}"), args.count))
             empty_times.append(timed(empty_hooked(base, f"empty{round_}"), args.count))
+            if nothing is not None:
+                compiled = empty_hooked(base, f"compiled{round_}", nothing)
+                compiled_times.append(timed(compiled, args.count))
             repo, state = fresh(base, f"hooked{round_}"), base / f"state{round_}"
             install(repo, state)
             hooked_times.append(timed(repo, args.count))
@@ -197,6 +225,15 @@ def main(bench: Bench, args: argparse.Namespace) -> None:
             "ms",
             peer=("the same script without hooks", plain * 1000),
         )
+        if compiled_times:
+            bench.figure(
+                "the script with a compiled hook that only exits",
+                percentile(compiled_times, 0.5) * 1000,
+                "ms",
+                peer=("the same script without hooks", plain * 1000),
+            )
+        else:
+            print("the script with a compiled hook that only exits: skipped (no C compiler)")
         runs = hook_runs(base, args.count)
         print(f"hook runs in the script: {runs}")
         bench.figure(
