@@ -103,14 +103,7 @@ _GIT_FIELDS = (
 
 
 def _run_git(args: argparse.Namespace) -> int:
-    root = find_workspace(args)
-    if args.json_input:
-        payload = _read_json(args.json_input)
-        if isinstance(payload, ValidationResult):
-            return _invalid(payload)
-    else:
-        payload = {k: getattr(args, k) for k in _GIT_FIELDS if getattr(args, k) is not None}
-    return _deliver(root, args, Kind.GIT, payload)
+    return _emit_fields(args, Kind.GIT, _GIT_FIELDS)
 
 
 def _read_json(name: str) -> Any:
