@@ -73,8 +73,7 @@ class Workbench:
     def _pick(self, keys: str, text: str, row: str) -> None:
         """Open a quick input with ``keys``, type ``text`` and wait for a row showing ``row``.
         The list is filtered once, from what is known when it opens (an extension's commands
-        appear once it is loaded), and a focused terminal may take the keys: each try that
-        shows no such row is closed and made again."""
+        appear once it is loaded): each try that shows no such row is closed and made again."""
         box = self.page.locator(".quick-input-widget input")
         found = self.page.locator(".quick-input-list .monaco-list-row", has_text=row).first
 
@@ -87,7 +86,6 @@ class Workbench:
                 return True
             except Exception:
                 self.page.keyboard.press("Escape")
-                self.page.locator(".monaco-workbench").focus()
                 return False
 
         eventually(f"{row!r} in the quick input", shown, timeout=60)
