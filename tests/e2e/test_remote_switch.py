@@ -29,17 +29,6 @@ FAST = ("--set", "forwardRetryInitialMs=5", "--set", "forwardRetryMaxMs=50")
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> Repo:
-    """A repository that has files and history before any mplp-lsp process runs."""
-    repo = Repo.create(tmp_path / "project")
-    (repo.path / "src").mkdir()
-    (repo.path / "src" / "app.py").write_text("print('app')\n")
-    repo.git("add", ".")
-    repo.git("commit", "-q", "-m", "app")
-    return repo
-
-
-@pytest.fixture
 def xdg(tmp_path: Path) -> Path:
     """The user's configuration directory, empty but for what a test writes."""
     (tmp_path / "xdg" / "mplp-lsp").mkdir(parents=True)
@@ -141,7 +130,7 @@ class Watch:
 
 def recorded(repo: Repo, xdg: Path, state: Path, name: str) -> str:
     """Write ``name`` in the repository; the id of the event the daemon records for it."""
-    (repo.path / name).write_text(f"{name} = 1\n")
+    repo.write(name, f"{name} = 1\n")
     found: list[str] = []
 
     def seen() -> bool:

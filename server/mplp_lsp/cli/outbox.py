@@ -235,11 +235,7 @@ def run_requeue(args: argparse.Namespace) -> int:
         return _no_store(workspace, state_paths(workspace, args.state_dir))
     print(f"requeued {done.moved} dead letter{'' if done.moved == 1 else 's'}")
     if not done.taken:
-        print(
-            f"mplp-lsp outbox requeue: handed to the daemon recording this workspace "
-            f"(pid {done.handed_to}); it requeues them when it next reads its inbox",
-            file=sys.stderr,
-        )
+        _handed("requeue", done.handed_to)
     if done.unknown:
         names = ", ".join(map(str, done.unknown))
         print(f"mplp-lsp outbox requeue: not dead letters: {names}", file=sys.stderr)
@@ -296,12 +292,17 @@ def _choose_held(args: argparse.Namespace, action: Literal["requeue", "drop"]) -
     verb = "requeued" if action == "requeue" else "dropped"
     print(f"{verb} {done.count} envelope{'' if done.count == 1 else 's'} {which}{_to(args)}")
     if not done.taken:
-        print(
-            f"mplp-lsp outbox {action}: handed to the daemon recording this workspace "
-            f"(pid {done.handed_to}); it does it when it next reads its inbox",
-            file=sys.stderr,
-        )
+        _handed(action, done.handed_to)
     return 0
+
+
+def _handed(action: str, pid: int | None) -> None:
+    """Say that the owner has not taken the request yet (it will)."""
+    print(
+        f"mplp-lsp outbox {action}: handed to the daemon recording this workspace "
+        f"(pid {pid}); it does it when it next reads its inbox",
+        file=sys.stderr,
+    )
 
 
 def _to(args: argparse.Namespace) -> str:
