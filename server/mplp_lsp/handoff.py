@@ -29,7 +29,6 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -264,22 +263,21 @@ def requeue_dead_letters(
     ``seqs`` are dead letters is read here, and the requeue goes to the owner through its
     inbox; this waits up to ``wait`` seconds for the owner to take it.
     """
-    settings = settings or Settings()
-    store = _existing_store(workspace_root, state_dir_override, settings)
-    if store is None:
-        return None
-    paths, lock = store
-    if lock.acquire():
-        requeue = partial(requeue_chosen, seqs=seqs)
-        return Requeued(*_own_once(workspace_root, paths, lock, settings, requeue))
-    with contextlib.closing(connect(paths.database, read_only=True)) as conn:
-        known = sorted(letter.seq for letter in dead_letters(conn, seqs=seqs))
-    unknown = [] if seqs is None else sorted(set(seqs) - set(known))
-    if seqs is not None and not known:
-        return Requeued(0, unknown, _owner_pid(lock))
-    request = inbox.Requeue(None if seqs is None else tuple(known))
-    pid, taken = _hand_to_owner(workspace_root, paths, lock, settings, wait, requeue=request)
-    return Requeued(len(known), unknown, pid, taken)
+
+    def here(conn: sqlite3.Connection) -> Requeued:
+        return Requeued(*requeue_chosen(conn, seqs))
+
+    def hand_over(paths: StatePaths, lock: StateDirLock, settings: Settings) -> Requeued:
+        with contextlib.closing(connect(paths.database, read_only=True)) as conn:
+            known = sorted(letter.seq for letter in dead_letters(conn, seqs=seqs))
+        unknown = [] if seqs is None else sorted(set(seqs) - set(known))
+        if seqs is not None and not known:
+            return Requeued(0, unknown, _owner_pid(lock))
+        request = inbox.Requeue(None if seqs is None else tuple(known))
+        pid, taken = _hand_to_owner(workspace_root, paths, lock, settings, wait, requeue=request)
+        return Requeued(len(known), unknown, pid, taken)
+
+    return _through_owner(workspace_root, state_dir_override, settings, here, hand_over)
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,29 +297,38 @@ def choose_held(
 ) -> HeldDone | None:
     """Requeue or drop the envelopes held for another remote through the store's owner, as
     :func:`requeue_dead_letters` requeues dead letters; None when there is no store."""
+
+    def here(conn: sqlite3.Connection) -> HeldDone:
+        return HeldDone(inbox.apply_held(choice, conn))
+
+    def hand_over(paths: StatePaths, lock: StateDirLock, settings: Settings) -> HeldDone:
+        with contextlib.closing(connect(paths.database, read_only=True)) as conn:
+            count = sum(group.count for group in held_groups(conn, choice.remote))
+        if not count:
+            return HeldDone(0, _owner_pid(lock))
+        pid, taken = _hand_to_owner(workspace_root, paths, lock, settings, wait, held=choice)
+        return HeldDone(count, pid, taken)
+
+    return _through_owner(workspace_root, state_dir_override, settings, here, hand_over)
+
+
+def _through_owner(
+    root: Path,
+    override: str | Path | None,
+    settings: Settings | None,
+    here: Callable[[sqlite3.Connection], R],
+    hand_over: Callable[[StatePaths, StateDirLock, Settings], R],
+) -> R | None:
+    """``here`` in the store, owned by this process for the moment if the state dir is free,
+    else ``hand_over`` to its owner; None when the workspace has no store (none is made)."""
     settings = settings or Settings()
-    store = _existing_store(workspace_root, state_dir_override, settings)
-    if store is None:
-        return None
-    paths, lock = store
-    if lock.acquire():
-        apply = partial(inbox.apply_held, choice)
-        return HeldDone(_own_once(workspace_root, paths, lock, settings, apply))
-    with contextlib.closing(connect(paths.database, read_only=True)) as conn:
-        count = sum(group.count for group in held_groups(conn, choice.remote))
-    if not count:
-        return HeldDone(0, _owner_pid(lock))
-    pid, taken = _hand_to_owner(workspace_root, paths, lock, settings, wait, held=choice)
-    return HeldDone(count, pid, taken)
-
-
-def _existing_store(
-    root: Path, override: str | Path | None, settings: Settings
-) -> tuple[StatePaths, StateDirLock] | None:
     paths = StatePaths(resolve_state_dir(root, override or settings.state_dir))
     if not paths.database.exists():
         return None
-    return paths, StateDirLock(paths.lock, workspace=root)
+    lock = StateDirLock(paths.lock, workspace=root)
+    if lock.acquire():
+        return _own_once(root, paths, lock, settings, here)
+    return hand_over(paths, lock, settings)
 
 
 def _own_once(
