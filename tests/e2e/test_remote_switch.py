@@ -97,6 +97,19 @@ def held(repo: Repo, xdg: Path, state: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
+def answered(
+    repo: Repo, xdg: Path, state: Path, answer: str, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """``outbox ARGS`` with a terminal as its standard input, on which ``answer`` is typed."""
+    leader, follower = os.openpty()
+    try:
+        os.write(leader, answer.encode())
+        return mplp(repo, xdg, "outbox", *args, "--state-dir", str(state), stdin=follower)
+    finally:
+        os.close(leader)
+        os.close(follower)
+
+
 def until(check: Callable[[], bool], what: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not check():
@@ -231,6 +244,10 @@ def test_held_envelopes_are_dropped_only_when_the_user_says_so(
     refused = outbox(repo, xdg, state, "drop", "--held")  # no terminal to ask on
     assert refused.returncode == 2
     assert "no terminal to ask on, so nothing was dropped: add --yes" in refused.stderr
+    assert status(repo, xdg, state)["held"] == {remote_a: len(for_a)}
+    declined = answered(repo, xdg, state, "n\n", "drop", "--held")  # on a terminal: asked
+    assert declined.returncode == 2 and "nothing was dropped" in declined.stderr
+    assert f"drop {len(for_a)} envelopes held for other remotes?" in declined.stdout
     assert status(repo, xdg, state)["held"] == {remote_a: len(for_a)}
     other = outbox(repo, xdg, state, "drop", "--held", "--from", "http://127.0.0.1:1", "--yes")
     assert (other.returncode, other.stdout) == (
