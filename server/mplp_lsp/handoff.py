@@ -16,7 +16,8 @@ by a race between the two. A faster path to a running daemon (its loopback HTTP 
 :func:`spool` before the spool file.
 
 :func:`requeue_dead_letters` takes the same two ways for putting dead letters back into the
-forwarding outbox.
+forwarding outbox, and :func:`choose_held` for requeueing or dropping envelopes held for
+another remote.
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from mplp_lsp.forward.drain import Drain, DrainReport
+from mplp_lsp.forward.held import held_groups
 from mplp_lsp.forward.outbox import dead_letters, requeue_chosen
 from mplp_lsp.intake import Submission
 from mplp_lsp.owner import StoreOwner
@@ -47,6 +49,7 @@ from mplp_lsp.store.writer import StoreWriter
 StoreWork = Callable[[sqlite3.Connection], None]
 Status = Literal["accepted", "duplicate", "rejected", "queued"]
 _RELOCK_ATTEMPTS = 3
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +169,10 @@ def _check(submission: Submission) -> ValidationResult:
 
 
 def spool(
-    paths: StatePaths, submissions: Sequence[Submission], requeue: inbox.Requeue | None = None
+    paths: StatePaths,
+    submissions: Sequence[Submission],
+    requeue: inbox.Requeue | None = None,
+    held: inbox.HeldChoice | None = None,
 ) -> Path:
     """Spool for the lock holder, durably (its inbox drains it); used by a following daemon
     too. The spool file's path (gone once the owner has taken it).
@@ -179,7 +185,7 @@ def spool(
     final = paths.inbox / f"{stamp}{inbox.SPOOL_SUFFIX}"
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        os.write(fd, inbox.encode(list(submissions), requeue))
+        os.write(fd, inbox.encode(list(submissions), requeue, held))
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -257,31 +263,115 @@ def requeue_dead_letters(
     ``seqs`` are dead letters is read here, and the requeue goes to the owner through its
     inbox; this waits up to ``wait`` seconds for the owner to take it.
     """
+
+    def here(conn: sqlite3.Connection) -> Requeued:
+        return Requeued(*requeue_chosen(conn, seqs))
+
+    def hand_over(paths: StatePaths, lock: StateDirLock, settings: Settings) -> Requeued:
+        with contextlib.closing(connect(paths.database, read_only=True)) as conn:
+            known = sorted(letter.seq for letter in dead_letters(conn, seqs=seqs))
+        unknown = [] if seqs is None else sorted(set(seqs) - set(known))
+        if seqs is not None and not known:
+            return Requeued(0, unknown, _owner_pid(lock))
+        request = inbox.Requeue(None if seqs is None else tuple(known))
+        pid, taken = _hand_to_owner(workspace_root, paths, lock, settings, wait, requeue=request)
+        return Requeued(len(known), unknown, pid, taken)
+
+    return _through_owner(workspace_root, state_dir_override, settings, here, hand_over)
+
+
+@dataclass(frozen=True, slots=True)
+class HeldDone:
+    count: int  # envelopes requeued or dropped (or, handed over, held when it was handed over)
+    handed_to: int | None = None  # the pid of the owner it was handed to
+    taken: bool = True  # the owner has taken it (always, when done here)
+
+
+def choose_held(
+    workspace_root: Path,
+    state_dir_override: str | Path | None,
+    choice: inbox.HeldChoice,
+    *,
+    settings: Settings | None = None,
+    wait: float = 10.0,
+) -> HeldDone | None:
+    """Requeue or drop the envelopes held for another remote through the store's owner, as
+    :func:`requeue_dead_letters` requeues dead letters; None when there is no store."""
+
+    def here(conn: sqlite3.Connection) -> HeldDone:
+        return HeldDone(inbox.apply_held(choice, conn))
+
+    def hand_over(paths: StatePaths, lock: StateDirLock, settings: Settings) -> HeldDone:
+        with contextlib.closing(connect(paths.database, read_only=True)) as conn:
+            count = sum(group.count for group in held_groups(conn, choice.remote))
+        if not count:
+            return HeldDone(0, _owner_pid(lock))
+        pid, taken = _hand_to_owner(workspace_root, paths, lock, settings, wait, held=choice)
+        return HeldDone(count, pid, taken)
+
+    return _through_owner(workspace_root, state_dir_override, settings, here, hand_over)
+
+
+def _through_owner(
+    root: Path,
+    override: str | Path | None,
+    settings: Settings | None,
+    here: Callable[[sqlite3.Connection], R],
+    hand_over: Callable[[StatePaths, StateDirLock, Settings], R],
+) -> R | None:
+    """``here`` in the store, owned by this process for the moment if the state dir is free,
+    else ``hand_over`` to its owner; None when the workspace has no store (none is made)."""
     settings = settings or Settings()
-    override = state_dir_override or settings.state_dir
-    paths = StatePaths(resolve_state_dir(workspace_root, override))
+    paths = StatePaths(resolve_state_dir(root, override or settings.state_dir))
     if not paths.database.exists():
         return None
-    lock = StateDirLock(paths.lock, workspace=workspace_root)
+    lock = StateDirLock(paths.lock, workspace=root)
     if lock.acquire():
-        done: list[tuple[int, list[int]]] = []
+        return _own_once(root, paths, lock, settings, here)
+    return hand_over(paths, lock, settings)
 
-        def requeue(conn: sqlite3.Connection) -> None:
-            done.append(requeue_chosen(conn, seqs))
 
-        asyncio.run(_own(workspace_root, paths, lock, settings, [], requeue))
-        _drain_left_behind(workspace_root, paths, lock, settings)
-        return Requeued(*done[0])
-    with contextlib.closing(connect(paths.database, read_only=True)) as conn:
-        known = sorted(letter.seq for letter in dead_letters(conn, seqs=seqs))
-    unknown = [] if seqs is None else sorted(set(seqs) - set(known))
+def _own_once(
+    root: Path,
+    paths: StatePaths,
+    lock: StateDirLock,
+    settings: Settings,
+    work: Callable[[sqlite3.Connection], R],
+) -> R:
+    """``work`` in the store, owned by this process for the moment (the lock is held: it is
+    released here)."""
+    done: list[R] = []
+
+    def run(conn: sqlite3.Connection) -> None:
+        done.append(work(conn))
+
+    asyncio.run(_own(root, paths, lock, settings, [], run))
+    _drain_left_behind(root, paths, lock, settings)
+    return done[0]
+
+
+def _owner_pid(lock: StateDirLock) -> int | None:
     owner = lock.owner() or {}
-    pid = owner.get("pid") if isinstance(owner.get("pid"), int) else None
-    if seqs is not None and not known:
-        return Requeued(0, unknown, pid)
-    spooled = spool(paths, [], inbox.Requeue(None if seqs is None else tuple(known)))
-    _drain_left_behind(workspace_root, paths, lock, settings)
+    pid = owner.get("pid")
+    return pid if isinstance(pid, int) else None
+
+
+def _hand_to_owner(
+    root: Path,
+    paths: StatePaths,
+    lock: StateDirLock,
+    settings: Settings,
+    wait: float,
+    *,
+    requeue: inbox.Requeue | None = None,
+    held: inbox.HeldChoice | None = None,
+) -> tuple[int | None, bool]:
+    """Spool a request for the owner and wait up to ``wait`` s for it to be taken: the
+    owner's pid, and whether it was taken."""
+    pid = _owner_pid(lock)
+    spooled = spool(paths, [], requeue, held)
+    _drain_left_behind(root, paths, lock, settings)
     deadline = time.monotonic() + wait
     while spooled.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-    return Requeued(len(known), unknown, pid, taken=not spooled.exists())
+    return pid, not spooled.exists()

@@ -23,6 +23,7 @@ from mplp_lsp.config.live import (
     LiveSettings,
     Logging,
     Recording,
+    Remote,
     set_log_level,
 )
 from mplp_lsp.config.process import EDITOR_META_KEY, editor_record
@@ -146,6 +147,7 @@ class Workspace:
         self._records: set[asyncio.Task[None]] = set()  # meta writes, refusals: awaited at close
         self._drift_task: asyncio.Task[None] | None = None
         self.forwarding = Forwarding()
+        self._remote_url: str | None = None  # --remote of `serve`: over remoteUrl
         self._subscribe()
 
     @classmethod
@@ -182,6 +184,7 @@ class Workspace:
             if prepare is not None:
                 prepare(workspace)
             await workspace.owner.start()
+            workspace._remote_url = remote_url
             workspace.forwarding = await Forwarding.start(
                 writer, workspace.bus, settings, remote_url, root
             )
@@ -272,6 +275,15 @@ class Workspace:
         self.live.subscribe(GitPolling, self._git_changed)
         self.live.subscribe(Recording, lambda _new, _old: self.owner.apply_settings(self.settings))
         self.live.subscribe(Logging, lambda new, _old: set_log_level(new.log_level))
+        self.live.subscribe(Remote, lambda _new, _old: self._background(self._reforward()))
+
+    async def _reforward(self) -> None:
+        """Forward as the changed settings say: a new remote's queue is its own, what was
+        queued for the previous one is held for it (docs/forwarding.md)."""
+        log.info("%s: the forwarding settings changed; forwarding starts again", self.root)
+        await self.forwarding.reconfigure(
+            self._writer, self.bus, self.settings, self._remote_url, self.root
+        )
 
     def _git_changed(self, new: GitPolling, _old: GitPolling) -> None:
         self.git.poll_interval = new.git_poll_ms / 1000

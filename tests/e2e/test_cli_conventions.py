@@ -2,7 +2,8 @@
 has files and history: a setting can be switched off for one run, what is typed is checked
 strictly, a mistyped command gets the closest one, completion scripts load in the shells, well-
 known tools get their kind, a store on a read-only disk can be read, a remote that refuses
-connections does not hold the caller, and errors name the path and what to do."""
+connections does not hold the caller, what was queued for one remote is not sent to the next
+one, and errors name the path and what to do."""
 
 from __future__ import annotations
 
@@ -342,6 +343,24 @@ def test_a_remote_that_refuses_connections_does_not_hold_the_caller(
     assert done.stdout.strip() == "accepted"
     assert "cannot connect to 127.0.0.1" in done.stderr
     assert "still queued" in done.stderr
+
+
+def test_what_was_queued_does_not_go_to_whichever_remote_is_configured_next(
+    repo: Repo, tmp_path: Path, collector: Collector
+) -> None:
+    state = tmp_path / "state"
+    first = f"http://127.0.0.1:{closed_port()}"
+    queued = emit_ci(repo, state, "--remote", first, "--wait", "5")
+    assert "still queued" in queued.stderr
+    ids = {e["event_id"] for e in events(repo, state)}
+    ci = ("--provider", "local", "--pipeline-id", "next", "--run-id", "2", "--status", "running")
+    done = mplp(repo, "emit", "ci", *ci, "--state-dir", str(state), "--remote", collector.url)
+    assert done.returncode == 0, done.stderr
+    assert collector.events(), "the remote configured next got nothing"
+    assert not ids & {e["event_id"] for e in collector.events()}
+    listed = mplp(repo, "outbox", "held", "--json", "--state-dir", str(state))
+    (held,) = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert (held["remote"], held["count"]) == (first, len(ids))
 
 
 def test_no_dead_letters_is_said(repo: Repo, tmp_path: Path) -> None:

@@ -50,7 +50,7 @@ def test_one_failing_subscriber_does_not_stop_the_others(caplog: pytest.LogCaptu
 def test_update_names_the_changed_settings_that_need_a_restart() -> None:
     live = LiveSettings(Settings())
     changed = live.update(Settings(api_port=8080, debounce_ms=1, remote_url="https://r.example"))
-    assert changed == ["apiPort", "remoteUrl"]
+    assert changed == ["apiPort"]  # the remote applies live: forwarding starts again
 
 
 def test_docs_name_exactly_the_settings_that_need_a_restart() -> None:

@@ -138,10 +138,16 @@ def _print_forward(forward: dict[str, Any]) -> None:
     age = forward["oldest_pending_age_s"]
     remote = forward.get("remote")
     print(f"forwarding    {forward['state']}{f' (remote {remote})' if remote else ''}")
-    print(f"  outbox depth        {forward['depth']} ({forward['pending_bytes']:,} bytes)")
+    queued_for = forward.get("queued_for")
+    print(
+        f"  outbox depth        {forward['depth']} ({forward['pending_bytes']:,} bytes)"
+        f"{f', queued for {queued_for}' if queued_for and not remote else ''}"
+    )
     print(f"  oldest pending      {'-' if age is None else f'{age:.1f} s ago'}")
     print(f"  last success        {forward['last_success_at'] or '-'}")
     print(f"  last error          {forward['last_error'] or '-'}")
     for name in ("delivered", "dead_lettered", "overflow_dropped", "quarantined"):
         print(f"  {name.replace('_', ' '):<20}{forward[name]}")
     print(f"  dead letters held   {forward['dead_letters']} (mplp-lsp outbox dead)")
+    for held_for, count in sorted((forward.get("held") or {}).items()):
+        print(f"  held for            {held_for}: {count} (not sent; mplp-lsp outbox held)")

@@ -25,6 +25,7 @@ __all__ = [
     "LiveSettings",
     "Logging",
     "Recording",
+    "Remote",
     "Section",
     "restart_settings",
     "set_log_level",
@@ -85,6 +86,22 @@ class Recording(Section):
 
 
 @dataclass(frozen=True, slots=True)
+class Remote(Section):
+    """What forwarding starts with: a change starts it again (mplp_lsp.forward.service)."""
+
+    remote_url: str | None
+    remote_token_file: str | None
+    remote_allow_insecure_http: bool
+    forward_batch_size: int
+    forward_batch_bytes: int
+    forward_linger_ms: int
+    forward_retry_initial_ms: int
+    forward_retry_max_ms: int
+    forward_disk_budget_mb: int
+    forward_report_s: int
+
+
+@dataclass(frozen=True, slots=True)
 class Logging(Section):
     log_level: LogLevel
 
@@ -108,6 +125,7 @@ LIVE_SECTIONS: Final[tuple[type[Section], ...]] = (
     Ignore,
     GitPolling,
     Recording,
+    Remote,
     Logging,
 )
 

@@ -30,6 +30,7 @@ __all__ = [
     "RemoteConfig",
     "RemoteConfigError",
     "batch_limits",
+    "remote_identity",
     "resolve_remote",
     "retry_policy",
 ]
@@ -72,6 +73,25 @@ def resolve_remote(
         token=_token(settings, env),
         budget_bytes=settings.forward_disk_budget_mb * 2**20,
     )
+
+
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+
+
+def remote_identity(url: str) -> str:
+    """Which remote envelopes are queued for: ``url`` as ``scheme://host[:port]/path``, the
+    scheme and host in lower case, a default port and a trailing slash left out, and never
+    a user name, password, query or fragment (docs/forwarding.md). Raises ValueError for
+    what is not an http(s) URL with a host."""
+    parts = urlsplit(url.strip())
+    host, port = parts.hostname, parts.port  # the port raises on a bad one
+    if parts.scheme.lower() not in _DEFAULT_PORTS or not host:
+        raise ValueError(f"not an http:// or https:// URL with a host: {url!r}")
+    scheme = parts.scheme.lower()
+    netloc = f"[{host}]" if ":" in host else host  # hostname is lower case, without brackets
+    if port is not None and port != _DEFAULT_PORTS[scheme]:
+        netloc += f":{port}"
+    return urlunsplit((scheme, netloc, parts.path.rstrip("/"), "", ""))
 
 
 def batch_limits(settings: Settings) -> BatchLimits:

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from functools import partial
 
-from mplp_lsp.forward import outbox
+from mplp_lsp.forward import held, outbox
 from mplp_lsp.forward.batching import (
     STREAM_KEY_HEADER,
     Batch,
@@ -36,7 +36,7 @@ from mplp_lsp.forward.outbox import Backlog, Entry
 from mplp_lsp.forward.report import Reporter
 from mplp_lsp.forward.retry import Action, RetryPolicy, classify, parse_retry_after
 from mplp_lsp.forward.transport import Reply, Transport, TransportError
-from mplp_lsp.store.database import RECLAIM_MIN_PAGES, reclaim_free_pages
+from mplp_lsp.store.database import RECLAIM_MIN_PAGES, reclaim_free_pages, transaction
 from mplp_lsp.store.events import StoredEvent
 from mplp_lsp.store.writer import StoreWriter
 
@@ -68,8 +68,13 @@ class Forwarder:
         reclaim_min_pages: int = RECLAIM_MIN_PAGES,
         identity: StreamIdentity | None = None,
         report_every: float = 30.0,
+        remote: str | None = None,
     ) -> None:
+        """``remote``: the identity of the remote the transport sends to
+        (:func:`~mplp_lsp.forward.config.remote_identity`); the outbox becomes its queue
+        (:mod:`.held`). None leaves the outbox's remote as it is."""
         self._writer = writer
+        self._remote = remote
         self._reclaim_min_pages = reclaim_min_pages
         self._transport = transport
         self._budget_bytes = budget_bytes
@@ -113,10 +118,24 @@ class Forwarder:
         return max(0.0, self._retry_at - time.monotonic())
 
     async def start(self) -> None:
-        """Enable queuing in the store, apply the budget, and start sending in the background."""
-        self._stream, self._stream_key = await self._writer.run(
-            partial(outbox.enable, budget_bytes=self._budget_bytes)
-        )
+        """Enable queuing in the store, make the outbox this remote's queue, apply the budget,
+        and start sending in the background."""
+        self._stream, self._stream_key, released, others = await self._writer.run(self._enable)
+        if released:
+            log.warning(
+                "forwarding: %d envelopes held for %s are queued for it again",
+                released,
+                self._remote,
+            )
+        for remote, count in sorted(others.items()):
+            log.warning(
+                "forwarding: %d envelopes queued for %s are held, not sent to %s"
+                " (`mplp-lsp outbox held` lists them; `outbox requeue --held` sends them here,"
+                " `outbox drop --held` forgets them)",
+                count,
+                remote,
+                self._remote,
+            )
         dropped = await self._writer.run(outbox.trim_to_budget)
         if dropped:
             log.warning("forwarding: %d envelopes over the disk budget were dropped", dropped)
@@ -125,6 +144,17 @@ class Forwarder:
         self._task = loop.create_task(self._run(), name="forwarder")
         if self._reporter is not None:
             self._reporting = loop.create_task(self._reporter.run(self._stream), name="report")
+
+    def _enable(self, conn: sqlite3.Connection) -> tuple[str, str, int, dict[str, int]]:
+        """One transaction: an event accepted meanwhile is queued for one remote or the
+        other, never left between them. The stream, its key, how many entries held for this
+        remote came back, and what stays held for others."""
+        with transaction(conn):
+            stream, key = outbox.enable(conn, budget_bytes=self._budget_bytes)
+            if self._remote is None:
+                return stream, key, 0, {}
+            released = held.claim(conn, self._remote).released
+            return stream, key, released, held.held_counts(conn)
 
     def wake(self) -> None:
         """New envelopes were committed; the loop looks at the outbox now."""

@@ -18,6 +18,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from mplp_lsp.forward.held import held_counts, queue_remote
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.store.database import transaction
 from mplp_lsp.store.queueing import (
@@ -77,6 +78,8 @@ class OutboxState:
     last_error: str | None
     last_error_at: str | None
     oldest_pending_at: str | None
+    queued_for: str | None  # the remote the pending entries were queued for
+    held: dict[str, int]  # entries held for other remotes, per remote (mplp_lsp.forward.held)
 
 
 def enable(conn: sqlite3.Connection, *, budget_bytes: int) -> tuple[str, str]:
@@ -273,7 +276,7 @@ def read_state(conn: sqlite3.Connection) -> OutboxState:
     oldest = conn.execute(
         "SELECT e.received_at FROM events AS e WHERE e.seq = (SELECT min(seq) FROM outbox)"
     ).fetchone()
-    (held,) = conn.execute("SELECT count(*) FROM outbox_dead").fetchone()
+    (dead,) = conn.execute("SELECT count(*) FROM outbox_dead").fetchone()
     return OutboxState(
         enabled=bool(row[0]),
         budget_bytes=int(row[1]),
@@ -281,7 +284,7 @@ def read_state(conn: sqlite3.Connection) -> OutboxState:
         pending_bytes=int(row[3]),
         delivered=int(row[4]),
         dead_lettered=int(row[5]),
-        dead_letters=int(held),
+        dead_letters=int(dead),
         overflow_dropped=int(row[6]),
         quarantined=int(row[7]),
         batches_sent=int(row[8]),
@@ -290,6 +293,8 @@ def read_state(conn: sqlite3.Connection) -> OutboxState:
         last_error=row[11],
         last_error_at=row[12],
         oldest_pending_at=None if oldest is None else str(oldest[0]),
+        queued_for=queue_remote(conn),
+        held=held_counts(conn),
     )
 
 

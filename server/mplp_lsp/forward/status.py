@@ -31,6 +31,8 @@ def forward_status(
         "enabled": state.enabled,
         "state": "queuing" if state.enabled else "off",
         "remote": None,
+        "queued_for": state.queued_for,
+        "held": state.held,
         "depth": state.pending,
         "pending_bytes": state.pending_bytes,
         "budget_bytes": state.budget_bytes,

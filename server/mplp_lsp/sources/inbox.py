@@ -2,7 +2,8 @@
 
 A CLI process that finds the state dir locked writes its submissions to one file in
 ``<state dir>/inbox`` (temporary name, fsync, atomic rename, see :mod:`mplp_lsp.handoff`);
-``mplp-lsp outbox requeue`` writes its requeue of dead letters the same way.
+``mplp-lsp outbox requeue`` writes its requeue of dead letters, and ``requeue --held`` /
+``drop --held`` their choice for envelopes held for another remote, the same way.
 Whoever owns the store drains it: the daemon on a short stat poll, or a CLI process that
 gets the lock. A file is deleted only after its events committed, so a crash in between
 means they are submitted again and the intake drops them as duplicates.
@@ -15,13 +16,15 @@ import contextlib
 import json
 import logging
 import os
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from mplp_lsp.forward.held import drop_held, requeue_held
 from mplp_lsp.forward.outbox import requeue_chosen
 from mplp_lsp.intake import Intake, Submission
 from mplp_lsp.protocol.kinds import Kind
@@ -43,12 +46,24 @@ class Requeue:
 
 
 @dataclass(frozen=True, slots=True)
+class HeldChoice:
+    """Envelopes held for another remote (``remote``'s, or all for None): ``requeue`` them to
+    the outbox's remote, or ``drop`` them (:mod:`mplp_lsp.forward.held`)."""
+
+    action: Literal["requeue", "drop"]
+    remote: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class Spooled:
     submissions: list[Submission]
     requeue: Requeue | None = None
+    held: HeldChoice | None = None
 
 
-def encode(submissions: list[Submission], requeue: Requeue | None = None) -> bytes:
+def encode(
+    submissions: list[Submission], requeue: Requeue | None = None, held: HeldChoice | None = None
+) -> bytes:
     items = [
         {"kind": s.kind.value, "data": s.data, "source_module": s.source_module, "source": s.source}
         for s in submissions
@@ -56,6 +71,8 @@ def encode(submissions: list[Submission], requeue: Requeue | None = None) -> byt
     body: dict[str, Any] = {"submissions": items}
     if requeue is not None:
         body["requeue_dead"] = {"seqs": None if requeue.seqs is None else list(requeue.seqs)}
+    if held is not None:
+        body["held"] = {"action": held.action, "remote": held.remote}
     return json.dumps(body, ensure_ascii=False).encode("utf-8")
 
 
@@ -73,7 +90,22 @@ def decode(raw: bytes) -> Spooled:
         if seqs is not None and not all(type(seq) is int for seq in seqs):
             raise ValueError("requeue_dead.seqs holds something other than integers")
         requeue = Requeue(None if seqs is None else tuple(seqs))
-    return Spooled(submissions, requeue)
+    return Spooled(submissions, requeue, _held_choice(body.get("held")))
+
+
+def _held_choice(raw: Any) -> HeldChoice | None:
+    if raw is None:
+        return None
+    action, remote = raw["action"], raw["remote"]
+    if action not in ("requeue", "drop") or not (remote is None or isinstance(remote, str)):
+        raise ValueError("held: not a requeue or drop of a remote's envelopes")
+    return HeldChoice(action, remote)
+
+
+def apply_held(choice: HeldChoice, conn: sqlite3.Connection) -> int:
+    """Carry out ``choice`` in the store; how many envelopes it moved or dropped."""
+    act = requeue_held if choice.action == "requeue" else drop_held
+    return act(conn, choice.remote)
 
 
 def pending(inbox: Path) -> list[Path]:
@@ -108,6 +140,9 @@ async def drain(inbox: Path, intake: Intake, screen: Screen | None = None) -> in
                 requeue = partial(requeue_chosen, seqs=spooled.requeue.seqs)
                 moved, _ = await intake.writer.run(requeue)
                 log.info("inbox: requeued %d dead letter(s) as asked", moved)
+            if spooled.held is not None:
+                done = await intake.writer.run(partial(apply_held, spooled.held))
+                log.info("inbox: %s %d held envelope(s) as asked", spooled.held.action, done)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
     return len(files)

@@ -508,6 +508,22 @@ _SNAPSHOT_CODEC: Final = """
 ALTER TABLE psg_snapshots ADD COLUMN codec TEXT;
 """
 
+_HELD_FOR_REMOTE: Final = """
+-- Envelopes queued for a remote other than the one configured now (mplp_lsp.forward.held):
+-- not sent, not under the disk budget, never dropped by retention; they go back into the
+-- outbox when their remote is configured again, or when the user requeues them
+-- (`mplp-lsp outbox requeue --held`). The outbox itself is the queue of the remote named in
+-- meta 'forward.remote'; a store upgraded to this version names none yet, and its queue
+-- goes to the first remote configured after the upgrade.
+CREATE TABLE outbox_held (
+    seq     INTEGER PRIMARY KEY,  -- events.seq
+    remote  TEXT NOT NULL,        -- the remote it was queued for: scheme://host[:port]/path
+    bytes   INTEGER NOT NULL,     -- length of the envelope's JSON, as in the outbox
+    held_at TEXT NOT NULL
+);
+CREATE INDEX outbox_held_remote ON outbox_held (remote, seq);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     _V1,
     _TOOL_INVOCATIONS,
@@ -525,6 +541,7 @@ MIGRATIONS: tuple[str, ...] = (
     _GIT_TAGS,
     _EVENT_TIME,
     _SNAPSHOT_CODEC,
+    _HELD_FOR_REMOTE,
 )
 """Schema scripts; index ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append only."""
 

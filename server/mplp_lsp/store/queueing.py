@@ -18,11 +18,12 @@ events stay in the local log) and are counted in ``overflow_dropped``.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from itertools import accumulate
 from typing import Final
 
-__all__ = ["apply_budget", "queue_appended", "recount"]
+__all__ = ["apply_budget", "queue_appended", "recount", "recount_held"]
 
 # Entries examined per round when dropping over the budget: the oldest few usually cover
 # the excess of one batch.
@@ -31,6 +32,10 @@ _TRIM_CHUNK: Final = 512
 STREAM_META_KEY: Final = "forward.stream"
 # meta key of the stream's write key: the remote binds the stream to it at first contact
 STREAM_KEY_META_KEY: Final = "forward.stream_key"
+# meta key of the remote the outbox's entries are queued for (mplp_lsp.forward.held)
+QUEUE_REMOTE_META_KEY: Final = "forward.remote"
+# meta key of the count of held entries per remote, {remote: count}, kept by recount_held
+HELD_META_KEY: Final = "forward.held"
 
 
 def queue_appended(conn: sqlite3.Connection, after_seq: int) -> int:
@@ -61,6 +66,17 @@ def recount(conn: sqlite3.Connection) -> None:
     conn.execute(
         "UPDATE outbox_state SET (pending, pending_bytes) ="
         " (SELECT count(*), coalesce(sum(bytes), 0) FROM outbox) WHERE id = 1"
+    )
+
+
+def recount_held(conn: sqlite3.Connection) -> None:
+    """Record the count of held entries per remote (after any change of ``outbox_held``), so
+    status reads one row however many are held."""
+    counts = dict(conn.execute("SELECT remote, count(*) FROM outbox_held GROUP BY remote"))
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES (?, ?)"
+        " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (HELD_META_KEY, json.dumps(counts, sort_keys=True)),
     )
 
 

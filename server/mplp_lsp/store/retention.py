@@ -3,8 +3,9 @@
 The log is removed from its old end only, like a journal's: everything stored before a
 *horizon* (a ``seq``) goes, except what must stay:
 
-* an event the forwarding outbox still has to send, or that the remote refused and the user
-  may requeue (``outbox``, ``outbox_dead``): retention never decides for the remote;
+* an event the forwarding outbox still has to send, that the remote refused and the user
+  may requeue, or that is held for another remote (``outbox``, ``outbox_dead``,
+  ``outbox_held``): retention never decides for a remote;
 * an event the store's consumers have not handled yet (the owner drains its bus first and
   cuts only below what it drained, ``upto``): the project graph must still be derived
   from it;
@@ -38,8 +39,11 @@ SLICE: Final = 2_000  # events removed per transaction: a few milliseconds of th
 # against the log's highest seq less these (mplp_lsp.store.salvage).
 REMOVED_COUNTER: Final = "retention_removed"
 
-# The events that stay whatever their age: queued or dead-lettered for the remote.
-_KEPT: Final = "seq NOT IN (SELECT seq FROM outbox) AND seq NOT IN (SELECT seq FROM outbox_dead)"
+# The events that stay whatever their age: queued, dead-lettered or held for a remote.
+_KEPT: Final = (
+    "seq NOT IN (SELECT seq FROM outbox) AND seq NOT IN (SELECT seq FROM outbox_dead)"
+    " AND seq NOT IN (SELECT seq FROM outbox_held)"
+)
 
 
 @dataclass(frozen=True, slots=True)

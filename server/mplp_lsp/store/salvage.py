@@ -43,7 +43,12 @@ from typing import Any, Final
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.store.database import connect, transaction
 from mplp_lsp.store.dedup import KEY_SIZE
-from mplp_lsp.store.queueing import STREAM_KEY_META_KEY, STREAM_META_KEY, recount
+from mplp_lsp.store.queueing import (
+    STREAM_KEY_META_KEY,
+    STREAM_META_KEY,
+    recount,
+    recount_held,
+)
 from mplp_lsp.store.retention import REMOVED_COUNTER
 
 __all__ = [
@@ -316,6 +321,7 @@ def _highest_known(old: sqlite3.Connection, new: sqlite3.Connection) -> int:
         "SELECT coalesce(max(seq), 0) FROM events",
         "SELECT coalesce(max(seq), 0) FROM outbox",
         "SELECT coalesce(max(seq), 0) FROM outbox_dead",
+        "SELECT coalesce(max(seq), 0) FROM outbox_held",
         "SELECT coalesce(max(CAST(value AS INTEGER)), 0) FROM meta WHERE key LIKE 'consumer.%'",
     )
     for query in queries:
@@ -441,14 +447,17 @@ def _restore_outbox(
             new.execute(
                 "INSERT OR IGNORE INTO outbox (seq, bytes)"
                 " SELECT seq, length(CAST(body AS BLOB)) FROM events"
-                " WHERE seq NOT IN (SELECT seq FROM outbox_dead) ORDER BY seq"
+                " WHERE seq NOT IN (SELECT seq FROM outbox_dead)"
+                " AND seq NOT IN (SELECT seq FROM outbox_held) ORDER BY seq"
             )
             new.execute("UPDATE outbox_state SET enabled = 1 WHERE id = 1")
         # An entry whose event was lost can never be sent (its loss is counted below): it
         # would hold the outbox's depth above zero for good.
         new.execute("DELETE FROM outbox WHERE seq NOT IN (SELECT seq FROM events)")
         new.execute("DELETE FROM outbox_dead WHERE seq NOT IN (SELECT seq FROM events)")
+        new.execute("DELETE FROM outbox_held WHERE seq NOT IN (SELECT seq FROM events)")
         recount(new)  # the copied (or rebuilt) entries
+        recount_held(new)
         if report.lost_events:
             new.execute(
                 "UPDATE outbox_state SET quarantined = quarantined + ? WHERE id = 1",
