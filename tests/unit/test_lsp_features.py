@@ -23,11 +23,12 @@ from typing import Any
 import pytest
 from pygls.io_ import run_async
 
+from mplp_lsp.lsp.app import FEATURES, create_server
 from mplp_lsp.lsp.drift import SCAN_COMMAND
 from mplp_lsp.lsp.feature import Feature, command, handles, register
 from mplp_lsp.lsp.hooks import INSTALL_COMMAND
 from mplp_lsp.lsp.quick_fixes import EDITED_COMMAND, RESOLVE_COMMAND
-from mplp_lsp.lsp.server import FEATURES, MplpLanguageServer, create_server
+from mplp_lsp.lsp.server import MplpLanguageServer
 from mplp_lsp.lsp.tools import RUN_TOOL_COMMAND
 
 
