@@ -70,9 +70,7 @@ async def watch_folder(
 class FolderWatch:
     """:func:`watch_folder` in the background, for as long as the folder is recorded."""
 
-    def __init__(
-        self, workspaces: Router, workspace: Workspace, ready: Callable[[], None]
-    ) -> None:
+    def __init__(self, workspaces: Router, workspace: Workspace, ready: Callable[[], None]) -> None:
         self._stop = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(
             self._run(workspaces, workspace, ready), name=f"watch {workspace.root.name}"
