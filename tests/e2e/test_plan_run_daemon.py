@@ -23,7 +23,7 @@ import pytest
 
 from mplp_lsp.protocol.envelope import new_id
 from tests.e2e.harness import watch_argv
-from tests.unit.test_http_api import context_doc, plan_doc
+from tests.support.plans import context_doc, plan_doc
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)")

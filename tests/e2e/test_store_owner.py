@@ -13,8 +13,8 @@ import aiohttp
 
 from mplp_lsp.cli import main
 from mplp_lsp.store import EventLog, connect
-from tests.e2e.test_api_daemon import cli, start_watch, stop, wait_for_api
-from tests.unit.test_dead_letters import REFUSALS, assert_counters_match_tables, make_store, tables
+from tests.support.daemon import cli, start_watch, stop, wait_for_api
+from tests.support.stores import REFUSALS, assert_counters_match_tables, make_store, tables
 
 # The one shape of a rejection in the integration error log, whatever the path.
 SHAPE = {"time", "source_module", "kind", "errors", "input_excerpt"}
