@@ -13,6 +13,8 @@ import pytest
 from tests.e2e.harness import server_env
 from tests.support.neovim import find_nvim
 
+pytestmark = pytest.mark.realhost
+
 INIT_LUA = r"""
 vim.cmd('filetype on')
 vim.lsp.config('mplp', {

@@ -14,7 +14,7 @@ import pytest
 from tests.e2e.nvim_session import git_repo, run
 from tests.support.plans import confirm_doc, context_doc, plan_doc
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.realhost
 
 BODY = r"""
 require('mplp').setup({ python = PYTHON })

@@ -24,7 +24,7 @@ import pytest
 from tests.e2e.harness import read_events, server_env
 from tests.support.neovim import find_nvim
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.realhost
 
 PLUGIN = Path(__file__).resolve().parents[2] / "editors" / "nvim"
 

@@ -26,7 +26,7 @@ from tests.vscode.conftest import code_server_root as code_server_root
 from tests.vscode.conftest import open_host
 from tests.vscode.host import argv_of, base_settings
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.realhost
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 

@@ -19,7 +19,7 @@ from tests.team.conftest import READ_TOKEN, TOKEN, start_collector
 from tests.ui.conftest import browser, git, pictures  # noqa: F401 - fixtures used here
 from tests.ui.daemon import Watch, base_env
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.realhost
 
 
 def _get(url: str, token: str | None = None) -> tuple[int, Any]:

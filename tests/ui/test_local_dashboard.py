@@ -17,7 +17,7 @@ import pytest
 from tests.support.waiting import wait_until
 from tests.ui.daemon import Remote, Watch, cli
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.realhost
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,7 @@ from tests.vscode.host import (
     unavailable,
 )
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.realhost
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 

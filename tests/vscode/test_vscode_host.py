@@ -25,7 +25,7 @@ from tests.support.waiting import wait_until
 from tests.vscode.conftest import Host, git, open_host
 from tests.vscode.host import argv_of, base_settings, server_processes
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.realhost
 
 BASE = "".join(f"line {i}\n" for i in range(1, 11))
 DISK = BASE.replace("line 10\n", "line 10 disk\n")

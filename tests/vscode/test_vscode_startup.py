@@ -20,7 +20,7 @@ from tests.support.waiting import wait_until
 from tests.vscode.conftest import git, open_host
 from tests.vscode.host import base_settings
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.realhost
 
 
 def held_interpreter(folder: Path) -> tuple[Path, Path]:
