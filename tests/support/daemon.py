@@ -18,11 +18,12 @@ from tests.support.collector import TOKEN
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``mplp-lsp <args>`` as a user runs it: its exit status and output, never raising."""
     return subprocess.run(
         [sys.executable, "-m", "mplp_lsp", *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
         check=False,
     )
 
