@@ -63,7 +63,7 @@ async def test_a_clock_an_hour_ahead_does_not_freeze_the_team_graph(
     pg_cluster: postgres.Cluster, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from tests.e2e.harness import watch_argv
-    from tests.e2e.test_api_daemon import stop, wait_for_api
+    from tests.support.daemon import stop, wait_for_api
 
     library = faketime_library()
     workspace, state = tmp_path / "ws", tmp_path / "state"

@@ -68,8 +68,8 @@ async def test_one_envelope_under_two_streams_is_stored_once_on_postgresql(
 
 
 async def test_one_envelope_under_two_streams_is_stored_once_on_sqlite(tmp_path: Path) -> None:
-    from tests.e2e.test_forwarding import TOKEN as SQLITE_TOKEN
-    from tests.e2e.test_forwarding import Collector as SqliteCollector
+    from tests.support.collector import TOKEN as SQLITE_TOKEN
+    from tests.support.collector import Collector as SqliteCollector
 
     collector = SqliteCollector(tmp_path / "collector.db")
     auth = {"Authorization": f"Bearer {SQLITE_TOKEN}"}
@@ -123,7 +123,7 @@ async def test_a_salvaged_store_sends_everything_again_and_adds_no_row(
     down; its store's outbox is damaged while it is stopped; the next daemon salvages the
     store and sends every event again under a new stream (the delivered ones too):
     PostgreSQL gains no row twice, and the old stream is shown as replaced by the new."""
-    from tests.e2e.test_api_daemon import start_watch, stop, wait_for_api
+    from tests.support.daemon import start_watch, stop, wait_for_api
 
     workspace, state = tmp_path / "ws", tmp_path / "state"
     workspace.mkdir()

@@ -52,7 +52,7 @@ async def stream_row(url: str, stream: str) -> dict[str, Any] | None:
 async def test_the_backlog_behind_each_batch_is_shown_per_stream(
     pg_cluster: postgres.Cluster, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.e2e.test_api_daemon import start_watch, stop, wait_for_api
+    from tests.support.daemon import start_watch, stop, wait_for_api
 
     workspace, state = tmp_path / "ws", tmp_path / "state"
     workspace.mkdir()

@@ -136,7 +136,7 @@ def oldest_queued(state: Path) -> str:
 async def test_the_backlog_shown_is_the_outbox_while_no_batch_gets_through(
     pg_cluster: postgres.Cluster, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.e2e.test_api_daemon import start_watch, stop, wait_for_api
+    from tests.support.daemon import start_watch, stop, wait_for_api
     from tests.support.team import stream_of
 
     workspace, state = tmp_path / "ws", tmp_path / "state"

@@ -114,7 +114,7 @@ def pg_rows(cluster: postgres.Cluster, database: str, sql: str) -> list[tuple[An
 async def test_three_daemons_two_instances_one_killed(
     pg_cluster: postgres.Cluster, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.e2e.test_api_daemon import start_watch, stop, wait_for_api
+    from tests.support.daemon import start_watch, stop, wait_for_api
 
     database = pg_url.rsplit("/", 1)[1]
     first = start_collector(pg_url, pg_cluster, tmp_path, "--log-level", "warning")

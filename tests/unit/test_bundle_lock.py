@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.required import unavailable
-from tests.unit.test_bundle_server import bundle_server
+from tests.support.bundle import bundle_server
 
 REPO = Path(__file__).resolve().parents[2]
 EXTENSION = REPO / "editors" / "vscode"
