@@ -11,12 +11,28 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from mplp_lsp.store.database import connect
 from tests.dist import Dist, build
 from tests.required import unavailable
 
 REPO = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+
+# Every test is in one tier (CONTRIBUTING.md says which to write): ``unit`` (in-process, the
+# fast tier a contributor runs before each commit: ``pytest -m unit``), ``e2e`` (real
+# processes: the daemon, git, collectors, PostgreSQL) or ``realhost`` (a real editor or browser:
+# code-server, Neovim, Emacs, Chromium). A module's own ``pytestmark`` names its tier; otherwise
+# its folder does.
+TIERS = ("unit", "e2e", "realhost")
+
+# No time limit per hypothesis example: the 200 ms default is a timing threshold, which a
+# shared or loaded machine crosses (a flaky failure that says nothing of the code); the
+# per-test timeout (pyproject.toml) still bounds a test that hangs.
+settings.register_profile("mplp-lsp", deadline=None)
+settings.load_profile("mplp-lsp")
+FOLDER_TIERS = {"unit": "unit", "vscode": "realhost", "emacs": "realhost", "ui": "realhost"}
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 PAYLOAD_FILES = {
     "tool": "tool.json",
@@ -56,6 +72,18 @@ def require_reference() -> Path:
     if found is None:
         unavailable(MISSING_REFERENCE)
     return found
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        tiers = {mark.name for mark in item.iter_markers() if mark.name in TIERS}
+        if not tiers:
+            folder = item.path.relative_to(TESTS).parts[0]
+            tier = FOLDER_TIERS.get(folder, "e2e")
+            item.add_marker(tier)
+            tiers = {tier}
+        if len(tiers) != 1:
+            raise pytest.UsageError(f"{item.nodeid}: in tiers {sorted(tiers)}; one only")
 
 
 @pytest.fixture

@@ -11,22 +11,30 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from mplp_lsp.sources.debounce import WATCHER, Change
 from mplp_lsp.sources.fswatch import watch_files
 
 if TYPE_CHECKING:
     from mplp_lsp.workspace import Workspace
-    from mplp_lsp.workspaces import Workspaces
 
 log = logging.getLogger(__name__)
+
+
+class Router(Protocol):
+    """Where a reported path goes (``workspaces.Workspaces``, which holds the watches):
+    routed to its folder like any raw path."""
+
+    def observe(
+        self, change: Change, raw: str, *, previous: str | None = None, origin: str = ...
+    ) -> object: ...
 
 
 class FolderSink:
     """Where the watcher's reports of one folder go."""
 
-    def __init__(self, workspaces: Workspaces, workspace: Workspace) -> None:
+    def __init__(self, workspaces: Router, workspace: Workspace) -> None:
         self._workspaces = workspaces
         self._workspace = workspace
         self._cut = len(str(workspace.root)) + 1
@@ -42,7 +50,7 @@ class FolderSink:
 
 
 async def watch_folder(
-    workspaces: Workspaces,
+    workspaces: Router,
     workspace: Workspace,
     stop: asyncio.Event,
     ready: Callable[[], None] = lambda: None,
@@ -62,16 +70,14 @@ async def watch_folder(
 class FolderWatch:
     """:func:`watch_folder` in the background, for as long as the folder is recorded."""
 
-    def __init__(
-        self, workspaces: Workspaces, workspace: Workspace, ready: Callable[[], None]
-    ) -> None:
+    def __init__(self, workspaces: Router, workspace: Workspace, ready: Callable[[], None]) -> None:
         self._stop = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(
             self._run(workspaces, workspace, ready), name=f"watch {workspace.root.name}"
         )
 
     async def _run(
-        self, workspaces: Workspaces, workspace: Workspace, ready: Callable[[], None]
+        self, workspaces: Router, workspace: Workspace, ready: Callable[[], None]
     ) -> None:
         started = False
 

@@ -6,8 +6,6 @@ import pytest
 
 from tests.gitrepo import Repo
 
-pytestmark = pytest.mark.e2e
-
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Repo:

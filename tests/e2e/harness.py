@@ -19,6 +19,8 @@ from typing import Any
 from lsprotocol import types
 from pytest_lsp import LanguageClient, client_capabilities, make_test_lsp_client
 
+from tests.support.waiting import wait_until
+
 FAST_SETTINGS = {"debounceMs": 150, "maxWaitMs": 2000}
 
 
@@ -180,14 +182,6 @@ def watching(
 def file_events(state_dir: Path) -> list[dict[str, Any]]:
     """The payloads of the stored ``file_update`` events, in the order they were stored."""
     return [event["payload"] for event in read_events(state_dir, "file_update")]
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out: {getattr(condition, 'missing', '')}")
-        time.sleep(0.1)
 
 
 def recorded_paths(state_dir: Path) -> set[str]:

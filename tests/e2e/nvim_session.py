@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.harness import server_env
-from tests.e2e.test_neovim import find_nvim
+from tests.support.neovim import find_nvim
 
 PLUGIN = Path(__file__).resolve().parents[2] / "editors" / "nvim"
 

@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,31 +13,9 @@ import pytest
 from mplp_lsp.protocol.envelope import new_id
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import validate
-from tests.e2e.harness import lsp_session, watch_argv
-from tests.unit.test_http_api import context_doc, plan_doc
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mplp_lsp", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
-async def wait_for_api(state_dir: Path, workspace: Path, timeout: float = 30) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        done = await asyncio.to_thread(
-            cli, "status", "--json", "--state-dir", str(state_dir), "--workspace", str(workspace)
-        )
-        report = json.loads(done.stdout)
-        if report.get("api"):
-            return dict(report["api"])
-        await asyncio.sleep(0.2)
-    raise AssertionError("the daemon never reported its API")
+from tests.e2e.harness import lsp_session
+from tests.support.daemon import cli, start_watch, stop, wait_for_api
+from tests.support.plans import context_doc, plan_doc
 
 
 async def lifecycle(url: str, token: str) -> int:
@@ -87,20 +61,6 @@ def stored(state_dir: Path, workspace: Path, kind: str) -> list[dict[str, Any]]:
     )
     assert done.returncode == 0, done.stderr
     return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
-
-
-async def start_watch(workspace: Path, state_dir: Path, *extra: str) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        *watch_argv(workspace, state_dir, *extra),
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-
-
-async def stop(daemon: asyncio.subprocess.Process) -> bytes:
-    daemon.send_signal(signal.SIGINT)
-    _, err = await asyncio.wait_for(daemon.communicate(), 30)
-    return err
 
 
 async def test_watch_serves_the_api_and_its_events_reach_the_store(tmp_path: Path) -> None:

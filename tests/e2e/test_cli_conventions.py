@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from tests.e2e.harness import watch_argv
-from tests.e2e.test_forwarding import TOKEN, Collector
 from tests.gitrepo import Repo
 from tests.required import unavailable
+from tests.support.collector import TOKEN, Collector
 
 pytestmark = pytest.mark.e2e
 

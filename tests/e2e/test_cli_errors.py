@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_forwarding import Collector
-from tests.e2e.test_tool_ci_cli import env, mplp
+from tests.support.collector import Collector
+from tests.support.daemon import env, mplp
 
 # (arguments, expected exit status); {ws} is a workspace that exists, {state} its state dir.
 BAD = [

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_tool_ci_cli import mplp
+from tests.support.daemon import mplp
 
 
 @pytest.fixture

@@ -15,15 +15,16 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tests.e2e.harness import lsp_session, read_events, server_env, watch_argv
-from tests.e2e.test_tool_ci_cli import mplp
 from tests.gitrepo import BASE_ENV
+from tests.support.daemon import mplp
+from tests.support.waiting import wait_until
 
 ACCEPTANCE = 'exclude = ["build/"]\ndebounceMs = 100\n'
 REWRITES, GAP = 6, 0.25
@@ -60,14 +61,6 @@ def watching(workspace: Path, state_dir: Path, *args: str) -> Iterator[Daemon]:
         process.send_signal(signal.SIGINT)
         process.wait(timeout=60)
         reader.join(timeout=10)
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 60.0, what: Any = None) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out; {what() if callable(what) else what}")
-        time.sleep(0.05)
 
 
 def rewrite(path: Path) -> None:

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from tests.gitrepo import Repo
-from tests.ui.daemon import Watch, base_env, cli, wait_for
+from tests.support.waiting import wait_until
+from tests.ui.daemon import Watch, base_env, cli
 
 # Emitted in this order; none of them happened in it.
 TIMES = (
@@ -42,7 +43,7 @@ def recorded(tmp_path: Path) -> tuple[Watch, list[str]]:
     for path, when in zip(paths, TIMES, strict=True):
         emit = ("emit", "file", "--path", path, "--change", "modified", "--timestamp", when)
         cli(env, *emit, "--workspace", str(repo.path), "--state-dir", str(watch.state_dir))
-    wait_for("the emitted events stored", lambda: len(_ours(events(watch, "--json"))) == 5)
+    wait_until(lambda: len(_ours(events(watch, "--json"))) == 5, what="the emitted events stored")
     return watch, paths
 
 

@@ -20,17 +20,11 @@ from bench.benchlib.jsonrpc_client import RawClient
 
 from mplp_lsp.cli.outbox import EXIT_NO_STORE
 from mplp_lsp.sources.birth_time import birth_ns
-from tests.e2e.harness import (
-    file_events,
-    read_events,
-    recorded_paths,
-    server_env,
-    wait_until,
-    watching,
-)
+from tests.e2e.harness import file_events, read_events, recorded_paths, server_env, watching
 from tests.e2e.nvim_session import run
 from tests.gitrepo import Repo
 from tests.required import unavailable
+from tests.support.waiting import wait_until
 
 pytestmark = [
     pytest.mark.e2e,

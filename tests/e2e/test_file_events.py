@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sqlite3
 from pathlib import Path
@@ -13,6 +12,7 @@ from lsprotocol import types
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import validate
 from tests.e2e.harness import Session, lsp_session, read_events
+from tests.support.waiting import wait_until_async
 
 CLIENTS = ["visual-studio-code", "neovim"]
 
@@ -154,7 +154,7 @@ async def test_watched_files_are_registered_and_a_delete_create_pair_is_a_rename
 ) -> None:
     (workspace / "src/b.py").write_text("same\n")
     async with lsp_session(workspace, state_dir) as session:
-        await asyncio.sleep(0.3)
+        await wait_until_async(lambda: session.registrations, timeout=10, what="a registration")
         assert [r.method for r in session.registrations] == ["workspace/didChangeWatchedFiles"]
         (workspace / "src/b.py").rename(workspace / "src/c.py")
         session.client.workspace_did_change_watched_files(
@@ -179,7 +179,8 @@ async def test_watched_files_are_registered_and_a_delete_create_pair_is_a_rename
 
 async def test_neovim_gets_no_watched_file_registration(workspace: Path, state_dir: Path) -> None:
     async with lsp_session(workspace, state_dir, client_name="neovim") as session:
-        await asyncio.sleep(0.3)
+        # Ready (the session waits for it) comes after the server decided whether to register
+        # (in ``initialized``), and a registration would have reached the client before it.
         assert session.registrations == []
 
 

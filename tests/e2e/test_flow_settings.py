@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_tool_ci_cli import mplp
-from tests.unit.test_http_api import context_doc, plan_doc
+from tests.support.daemon import mplp
+from tests.support.plans import context_doc, plan_doc
 
 
 @pytest.fixture

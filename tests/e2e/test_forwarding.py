@@ -12,12 +12,10 @@ import json
 import os
 import random
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -30,80 +28,21 @@ from aiohttp import web
 from mplp_lsp.forward import outbox
 from mplp_lsp.forward.forwarder import Forwarder
 from mplp_lsp.forward.sender import HttpTransport
-from mplp_lsp.intake import Submission
-from mplp_lsp.protocol.kinds import Kind
-from mplp_lsp.settings import parse_settings
 from mplp_lsp.store import EventLog, StoreWriter, connect
 from mplp_lsp.store.database import BUSY_TIMEOUT_MS
-from mplp_lsp.workspace import Workspace
-from tests.e2e.test_api_daemon import cli, start_watch, stop, wait_for_api
-from tests.unit.test_forward_core import new_event
+from tests.support.collector import TOKEN, Collector, child_env, free_port
+from tests.support.daemon import cli, start_watch, stop, wait_for_api
+from tests.support.forwarding import (
+    accepted_ids,
+    drained,
+    new_event,
+    open_workspace,
+    submissions,
+    truncate,
+)
+from tests.support.waiting import wait_until_async
 
-SERVER = Path(__file__).resolve().parents[2] / "server"
 PRODUCER = Path(__file__).with_name("forward_producer.py")
-TOKEN = "test-token-0123456789"
-FAST = {"forwardRetryInitialMs": 5, "forwardRetryMaxMs": 50, "forwardLingerMs": 2}
-
-
-def child_env() -> dict[str, str]:
-    env = dict(os.environ, MPLP_LSP_REMOTE_TOKEN=TOKEN, MPLP_LSP_COLLECTOR_TOKEN=TOKEN)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SERVER), env.get("PYTHONPATH")]))
-    return env
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-class Collector:
-    """A real ``mplp-lsp collector serve`` process."""
-
-    def __init__(self, db: Path, port: int = 0) -> None:
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "mplp_lsp",
-                "collector",
-                "serve",
-                "--port",
-                str(port),
-                "--db",
-                str(db),
-                "--log-level",
-                "warning",
-            ],
-            env=child_env(),
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stderr is not None
-        line = self.process.stderr.readline()
-        assert "listening on" in line, line
-        self.url = line.split()[3]
-
-    def get(self, path: str) -> Any:
-        request = urllib.request.Request(
-            self.url + path, headers={"Authorization": f"Bearer {TOKEN}"}
-        )
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return json.loads(response.read())
-
-    def events(self) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = []
-        after = 0
-        while True:
-            page = self.get(f"/events?after={after}&limit=10000")
-            found += page["events"]
-            if page["next"] is None:
-                return found
-            after = page["next"]
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(10)
 
 
 @pytest.fixture
@@ -116,48 +55,6 @@ def collector(tmp_path: Path) -> Iterator[Collector]:
 @pytest.fixture(autouse=True)
 def remote_token(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MPLP_LSP_REMOTE_TOKEN", TOKEN)
-
-
-def submissions(count: int, *, poison: int | None = None, first: int = 0) -> list[Submission]:
-    return [
-        Submission(
-            Kind.FILE_UPDATE,
-            {
-                "file_path": "src/poison.py" if n == poison else f"src/f{n}.py",
-                "change_type": "modified",
-                "timestamp": "2026-03-02T08:01:00.000Z",
-                "lines_added": n,
-            },
-            "ide",
-        )
-        for n in range(first, first + count)
-    ]
-
-
-async def open_workspace(root: Path, state: Path, url: str | None, **extra: Any) -> Workspace:
-    settings, warnings = parse_settings({**FAST, **extra})
-    assert warnings == []
-    return await Workspace.open(root, settings, state_dir=state, remote_url=url)
-
-
-async def until(check: Callable[[], Any], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.02)
-
-
-async def drained(workspace: Workspace) -> None:
-    async def empty() -> bool:
-        forward = (await workspace.status()).forward
-        assert forward is not None
-        return forward["depth"] == 0
-
-    await until(empty)
-
-
-def accepted_ids(results: list[Any]) -> list[str]:
-    return [r.event.event_id for r in results if r.event is not None]
 
 
 # -- a scripted remote ---------------------------------------------------------------------
@@ -494,10 +391,6 @@ def flip_bytes(path: Path) -> None:
             handle.write(bytes([chooser.randrange(256)]))
 
 
-def truncate(path: Path) -> None:
-    os.truncate(path, path.stat().st_size // 2 + 123)
-
-
 def delete_keeping_wal(path: Path) -> None:
     path.with_name(path.name + "-wal").write_bytes(b"\0" * 4096)
     path.unlink()
@@ -617,7 +510,7 @@ async def test_a_poison_envelope_is_requeued_to_a_running_daemon_and_arrives(
         async def refused() -> bool:
             return [d["event_id"] for d in await dead_letters(state_dir, workspace)] == [poison_id]
 
-        await until(refused)
+        await wait_until_async(refused)
         (letter,) = await dead_letters(state_dir, workspace)
         assert (letter["kind"], letter["status"]) == ("file_update", 400)
         assert letter["reason"].startswith("HTTP 400")
@@ -628,7 +521,7 @@ async def test_a_poison_envelope_is_requeued_to_a_running_daemon_and_arrives(
         async def arrived() -> bool:
             return poison_id in {item["envelope"]["event_id"] for item in server.stored}
 
-        await until(arrived)
+        await wait_until_async(arrived)
         status = (await ws.status()).forward
     finally:
         await ws.close()
@@ -653,7 +546,7 @@ async def test_refused_by_the_collector_for_a_bad_token_then_requeued_with_the_r
                 dead = {d["event_id"] for d in await dead_letters(state_dir, workspace)}
                 return accepted <= dead
 
-            await until(refused)
+            await wait_until_async(refused)
         finally:
             await ws.close()
         letters = await dead_letters(state_dir, workspace)
@@ -674,7 +567,7 @@ async def test_refused_by_the_collector_for_a_bad_token_then_requeued_with_the_r
             async def delivered() -> bool:
                 return {e["event_id"] for e in remote.events()} == {d["event_id"] for d in letters}
 
-            await until(delivered)
+            await wait_until_async(delivered)
         finally:
             await ws.close()
     finally:
@@ -703,7 +596,7 @@ async def test_status_of_a_recording_daemon_shows_its_forwarders_live_state(
             forward = (await status_report(state, workspace, "--json"))["forward"]
             return forward is not None and forward["delivered"] >= 1
 
-        await until(delivered)
+        await wait_until_async(delivered)
         live = (await status_report(state, workspace, "--json"))["forward"]
         text = await status_report(state, workspace)
     finally:
@@ -730,7 +623,7 @@ async def test_status_says_unknown_when_the_recording_daemon_cannot_be_asked(
             report = await status_report(state, workspace, "--json")
             return report["daemon"] is not None and report["forward"] is not None
 
-        await until(recording)
+        await wait_until_async(recording)
         report = await status_report(state, workspace, "--json")
     finally:
         err = await stop(daemon)

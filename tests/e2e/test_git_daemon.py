@@ -15,7 +15,7 @@ from mplp_lsp.store.database import connect
 from mplp_lsp.vcs.refs import read_snapshot
 from tests.e2e.harness import server_env
 from tests.gitrepo import Repo
-from tests.unit.test_git_source import (
+from tests.support.git_history import (
     Triple,
     assert_valid,
     install_hooks,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tests.e2e.harness import server_env
 from tests.gitrepo import BASE_ENV, Repo
-from tests.unit.test_git_source import install_hooks, stored_git_events
+from tests.support.git_history import install_hooks, stored_git_events
 
 RUNS = 20
 SETTLE = 1.5  # seconds of quiet after the last expected event: late duplicates show up by then

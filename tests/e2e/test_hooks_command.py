@@ -11,7 +11,7 @@ from pathlib import Path
 from lsprotocol import types
 
 from tests.e2e.harness import lsp_session, plain, read_events
-from tests.e2e.test_drift import GIT_ENV
+from tests.support.drift import GIT_ENV
 
 FOREIGN_HOOK = "#!/bin/sh\n# a hook of the user's own, kept and run first\nexit 0\n"
 

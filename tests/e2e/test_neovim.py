@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.harness import server_env
+from tests.support.neovim import find_nvim
+
+pytestmark = pytest.mark.realhost
 
 INIT_LUA = r"""
 vim.cmd('filetype on')
@@ -43,11 +45,6 @@ vim.api.nvim_create_autocmd('VimEnter', { nested = true, callback = function()
   vim.cmd(stored and 'qall!' or 'cquit 5')
 end })
 """
-
-
-def find_nvim() -> str | None:
-    beside_python = Path(sys.executable).parent / "nvim"
-    return str(beside_python) if beside_python.exists() else shutil.which("nvim")
 
 
 def test_neovim_write_becomes_a_stored_event(

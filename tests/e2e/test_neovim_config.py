@@ -12,7 +12,7 @@ import pytest
 from tests.e2e.harness import read_events
 from tests.e2e.nvim_session import git_repo, run
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.realhost
 
 BODY = r"""
 require('mplp').setup({ python = PYTHON })

@@ -19,7 +19,7 @@ from tests.dist import REPO, Dist
 from tests.e2e.nvim_session import git_repo, run
 from tests.required import unavailable
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.realhost
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 

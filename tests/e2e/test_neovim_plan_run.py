@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.nvim_session import git_repo, run
-from tests.unit.test_confirm_flow import confirm_doc
-from tests.unit.test_http_api import context_doc, plan_doc
+from tests.support.plans import confirm_doc, context_doc, plan_doc
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.realhost
 
 BODY = r"""
 require('mplp').setup({ python = PYTHON })

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from tests.e2e.harness import read_events, server_env
-from tests.e2e.test_neovim import find_nvim
+from tests.support.neovim import find_nvim
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.realhost
 
 PLUGIN = Path(__file__).resolve().parents[2] / "editors" / "nvim"
 

@@ -20,7 +20,7 @@ import pytest
 from tests.e2e.harness import read_events
 from tests.e2e.nvim_session import git_repo, run
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.realhost
 
 # Long enough for Neovim's own watcher (it holds a change ~500 ms without inotifywait) and
 # the daemon's debounce to report a write's echo, if it were going to be recorded.

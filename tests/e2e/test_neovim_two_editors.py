@@ -20,7 +20,7 @@ import pytest
 from tests.e2e.harness import read_events
 from tests.e2e.nvim_session import finish, git_repo, run, start
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.realhost
 
 TAKEOVER_LIMIT_S = 5.0
 

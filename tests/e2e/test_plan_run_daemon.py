@@ -23,20 +23,11 @@ import pytest
 
 from mplp_lsp.protocol.envelope import new_id
 from tests.e2e.harness import watch_argv
-from tests.unit.test_http_api import context_doc, plan_doc
+from tests.support.daemon import cli as mplp
+from tests.support.plans import context_doc, plan_doc
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)")
-
-
-def mplp(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mplp_lsp", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 @dataclass

@@ -7,8 +7,7 @@ from pathlib import Path
 from lsprotocol import types
 
 from tests.e2e.harness import lsp_session
-from tests.unit.test_confirm_flow import confirm_doc
-from tests.unit.test_http_api import context_doc, plan_doc
+from tests.support.plans import confirm_doc, context_doc, plan_doc
 
 
 async def test_a_plan_approved_through_its_confirm_runs_in_the_server(tmp_path: Path) -> None:

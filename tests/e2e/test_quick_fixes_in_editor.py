@@ -15,7 +15,7 @@ from lsprotocol import converters, types
 from pytest_lsp import LanguageClient
 
 from tests.e2e.harness import Session, editor_capabilities, lsp_session, plain, read_events
-from tests.e2e.test_drift import commit, quick_fixes, record, wait_for_diagnostics
+from tests.support.drift import commit, quick_fixes, record, wait_for_diagnostics
 
 _CONVERTER = converters.get_converter()
 

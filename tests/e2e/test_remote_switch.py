@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from tests.e2e.harness import watch_argv
-from tests.e2e.test_forwarding import TOKEN, Collector, free_port
 from tests.gitrepo import Repo
+from tests.support.collector import TOKEN, Collector, free_port
 
 pytestmark = pytest.mark.e2e
 

@@ -24,16 +24,8 @@ from mplp_lsp.compaction import Pass
 from mplp_lsp.runtime.drift import Strategy
 from mplp_lsp.sources.debounce import Change
 from mplp_lsp.workspace import Workspace
-from tests.e2e.test_forwarding import (
-    TOKEN,
-    Collector,
-    accepted_ids,
-    drained,
-    free_port,
-    open_workspace,
-    submissions,
-    truncate,
-)
+from tests.support.collector import TOKEN, Collector, free_port
+from tests.support.forwarding import accepted_ids, drained, open_workspace, submissions, truncate
 
 LATER = datetime.now(UTC) + timedelta(days=400)
 

@@ -12,14 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_forwarding import (
-    TOKEN,
-    Collector,
-    drained,
-    open_workspace,
-    submissions,
-    truncate,
-)
+from tests.support.collector import TOKEN, Collector
+from tests.support.forwarding import drained, open_workspace, submissions, truncate
 
 FIRST = 2_000
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +12,9 @@ import aiohttp
 
 from mplp_lsp.cli import main
 from mplp_lsp.store import EventLog, connect
-from tests.e2e.test_api_daemon import cli, start_watch, stop, wait_for_api
-from tests.unit.test_dead_letters import REFUSALS, assert_counters_match_tables, make_store, tables
+from tests.support.daemon import cli, start_watch, stop, wait_for_api
+from tests.support.stores import REFUSALS, assert_counters_match_tables, make_store, tables
+from tests.support.waiting import wait_until_async
 
 # The one shape of a rejection in the integration error log, whatever the path.
 SHAPE = {"time", "source_module", "kind", "errors", "input_excerpt"}
@@ -37,10 +37,9 @@ def rejected_counter(state: Path) -> int:
 
 
 async def until(check: Any, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not await asyncio.to_thread(check):
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.1)
+    """``check`` (it reads the store) polled off the event loop, where the daemon's answers
+    are read."""
+    await wait_until_async(lambda: asyncio.to_thread(check), timeout=timeout, what=check)
 
 
 def test_a_rejection_with_no_daemon_is_logged_and_counted(tmp_path: Path) -> None:

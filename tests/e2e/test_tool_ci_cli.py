@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -18,31 +17,11 @@ from mplp_lsp.intake import Submission
 from mplp_lsp.protocol.envelope import new_id
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import default_validator
-from tests.e2e.test_forwarding import TOKEN, Collector, free_port
-from tests.unit.test_ci_env import CASES
+from tests.support.ci_env import CASES
+from tests.support.collector import TOKEN, Collector, free_port
+from tests.support.daemon import env, mplp
 
-SERVER = Path(__file__).resolve().parents[2] / "server"
 CANARY = "ghp_" + "Q" * 36
-CI_VARIABLES = {name for env, _ in CASES.values() for name in env}
-
-
-def env(**extra: str) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if k not in CI_VARIABLES}
-    base["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SERVER), base.get("PYTHONPATH")]))
-    base["MPLP_LSP_REMOTE_TOKEN"] = TOKEN
-    return {**base, **extra}
-
-
-def mplp(workspace: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mplp_lsp", *args],
-        cwd=workspace,
-        env=env(**extra),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 INTEGRATION = {"ci_pipeline", "tool_execution", "file_update", "git_event"}

@@ -10,19 +10,13 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.harness import (
-    file_events,
-    lsp_session,
-    recorded_paths,
-    wait_until,
-    watching,
-)
+from tests.e2e.harness import file_events, lsp_session, recorded_paths, watching
 from tests.gitrepo import Repo
+from tests.support.waiting import wait_until
 
 pytestmark = [
     pytest.mark.e2e,
@@ -32,13 +26,13 @@ pytestmark = [
 PROJECT = Path(__file__).resolve().parents[2]
 
 
-def created_once(state_dir: Path, expected: set[str]) -> Callable[[], bool]:
-    def done() -> bool:
-        missing = expected - {e["file_path"] for e in file_events(state_dir)}
-        done.missing = sorted(missing)[:5]  # type: ignore[attr-defined]
-        return not missing
+def wait_until_created(state_dir: Path, expected: set[str], timeout: float = 60.0) -> None:
+    def missing() -> list[str]:
+        return sorted(expected - {e["file_path"] for e in file_events(state_dir)})
 
-    return done
+    wait_until(
+        lambda: not missing(), timeout=timeout, what=lambda: f"file events of {missing()[:5]}"
+    )
 
 
 def test_a_source_tree_extracted_by_tar_is_recorded_file_by_file(
@@ -56,7 +50,7 @@ def test_a_source_tree_extracted_by_tar_is_recorded_file_by_file(
     directories = {name.rstrip("/") for name in names if name.endswith("/")}
     with watching(workspace, state_dir) as watch:
         subprocess.run(["tar", "x", "-C", str(workspace)], input=archive, check=True)
-        wait_until(created_once(state_dir, files))
+        wait_until_created(state_dir, files)
         time.sleep(1.0)  # a late duplicate would land now
         assert watch.process.poll() is None
     events = file_events(state_dir)
@@ -84,7 +78,7 @@ def test_ten_thousand_files_in_five_hundred_new_directories(
     with watching(workspace, state_dir) as watch:
         started = time.monotonic()
         subprocess.run([sys.executable, "-c", writer, str(workspace)], check=True)
-        wait_until(created_once(state_dir, expected), timeout=180)
+        wait_until_created(state_dir, expected, timeout=180)
         elapsed = time.monotonic() - started
         assert watch.process.poll() is None
     events = file_events(state_dir)
@@ -99,7 +93,6 @@ def test_a_file_created_and_deleted_at_once_leaves_nothing(
 ) -> None:
     script = "; ".join(f"echo x > t{i}.txt; rm t{i}.txt" for i in range(5))
     with watching(workspace, state_dir):
-        time.sleep(0.3)
         subprocess.run(["sh", "-c", script], cwd=workspace, check=True)
         (workspace / "after.txt").write_text("marker\n")
         wait_until(lambda: "after.txt" in recorded_paths(state_dir))
@@ -113,7 +106,6 @@ def test_a_name_that_is_not_utf8_is_refused_and_the_watcher_lives_on(
 ) -> None:
     bad = os.path.join(os.fsencode(workspace), b"bad\xff.txt")
     with watching(workspace, state_dir) as watch:
-        time.sleep(0.3)
         with open(bad, "wb") as out:
             out.write(b"x\n")
         (workspace / "next.txt").write_text("ordinary\n")
@@ -132,7 +124,6 @@ def test_directories_fifos_and_temp_files_are_not_file_events(
     repo: Repo, workspace: Path, state_dir: Path
 ) -> None:
     with watching(workspace, state_dir):
-        time.sleep(0.3)
         (workspace / "d").mkdir()
         os.mkfifo(workspace / "fifo")
         os.mkfifo(workspace / "d" / "pipe")
@@ -155,7 +146,6 @@ def test_changes_made_while_stopped_are_reported_once_at_start(
 ) -> None:
     (workspace / "kept.txt").write_text("before the first start: the baseline\n")
     with watching(workspace, state_dir):
-        time.sleep(0.3)
         (workspace / "a.txt").write_text("a\n")
         (workspace / "b.txt").write_text("b\n")
         wait_until(lambda: {"a.txt", "b.txt"} <= recorded_paths(state_dir))

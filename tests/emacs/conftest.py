@@ -9,8 +9,6 @@ import pytest
 from tests.e2e.nvim_session import git_repo
 from tests.emacs.host import CLIENTS, Client
 
-pytestmark = pytest.mark.e2e
-
 # What a user's repository holds before the editor starts: files of several languages, committed.
 FILES = {
     "a.py": "a = 1\n",

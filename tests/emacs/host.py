@@ -26,6 +26,7 @@ from typing import Any, Literal, TypeVar
 
 from tests.e2e.harness import server_env
 from tests.required import unavailable
+from tests.support.waiting import wait_until
 
 Client = Literal["eglot", "lsp-mode"]
 CLIENTS: tuple[Client, ...] = ("eglot", "lsp-mode")
@@ -205,22 +206,23 @@ class Emacs:
         return json.loads(out.read_text(encoding="utf-8"))
 
     def wait(self, what: str, probe: Callable[[], T], timeout: float = 60.0) -> T:
-        """Poll ``probe`` until it returns something true; its value."""
-        deadline = time.monotonic() + timeout
-        last: Any = None
-        while True:
+        """Poll ``probe`` until it returns something true (an Emacs error counts as not yet);
+        its value. A timeout says what Emacs showed."""
+        errors: list[EmacsError] = []
+
+        def attempt() -> T | None:
             try:
-                last = probe()
+                return probe()
             except EmacsError as error:
-                last = error
-            if last and not isinstance(last, EmacsError):
-                return last  # type: ignore[no-any-return]
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"{self.client}: gave up waiting for {what} (last: {last!r})\n"
-                    f"--- screen ---\n{self.screen() if self.alive() else '(Emacs has exited)'}"
-                )
-            time.sleep(0.1)
+                errors[:] = [error]
+                return None
+
+        def described() -> str:
+            screen = self.screen() if self.alive() else "(Emacs has exited)"
+            error = f" (last error: {errors[0]})" if errors else ""
+            return f"{what} in {self.client}{error}\n--- screen ---\n{screen}"
+
+        return wait_until(attempt, timeout=timeout, what=described)  # type: ignore[return-value]
 
     # --- what a user does -----------------------------------------------------------------
 

@@ -23,12 +23,13 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.e2e.test_forwarding import TOKEN as SQLITE_TOKEN
-from tests.e2e.test_forwarding import Collector as SqliteCollector
+from tests.support.collector import TOKEN as SQLITE_TOKEN
+from tests.support.collector import Collector as SqliteCollector
+from tests.support.waiting import wait_until
 from tests.team.conftest import TOKEN, start_collector
 from tests.team.conftest import pg_cluster as pg_cluster
 from tests.team.conftest import pg_url as pg_url
-from tests.ui.daemon import Watch, base_env, wait_for
+from tests.ui.daemon import Watch, base_env
 
 pytestmark = pytest.mark.e2e
 
@@ -129,8 +130,9 @@ def test_a_forged_write_into_another_forwarders_stream_is_refused(
     try:
         for name in ("a.txt", "b.txt"):
             (workspace / name).write_text(f"{name}\n")
-        wait_for(
-            "both files at the collector", lambda: len(get(collector.url, "/events")["events"]) >= 2
+        wait_until(
+            lambda: len(get(collector.url, "/events")["events"]) >= 2,
+            what="both files at the collector",
         )
         [stream] = get(collector.url, "/streams")["streams"]
         honest = get(collector.url, "/events")["events"]
@@ -155,9 +157,9 @@ def test_a_forged_write_into_another_forwarders_stream_is_refused(
         watch.stop()
         watch = Watch.start(workspace, tmp_path / "state", env, "--remote", collector.url)
         (workspace / "c.txt").write_text("c\n")
-        wait_for(
-            "the daemon's next event in its stream",
+        wait_until(
             lambda: get(collector.url, "/streams")["streams"][0]["last_seq"] > stream["last_seq"],
+            what="the daemon's next event in its stream",
         )
     finally:
         watch.stop()

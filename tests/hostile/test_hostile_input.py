@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_forwarding import TOKEN, Collector
 from tests.gitrepo import Repo
-from tests.hostile.test_secrets import read_db
-from tests.required import unavailable
+from tests.support.collector import TOKEN, Collector
+from tests.support.disk import fill, tmpfs
+from tests.support.secrets import read_db
 
 pytestmark = pytest.mark.e2e
 
@@ -212,37 +212,6 @@ def test_validate_reports_hostile_input_as_invalid(tmp_path: Path) -> None:
         assert b"Traceback" not in done.stderr, name
         result = json.loads(done.stdout)
         assert not result["ok"] and {e["code"] for e in result["errors"]} <= EXPECTED_CODES
-
-
-@contextmanager
-def tmpfs(path: Path, size: str) -> Iterator[Path]:
-    path.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    if mounted.returncode != 0:
-        unavailable(f"a tmpfs could not be mounted (needs root): {mounted.stderr.strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
-
-
-def fill(directory: Path) -> Path:
-    """A file that takes every free byte of the file system."""
-    filler = directory / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        for block in (65536, 4096, 512, 1):  # down to the last byte
-            while True:
-                try:
-                    os.write(fd, b"\0" * block)
-                except OSError:
-                    break
-    finally:
-        os.close(fd)
-    return filler
 
 
 def full_lines(log_file: Path) -> list[str]:

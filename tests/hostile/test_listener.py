@@ -10,8 +10,8 @@ import pytest
 from mplp_lsp.api.app import openapi_document
 from mplp_lsp.api.credentials import IDLE_TIMEOUT
 from mplp_lsp.api.dashboard_shell import OPEN_ROUTES
-from tests.unit.test_http_api import Api
-from tests.unit.test_http_api import api as api
+from tests.support.http_api import Api
+from tests.support.http_api import api as api
 
 # Every route but the login page and its form (which hand out nothing: tested below).
 ROUTES = [

@@ -32,7 +32,8 @@ import pytest
 
 from tests.browser import chromium, launched_browser
 from tests.hostile.local_user import LocalUser, second_user, shared_folder
-from tests.ui.daemon import Watch, base_env, wait_for
+from tests.support.waiting import wait_until
+from tests.ui.daemon import Watch, base_env
 
 pytestmark = pytest.mark.e2e
 
@@ -208,7 +209,7 @@ def test_the_browser_ui_open_starts_gives_no_other_user_a_session(browser: Any) 
             opened = mplp({**env, "BROWSER": str(record)}, "ui", "--open", "--state-dir",
                           str(state), "--workspace", str(workspace))  # fmt: skip
             assert opened is not None and opened.returncode == 0, opened
-            wait_for("the browser started", recorded.exists)
+            wait_until(recorded.exists, what="the browser started")
             stop.touch()
             gathered, errors = watcher.communicate(timeout=30)
             assert watcher.returncode == 0, errors

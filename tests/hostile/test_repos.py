@@ -18,7 +18,7 @@ import pytest
 from mplp_lsp.runtime.drift.merge import head_blob
 from mplp_lsp.vcs.repo import GitRepo, RepoRefused
 from tests.gitrepo import Repo
-from tests.unit.test_git_source import Rig, stored_git_events
+from tests.support.git_history import Rig, stored_git_events
 
 
 def plant(repo: Repo, marker: Path) -> list[str]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sqlite3
 import sys
 import time
 import urllib.request
@@ -26,8 +25,9 @@ from lsprotocol import types
 from pytest_lsp import client_capabilities, make_test_lsp_client
 
 from tests.e2e.harness import FAST_SETTINGS, plain
-from tests.e2e.test_forwarding import TOKEN, Collector
 from tests.gitrepo import Repo
+from tests.support.collector import TOKEN, Collector
+from tests.support.secrets import EVENT_TABLES, read_all, read_db
 
 pytestmark = pytest.mark.e2e
 
@@ -66,24 +66,6 @@ def plant_workspace(root: Path) -> Repo:
     repo = Repo.create(root)
     repo.commit("initial")
     return repo
-
-
-def read_db(path: Path, *, tables: tuple[str, ...] | None = None) -> bytes:
-    """Every value of the named tables (default: all), as bytes."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        names = [
-            row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
-        ]
-        chunks = []
-        for table in names:
-            if tables is not None and table not in tables:
-                continue
-            for row in conn.execute(f'SELECT * FROM "{table}"'):
-                chunks.append(repr(row).encode())
-        return b"\n".join(chunks)
-    finally:
-        conn.close()
 
 
 def api_call(state: Path, method: str, path: str, body: Any) -> int:
@@ -230,13 +212,3 @@ async def test_no_canary_leaves_the_machine_or_reaches_a_log(
     }
     # A path holding a credential is refused (path_secret), never stored or forwarded.
     assert report == {name: [] for name in report}
-
-
-# Where events live (the forwarder's queues hold event ids and bodies). The PSG's own tables
-# mirror the workspace and the repository (a branch's real name, a file's real path) and are
-# never forwarded; the snapshot table holds file bytes by design.
-EVENT_TABLES = ("events", "outbox", "outbox_dead", "psg_pending_events")
-
-
-def read_all(state: Path, pattern: str) -> bytes:
-    return b"".join(path.read_bytes() for path in state.glob(pattern))

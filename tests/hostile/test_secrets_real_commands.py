@@ -13,20 +13,18 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_forwarding import TOKEN, Collector, free_port
 from tests.gitrepo import BASE_ENV, Repo
-from tests.hostile.test_secrets import EVENT_TABLES, read_all, read_db
 from tests.required import unavailable
+from tests.support.collector import TOKEN, Collector, free_port
+from tests.support.secrets import CLI, EVENT_TABLES, debug_watch, read_all, read_db
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
-CLI = str(Path(sys.executable).with_name("mplp-lsp"))
 # Random, never real; each unique so a hit names its form.
 SECRETS = {
     "curl -u": "Kx7pass-curl-u",
@@ -59,31 +57,6 @@ def run_recorded(workspace: Path, state: Path, *command: str) -> None:
         timeout=120,
         check=False,
     )
-
-
-def wait_for(predicate: object, timeout: float = 60.0) -> None:
-    assert callable(predicate)
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-
-
-def debug_watch(
-    workspace: Path, state: Path, remote: str, log_file: Path, token: str, **env: str
-) -> subprocess.Popen[bytes]:
-    """A real ``mplp-lsp watch`` forwarding to ``remote``, its debug log in ``log_file``;
-    returns once it watches. ``env`` adds to the environment (a PATH, say)."""
-    environment = {**os.environ, "MPLP_LSP_REMOTE_TOKEN": token, **env}
-    environment.pop("MPLP_LSP_STATE_DIR", None)
-    watch = subprocess.Popen(
-        [CLI, "watch", str(workspace), "--state-dir", str(state), "--remote", remote,
-         "--log-level", "debug", "--log-file", str(log_file)],
-        env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    assert watch.stderr is not None
-    assert b"watching" in watch.stderr.readline()
-    return watch
 
 
 def all_argv() -> bytes:
@@ -140,7 +113,7 @@ def test_real_commands_secrets_reach_no_store_log_collector_or_argv(tmp_path: Pa
                 and (any("fix/password=" in str(e) for e in events))
             )
 
-        wait_for(forwarded)
+        wait_until(forwarded)
         argv = all_argv()
     finally:
         watch.send_signal(signal.SIGINT)

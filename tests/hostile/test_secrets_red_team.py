@@ -28,8 +28,8 @@ import pytest
 
 from tests import postgres
 from tests.gitrepo import BASE_ENV, Repo
-from tests.hostile.test_secrets import read_all, read_db
-from tests.hostile.test_secrets_real_commands import CLI, debug_watch, wait_for
+from tests.support.secrets import CLI, debug_watch, read_all, read_db
+from tests.support.waiting import wait_until
 from tests.team.conftest import TOKEN, start_collector
 from tests.team.conftest import pg_cluster as pg_cluster
 from tests.team.conftest import pg_url as pg_url
@@ -159,7 +159,7 @@ def test_the_red_teams_secret_forms_reach_no_store_log_or_team_collector(
                 and b"fix/password=" in stored
             )
 
-        wait_for(forwarded, timeout=120)
+        wait_until(forwarded, timeout=120)
     finally:
         watch.send_signal(signal.SIGINT)
         watch.wait(60)

@@ -19,13 +19,14 @@ from typing import Any
 
 import pytest
 
+from tests.support.waiting import wait_until
 from tests.vscode.conftest import artefacts as artefacts
 from tests.vscode.conftest import browser as browser
 from tests.vscode.conftest import code_server_root as code_server_root
 from tests.vscode.conftest import open_host
-from tests.vscode.host import argv_of, base_settings, eventually
+from tests.vscode.host import argv_of, base_settings
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.realhost
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
@@ -71,12 +72,12 @@ def test_the_event_log_terminal_never_runs_a_planted_python(
         environment=environment,
     ) as host:  # fmt: skip
         try:
-            eventually("the server recording", lambda: host.bench.events_today() is not None)
+            wait_until(lambda: host.bench.events_today() is not None, what="the server recording")
         except AssertionError:
             print(host.server.extension_log())
             raise
         host.bench.command("MPLP: Open event log")
-        pid = eventually("the event log's process", lambda: follower(workspace))
+        pid = wait_until(lambda: follower(workspace), what="the event log's process")
         time.sleep(1)  # what a planted python3 would have done by now
         assert not marker.exists(), "the workspace's bin/python3 ran"
         assert Path(os.readlink(f"/proc/{pid}/cwd")) != workspace

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from mplp_lsp.vcs import hooks
 from tests.gitrepo import BASE_ENV, Repo
-from tests.unit.test_git_source import stored_git_events
+from tests.support.git_history import stored_git_events
 
 PLANTED = ("mplp_lsp/__main__.py", "sitecustomize.py", "usercustomize.py", "planted.pth")
 CLI = str(Path(sys.executable).with_name("mplp-lsp"))

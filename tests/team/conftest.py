@@ -6,7 +6,6 @@ with the reason; with CI=true they must run (.ci/run installs both).
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import os
 import re
@@ -15,7 +14,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,14 +65,6 @@ def throwaway_cluster() -> Iterator[postgres.Cluster]:
 @pytest.fixture(scope="session")
 def pg_cluster() -> Iterator[postgres.Cluster]:
     yield from throwaway_cluster()
-
-
-async def until(check: Callable[[], Awaitable[bool]], timeout: float = 120) -> None:
-    """Polls ``check`` until it holds; fails past ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.2)
 
 
 @pytest.fixture

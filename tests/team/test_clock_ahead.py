@@ -22,8 +22,9 @@ import pytest
 from tests import postgres
 from tests.gitrepo import Repo
 from tests.required import unavailable
-from tests.team.conftest import TOKEN, start_collector, until
-from tests.team.test_pg_collector import get
+from tests.support.team import get
+from tests.support.waiting import wait_until_async
+from tests.team.conftest import TOKEN, start_collector
 
 pytestmark = pytest.mark.e2e
 
@@ -62,7 +63,7 @@ async def test_a_clock_an_hour_ahead_does_not_freeze_the_team_graph(
     pg_cluster: postgres.Cluster, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from tests.e2e.harness import watch_argv
-    from tests.e2e.test_api_daemon import stop, wait_for_api
+    from tests.support.daemon import stop, wait_for_api
 
     library = faketime_library()
     workspace, state = tmp_path / "ws", tmp_path / "state"
@@ -88,7 +89,7 @@ async def test_a_clock_an_hour_ahead_does_not_freeze_the_team_graph(
             async def future_change_in() -> bool:
                 return file_row(pg_cluster, pg_url, "notes.txt") is not None
 
-            await until(future_change_in)
+            await wait_until_async(future_change_in)
         finally:
             await stop(ahead)
         future = file_row(pg_cluster, pg_url, "notes.txt")
@@ -111,7 +112,7 @@ async def test_a_clock_an_hour_ahead_does_not_freeze_the_team_graph(
                 row = file_row(pg_cluster, pg_url, "notes.txt")
                 return row is not None and row["cause"] not in seen
 
-            await until(real_change_shown, timeout=60)
+            await wait_until_async(real_change_shown, timeout=60)
         finally:
             await stop(right)
         status, graph = await get(collector.url, f"/repository?repo_url={REPO_URL}")

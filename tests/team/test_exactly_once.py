@@ -21,11 +21,11 @@ import psycopg
 import pytest
 
 from mplp_lsp.collector.pg_schema import MIGRATIONS
-from mplp_lsp.forward.outbox import STREAM_META_KEY
 from mplp_lsp.protocol.kinds import Kind
 from tests import postgres
-from tests.team.conftest import TOKEN, Collector, start_collector, until
-from tests.team.test_pg_collector import batch, count, envelope, get, post
+from tests.support.team import batch, count, envelope, get, post, stream_of
+from tests.support.waiting import wait_until_async
+from tests.team.conftest import TOKEN, Collector, start_collector
 
 pytestmark = pytest.mark.e2e
 
@@ -68,8 +68,8 @@ async def test_one_envelope_under_two_streams_is_stored_once_on_postgresql(
 
 
 async def test_one_envelope_under_two_streams_is_stored_once_on_sqlite(tmp_path: Path) -> None:
-    from tests.e2e.test_forwarding import TOKEN as SQLITE_TOKEN
-    from tests.e2e.test_forwarding import Collector as SqliteCollector
+    from tests.support.collector import TOKEN as SQLITE_TOKEN
+    from tests.support.collector import Collector as SqliteCollector
 
     collector = SqliteCollector(tmp_path / "collector.db")
     auth = {"Authorization": f"Bearer {SQLITE_TOKEN}"}
@@ -116,16 +116,6 @@ def local_events(state: Path) -> set[str]:
         conn.close()
 
 
-def stream_of(state: Path) -> str | None:
-    """The store's forwarding stream; None before forwarding made one."""
-    conn = sqlite3.connect(state / "events.db")
-    try:
-        row = conn.execute("SELECT value FROM meta WHERE key = ?", (STREAM_META_KEY,)).fetchone()
-    finally:
-        conn.close()
-    return None if row is None else str(row[0])
-
-
 async def test_a_salvaged_store_sends_everything_again_and_adds_no_row(
     pg_cluster: postgres.Cluster, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -133,7 +123,7 @@ async def test_a_salvaged_store_sends_everything_again_and_adds_no_row(
     down; its store's outbox is damaged while it is stopped; the next daemon salvages the
     store and sends every event again under a new stream (the delivered ones too):
     PostgreSQL gains no row twice, and the old stream is shown as replaced by the new."""
-    from tests.e2e.test_api_daemon import start_watch, stop, wait_for_api
+    from tests.support.daemon import start_watch, stop, wait_for_api
 
     workspace, state = tmp_path / "ws", tmp_path / "state"
     workspace.mkdir()
@@ -174,12 +164,12 @@ async def test_a_salvaged_store_sends_everything_again_and_adds_no_row(
             await wait_for_api(state, workspace)
             for n in range(100):
                 (workspace / f"sent{n:04d}.txt").write_text(f"{n}\n")
-            await until(delivered, timeout=180)
+            await wait_until_async(delivered, timeout=180)
             delivered_before = local_events(state)
             collector.stop()  # what follows waits in the outbox
             for n in range(3000):
                 (workspace / f"queued{n:04d}.txt").write_text(f"{n}\n")
-            await until(queued, timeout=180)
+            await wait_until_async(queued, timeout=180)
         finally:
             await stop(daemon)
         old_stream = stream_of(state)
@@ -190,7 +180,7 @@ async def test_a_salvaged_store_sends_everything_again_and_adds_no_row(
         collector = start_collector(pg_url, pg_cluster, tmp_path, port=port)
         daemon = await start_watch(workspace, state, "--remote", collector.url)
         try:
-            await until(lambda: delivered(not_from=old_stream), timeout=180)
+            await wait_until_async(lambda: delivered(not_from=old_stream), timeout=180)
         finally:
             await stop(daemon)
         new_stream = stream_of(state)

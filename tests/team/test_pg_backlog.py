@@ -19,8 +19,9 @@ import pytest
 
 from mplp_lsp.forward.outbox import STREAM_META_KEY
 from tests import postgres
-from tests.team.conftest import TOKEN, start_collector, until
-from tests.team.test_pg_collector import get, instant
+from tests.support.team import get, instant
+from tests.support.waiting import wait_until_async
+from tests.team.conftest import TOKEN, start_collector
 
 pytestmark = pytest.mark.e2e
 
@@ -51,7 +52,7 @@ async def stream_row(url: str, stream: str) -> dict[str, Any] | None:
 async def test_the_backlog_behind_each_batch_is_shown_per_stream(
     pg_cluster: postgres.Cluster, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.e2e.test_api_daemon import start_watch, stop, wait_for_api
+    from tests.support.daemon import start_watch, stop, wait_for_api
 
     workspace, state = tmp_path / "ws", tmp_path / "state"
     workspace.mkdir()
@@ -72,7 +73,7 @@ async def test_the_backlog_behind_each_batch_is_shown_per_stream(
             last = pending
             return settled
 
-        await until(queued_and_quiet)
+        await wait_until_async(queued_and_quiet)
     finally:
         await stop(daemon)
 
@@ -110,7 +111,7 @@ async def test_the_backlog_behind_each_batch_is_shown_per_stream(
                 row = await stream_row(collector.url, stream)
                 return row is not None and row["batches"] > 0
 
-            await until(first_batch_in)
+            await wait_until_async(first_batch_in)
             row = await stream_row(collector.url, stream)
             assert row is not None and row["batches"] == 1
             assert row["backlog"] == len(queued) - BATCH
@@ -121,7 +122,7 @@ async def test_the_backlog_behind_each_batch_is_shown_per_stream(
             row = await stream_row(collector.url, stream)
             return row is not None and row["accepted"] >= len(queued)
 
-        await until(drained)
+        await wait_until_async(drained)
         row = await stream_row(collector.url, stream)
         assert row is not None
         assert row["backlog"] == 0 and row["backlog_oldest"] is None

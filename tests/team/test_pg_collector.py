@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,53 +15,13 @@ import psycopg
 import pytest
 
 from mplp_lsp.collector.pg_schema import MIGRATIONS, migrate
-from mplp_lsp.protocol.envelope import build_envelope
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import default_validator
 from tests import postgres
-from tests.conftest import sample
 from tests.hostile.sessions import call, cookie_header, login_code
+from tests.support.team import batch, count, envelope, get, instant, post
 from tests.team.conftest import READ_TOKEN, TOKEN, Collector, start_collector
 from tests.team.graph_dump import dump
-
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
-
-
-def instant(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-def envelope(kind: Kind, fixture: str, **payload: Any) -> dict[str, Any]:
-    return build_envelope(kind, {**sample(fixture), **payload}, source_module="test")
-
-
-def batch(stream: str, envelopes: list[dict[str, Any]], first_seq: int = 1) -> bytes:
-    items = [{"seq": first_seq + i, "envelope": e} for i, e in enumerate(envelopes)]
-    return json.dumps({"source": stream, "items": items}).encode()
-
-
-async def post(url: str, body: bytes, **headers: str) -> tuple[int, dict[str, Any]]:
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(f"{url}/events", data=body, headers={**AUTH, **headers}) as r,
-    ):
-        return r.status, await r.json()
-
-
-async def get(url: str, path: str, token: str = TOKEN) -> tuple[int, Any]:
-    async with (
-        aiohttp.ClientSession() as session,
-        session.get(f"{url}{path}", headers={"Authorization": f"Bearer {token}"}) as r,
-    ):
-        return r.status, await r.json(content_type=None)
-
-
-def count(cluster: postgres.Cluster, db_url: str, sql: str) -> int:
-    database = db_url.rsplit("/", 1)[1]
-    with psycopg.connect(cluster.psql_url(database)) as conn:
-        row = conn.execute(sql.encode()).fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 def serve(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

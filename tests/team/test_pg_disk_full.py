@@ -17,8 +17,8 @@ import pytest
 
 from mplp_lsp.protocol.kinds import Kind
 from tests import postgres
+from tests.support.team import batch, envelope, post
 from tests.team.conftest import start_collector
-from tests.team.test_pg_collector import batch, envelope, post
 
 pytestmark = pytest.mark.e2e
 
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.e2e
 async def test_a_full_disk_is_507_with_one_log_line_per_episode(
     pg_cluster: postgres.Cluster, tmp_path: Path
 ) -> None:
-    from tests.hostile.test_hostile_input import fill, tmpfs
+    from tests.support.disk import fill, tmpfs
 
     # Not under tmp_path: the server (nobody) must reach the tablespace's directory.
     reachable = Path(tempfile.mkdtemp(prefix="mplp-pg-full-"))

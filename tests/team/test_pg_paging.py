@@ -21,8 +21,8 @@ from mplp_lsp.collector.pg_queries import EventQuery, page_statement
 from mplp_lsp.collector.pg_schema import migrate
 from mplp_lsp.protocol.kinds import Kind
 from tests import postgres
+from tests.support.team import batch, envelope, get, post
 from tests.team.conftest import start_collector
-from tests.team.test_pg_collector import batch, envelope, get, post
 
 
 def files(prefix: str, count: int) -> list[dict[str, Any]]:

@@ -22,8 +22,8 @@ import pytest
 
 from mplp_lsp.protocol.kinds import Kind
 from tests import postgres
+from tests.support.team import batch, envelope
 from tests.team.conftest import TOKEN, start_collector, throwaway_cluster
-from tests.team.test_pg_collector import batch, envelope
 
 pytestmark = pytest.mark.e2e
 

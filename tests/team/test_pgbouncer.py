@@ -21,8 +21,8 @@ import pytest
 from mplp_lsp.protocol.kinds import Kind
 from tests import pgbouncer, postgres
 from tests.required import unavailable
+from tests.support.team import batch, count, envelope, get, post
 from tests.team.conftest import start_collector
-from tests.team.test_pg_collector import batch, count, envelope, get, post
 
 pytestmark = pytest.mark.e2e
 

@@ -25,8 +25,9 @@ from aiohttp import web
 
 from mplp_lsp.protocol.kinds import Kind
 from tests import postgres
-from tests.team.conftest import TOKEN, start_collector, until
-from tests.team.test_pg_collector import batch, envelope, get, instant, post
+from tests.support.team import batch, envelope, get, instant, post
+from tests.support.waiting import wait_until_async
+from tests.team.conftest import TOKEN, start_collector
 
 pytestmark = pytest.mark.e2e
 
@@ -135,8 +136,8 @@ def oldest_queued(state: Path) -> str:
 async def test_the_backlog_shown_is_the_outbox_while_no_batch_gets_through(
     pg_cluster: postgres.Cluster, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.e2e.test_api_daemon import start_watch, stop, wait_for_api
-    from tests.team.test_exactly_once import stream_of
+    from tests.support.daemon import start_watch, stop, wait_for_api
+    from tests.support.team import stream_of
 
     workspace, state = tmp_path / "ws", tmp_path / "state"
     workspace.mkdir()
@@ -156,7 +157,7 @@ async def test_the_backlog_shown_is_the_outbox_while_no_batch_gets_through(
             depth = await settled_depth(state, workspace)
             settled_at = time.time()
             shown = partial(backlog_shown, collector.url, stream, depth)
-            await until(shown, timeout=REPORT_S * 10)
+            await wait_until_async(shown, timeout=REPORT_S * 10)
             _, answer = await get(collector.url, "/streams")
             [row] = [s for s in answer["streams"] if s["stream"] == stream]
             assert instant(row["backlog_oldest"]) == instant(oldest_queued(state))

@@ -28,9 +28,10 @@ import pytest
 
 from tests import postgres
 from tests.gitrepo import Repo
-from tests.team.conftest import TOKEN, Collector, start_collector, until
+from tests.support.team import deliver
+from tests.support.waiting import wait_until_async
+from tests.team.conftest import TOKEN, Collector, start_collector
 from tests.team.graph_dump import dump
-from tests.team.test_team_graph import deliver
 
 pytestmark = pytest.mark.e2e
 
@@ -113,7 +114,7 @@ def pg_rows(cluster: postgres.Cluster, database: str, sql: str) -> list[tuple[An
 async def test_three_daemons_two_instances_one_killed(
     pg_cluster: postgres.Cluster, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.e2e.test_api_daemon import start_watch, stop, wait_for_api
+    from tests.support.daemon import start_watch, stop, wait_for_api
 
     database = pg_url.rsplit("/", 1)[1]
     first = start_collector(pg_url, pg_cluster, tmp_path, "--log-level", "warning")
@@ -141,7 +142,7 @@ async def test_three_daemons_two_instances_one_killed(
         async def some_arrived() -> bool:
             return pg_rows(pg_cluster, database, "SELECT count(*) FROM events")[0][0] >= 100
 
-        await until(some_arrived, timeout=180)
+        await wait_until_async(some_arrived, timeout=180)
         first.kill()  # SIGKILL, mid-drain
         at_kill = pg_rows(pg_cluster, database, "SELECT count(*) FROM events")[0][0]
         await asyncio.sleep(1)
@@ -159,7 +160,7 @@ async def test_three_daemons_two_instances_one_killed(
                     return False
             return True
 
-        await until(drained, timeout=300)
+        await wait_until_async(drained, timeout=300)
     finally:
         for daemon in daemons:
             await stop(daemon)

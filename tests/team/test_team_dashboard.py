@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 
 from tests import postgres
+from tests.support.waiting import wait_until
 from tests.team.conftest import READ_TOKEN, TOKEN, start_collector
 from tests.ui.conftest import browser, git, pictures  # noqa: F401 - fixtures used here
-from tests.ui.daemon import Watch, base_env, wait_for
+from tests.ui.daemon import Watch, base_env
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.realhost
 
 
 def _get(url: str, token: str | None = None) -> tuple[int, Any]:
@@ -41,7 +42,7 @@ def _workspace(root: Path, name: str, author: str, collector: str, env: dict[str
     mine = {**env, "GIT_AUTHOR_NAME": author, "GIT_AUTHOR_EMAIL": f"{author.lower()}@example.com"}
     git(workspace, mine, "add", "-A")
     git(workspace, mine, "commit", "-qm", f"first {name} change")
-    wait_for("the commit recorded", lambda: watch.printed("commit"))
+    wait_until(lambda: watch.printed("commit"), what="the commit recorded")
     head = subprocess.run(
         ["git", "-C", str(workspace), "rev-parse", "HEAD"],
         capture_output=True,
@@ -83,14 +84,14 @@ def test_the_team_view_shows_two_workspaces(
             _workspace(tmp_path, "beta", "Grace", collector.url, env),
         ]
         team = f"{collector.url}/ui/api/team?days=7"
-        wait_for(
-            "both workspaces' commits and pipeline runs at the collector",
+        wait_until(
             lambda: (
                 (view := _get(team, READ_TOKEN)[1])
                 and len(view["streams"]) == 2
                 and len(view["lead_times"]) == 2
             ),
             timeout=60,
+            what="both workspaces' commits and pipeline runs at the collector",
         )
         # Nothing without a token or a session; a read-only token reads.
         assert _get(team)[0] == 401

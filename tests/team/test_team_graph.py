@@ -9,7 +9,6 @@ write path is the collector's own (:meth:`PgCollector.receive`), on a real Postg
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import uuid
 from collections import defaultdict
@@ -18,10 +17,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mplp_lsp.collector.pg_store import PgCollector
 from mplp_lsp.protocol.envelope import build_envelope
 from mplp_lsp.protocol.kinds import Kind
 from tests import postgres
+from tests.support.team import deliver
 from tests.team.graph_dump import clear, dump
 
 REPOS = ("https://git.example.org/team/a.git", "https://git.example.org/team/b.git")
@@ -121,19 +120,6 @@ def envelopes(
         )
         out.append((STREAMS[stream], envelope))
     return out
-
-
-async def deliver(url: str, batches: list[tuple[str, list[dict[str, Any]]]]) -> None:
-    collector = await PgCollector.open(url, password=postgres.PASSWORD, max_connections=2)
-    try:
-        for stream, items in batches:
-            body = json.dumps(
-                {"source": stream, "items": [{"seq": 1, "envelope": e} for e in items]}
-            ).encode()
-            answer = await collector.receive(body, None)
-            assert answer.status == 200, answer.body
-    finally:
-        await collector.close()
 
 
 def per_stream(events: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, list[dict[str, Any]]]]:

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from tests.browser import chromium, launched_browser
-from tests.ui.daemon import Remote, Watch, base_env, wait_for
+from tests.support.waiting import wait_until
+from tests.ui.daemon import Remote, Watch, base_env
 
 
 @pytest.fixture(scope="module")
@@ -55,12 +56,12 @@ def daemon(tmp_path_factory: pytest.TempPathFactory, remote: Remote) -> Iterator
     (workspace / "README.md").write_text("# demo\n")
     git(workspace, env, "add", "-A")
     git(workspace, env, "commit", "-qm", "first commit")
-    wait_for("notes.txt recorded", lambda: first.printed("notes.txt"))
-    wait_for("the commit recorded", lambda: first.printed("commit"))
+    wait_until(lambda: first.printed("notes.txt"), what="notes.txt recorded")
+    wait_until(lambda: first.printed("commit"), what="the commit recorded")
     first.stop()
     (workspace / "notes.txt").write_text("changed while nothing watched\n")
     watch = Watch.start(workspace, state, env, "--remote", remote.url)
-    wait_for("the drift finding", lambda: watch.get("/ui/api/drift")["drifts"])
+    wait_until(lambda: watch.get("/ui/api/drift")["drifts"], what="the drift finding")
     yield watch
     watch.stop()
     # Pages that came and went (closed streams included) left no traceback behind.

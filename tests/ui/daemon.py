@@ -8,13 +8,13 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from tests.support.waiting import wait_until
 
 REMOTE_TOKEN = "remote-secret-for-tests"
 
@@ -28,16 +28,6 @@ def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
         check=True,
         timeout=60,
     )
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = probe()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @dataclass
@@ -71,7 +61,7 @@ class Watch:
         )
         watch = cls(workspace, state_dir, process, env)
         threading.Thread(target=watch._read, daemon=True).start()
-        wait_for("the watcher ready", lambda: watch.printed("HTTP API on"))
+        wait_until(lambda: watch.printed("HTTP API on"), what="the watcher ready")
         return watch
 
     def _read(self) -> None:

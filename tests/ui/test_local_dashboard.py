@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from tests.ui.daemon import Remote, Watch, cli, wait_for
+from tests.support.waiting import wait_until
+from tests.ui.daemon import Remote, Watch, cli
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.realhost
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +38,7 @@ def page(browser: Any, daemon: Watch) -> Any:
 def shows(page: Any, expression: str) -> None:
     """Wait until ``expression`` is true in the page. Playwright's wait_for_function polls
     with eval, which the page's CSP refuses (as it should)."""
-    wait_for(expression, lambda: page.evaluate(expression), timeout=15)
+    wait_until(lambda: page.evaluate(expression), timeout=15, what=expression)
 
 
 def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
@@ -194,16 +195,16 @@ def test_a_drift_finding_is_resolved_from_the_page(daemon: Watch, page: Any) -> 
     finding = page.locator('.finding[data-path="notes.txt"]')
     finding.wait_for()
     finding.locator('button[data-strategy="psg"]').click()
-    wait_for(
-        "the recorded content back on disk",
+    wait_until(
         lambda: (daemon.workspace / "notes.txt").read_text() == "as recorded\n",
+        what="the recorded content back on disk",
     )
     page.wait_for_selector('.finding[data-path="notes.txt"]', state="detached", timeout=15_000)
 
 
 def test_a_dead_letter_is_requeued_from_the_page(daemon: Watch, page: Any, remote: Remote) -> None:
     # The remote refused every batch (403): the events are dead letters.
-    wait_for("dead letters", lambda: daemon.get("/ui/api/forwarding")["dead_letters"])
+    wait_until(lambda: daemon.get("/ui/api/forwarding")["dead_letters"], what="dead letters")
     page.reload()
     page.wait_for_selector("#forwarding-body button[data-seq]")
     # The remote's address in full, breakable after its separators only (never mid-word).
@@ -214,7 +215,7 @@ def test_a_dead_letter_is_requeued_from_the_page(daemon: Watch, page: Any, remot
     seq = int(page.locator("#forwarding-body button[data-seq]").first.get_attribute("data-seq"))
     remote.status = 200
     page.locator(f'#forwarding-body button[data-seq="{seq}"]').click()
-    wait_for("the requeued envelope at the remote", lambda: remote.stored, timeout=60)
+    wait_until(lambda: remote.stored, timeout=60, what="the requeued envelope at the remote")
     assert [item["seq"] for item in remote.stored] == [seq]
     letters = daemon.get("/ui/api/forwarding")["dead_letters"]
     assert seq not in [letter["seq"] for letter in letters]

@@ -36,7 +36,7 @@ from tests import postgres
 from tests.team.conftest import READ_TOKEN, TOKEN, pg_cluster, pg_url, start_collector  # noqa: F401
 from tests.ui.conftest import browser, pictures  # noqa: F401 - fixtures used here
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.realhost
 
 REPO = "https://git.example.org/team/shop.git"
 NOW = datetime.now(UTC).replace(microsecond=0)

@@ -2,26 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "editors" / "vscode" / "tools" / "bundle_server.py"
-
-
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bundle_server", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bundle_server"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bundle_server = load()
+from tests.support.bundle import bundle_server
 
 
 def tree(root: Path, files: dict[str, str]) -> Path:

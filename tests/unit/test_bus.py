@@ -100,7 +100,7 @@ async def test_a_durable_consumer_catches_up_from_the_log_and_keeps_its_place(
 ) -> None:
     from mplp_lsp.store.positions import ConsumerPosition
     from mplp_lsp.store.writer import StoreWriter
-    from tests.unit.test_store import make_event
+    from tests.support.stores import make_event
 
     writer = StoreWriter(tmp_path / "events.db")
     await writer.start()

@@ -5,35 +5,13 @@ Over the real loopback API (aiohttp on 127.0.0.1) against a real store.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from mplp_lsp.protocol.envelope import new_id
-from tests.unit.test_http_api import META, Api, api, context_doc, plan_doc
+from tests.support.http_api import Api, api
+from tests.support.plans import confirm_doc, context_doc, plan_doc, run
 
 __all__ = ["api"]  # the fixture
-
-
-def confirm_doc(plan_id: str) -> dict[str, Any]:
-    return {
-        "meta": META,
-        "confirm_id": new_id(),
-        "target_type": "plan",
-        "target_id": plan_id,
-        "status": "pending",
-        "requested_by_role": "migration_agent",
-        "requested_at": "2026-03-02T08:00:00Z",
-        "reason": "The schema migration drops a column",
-    }
-
-
-async def run(api: Api, plan_id: str, body: Any) -> tuple[int, list[dict[str, Any]]]:
-    """POST the run route; its answer as JSON lines (one line for a refusal)."""
-    async with api.session.post(
-        f"{api.server.url}/psg/plans/{plan_id}/run", json=body, headers=api.headers
-    ) as response:
-        text = await response.text()
-    return response.status, [json.loads(line) for line in text.splitlines()]
 
 
 async def proposed_plan_with_confirm(api: Api) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -17,56 +17,8 @@ from hypothesis import strategies as st
 
 from mplp_lsp.cli import main
 from mplp_lsp.forward import outbox
-from mplp_lsp.store import EventLog, connect
-from mplp_lsp.store.events import NewEvent
-
-REFUSALS = {
-    2: (400, "HTTP 400: invalid envelope", "2026-03-02T09:00:00.000Z"),
-    4: (401, "HTTP 401", "2026-03-02T09:00:01.000Z"),
-    5: (None, "HTTP 422: \x1b[31mred\nsecond line", "2026-03-02T09:00:02.000Z"),
-}
-
-
-def new_event(n: int) -> NewEvent:
-    # A kind no consumer of the store's owner reads: `outbox requeue` runs the owner (which
-    # catches its consumers up), and these skeletal envelopes are only for forwarding.
-    envelope = {"event_id": f"id-{n}", "source": "test", "timestamp": "2026-03-02T08:00:00.000Z"}
-    return NewEvent(f"id-{n}", "graph_update", f"key-{n}", envelope["timestamp"], envelope)
-
-
-def make_store(db: Path, count: int, refusals: dict[int, tuple[int | None, str, str]]) -> None:
-    """``count`` forwarded events (seq 1..count); those in ``refusals`` dead-lettered."""
-    conn = connect(db)
-    try:
-        outbox.enable(conn, budget_bytes=2**30)
-        EventLog(conn).append([new_event(n) for n in range(1, count + 1)])
-        for seq, (status, reason, at) in refusals.items():
-            assert outbox.dead_letter(conn, [seq], status=status, reason=reason, at=at) == 1
-    finally:
-        conn.close()
-
-
-def tables(db: Path) -> tuple[list[int], list[int], outbox.OutboxState]:
-    """Pending seqs, dead seqs, and the counters, as stored."""
-    conn = connect(db, read_only=True)
-    try:
-        pending = [row[0] for row in conn.execute("SELECT seq FROM outbox ORDER BY seq")]
-        dead = [row[0] for row in conn.execute("SELECT seq FROM outbox_dead ORDER BY seq")]
-        return pending, dead, outbox.read_state(conn)
-    finally:
-        conn.close()
-
-
-def assert_counters_match_tables(db: Path) -> None:
-    conn = connect(db, read_only=True)
-    try:
-        count, size = conn.execute(
-            "SELECT count(*), coalesce(sum(bytes), 0) FROM outbox"
-        ).fetchone()
-        state = outbox.read_state(conn)
-    finally:
-        conn.close()
-    assert (state.pending, state.pending_bytes) == (count, size)
+from mplp_lsp.store import connect
+from tests.support.stores import REFUSALS, assert_counters_match_tables, make_store, tables
 
 
 @pytest.fixture

@@ -108,3 +108,12 @@ def test_a_file_name_with_a_newline_cannot_forge_a_second_line() -> None:
         "payload": {"file_path": "a\nfile_update    deleted   b.py", "change_type": "created"}
     }
     assert summary(envelope) == "created   a\\x0afile_update    deleted   b.py"
+
+
+def test_a_move_without_a_file_name_starts_with_what_it_has() -> None:
+    # Found by the property above: the "(from ...)" part was glued to an empty file name.
+    envelope = {
+        "event_family": "graph_update",
+        "payload": {"previous_path": True, "file_path": None},
+    }
+    assert summary(envelope) == "(from True)"

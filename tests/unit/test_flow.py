@@ -30,7 +30,7 @@ from mplp_lsp.runtime.vsl import MemoryVsl
 from mplp_lsp.settings import Settings
 from mplp_lsp.store.events import EventLog, StoredEvent
 from mplp_lsp.workspace import Workspace
-from tests.unit.test_http_api import context_doc
+from tests.support.plans import context_doc
 
 META = {"protocol_version": "1.0.0", "schema_version": "1.0.0"}
 

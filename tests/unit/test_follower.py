@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 
@@ -12,15 +11,9 @@ from mplp_lsp.sources.debounce import Change
 from mplp_lsp.workspace import Workspace
 from mplp_lsp.workspaces import Workspaces
 from tests.e2e.harness import read_events
+from tests.support.waiting import wait_until_async
 
 TAKEOVER_LIMIT_S = 5.0
-
-
-async def _until(condition: object, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.05)
 
 
 def _updates(state: Path) -> list[tuple[str, str]]:
@@ -51,14 +44,14 @@ async def test_second_daemon_hands_over_then_takes_over(tmp_path: Path) -> None:
     # Both report b.py's save (the second editor saved it, the first one's watcher saw it).
     (root / "b.py").write_text("b = 1\n")
     second.observe(Change.MODIFIED, root / "b.py")
-    await _until(lambda: follower.handed == 1)
-    await _until(lambda: _updates(state) == [("b.py", "modified")])
+    await wait_until_async(lambda: follower.handed == 1)
+    await wait_until_async(lambda: _updates(state) == [("b.py", "modified")])
     owner.observe(Change.MODIFIED, root / "b.py", origin="watcher")
     await first.settle()
 
     await owner.close()
     gone_at = time.monotonic()
-    await _until(lambda: bool(promoted), TAKEOVER_LIMIT_S + 5)
+    await wait_until_async(lambda: bool(promoted), timeout=TAKEOVER_LIMIT_S + 5)
     assert time.monotonic() - gone_at <= TAKEOVER_LIMIT_S
     assert second.roots == (root,) and not second.followers
     (root / "b.py").write_text("b = 2\n")

@@ -25,13 +25,8 @@ from mplp_lsp.forward.config import RemoteConfigError, resolve_remote
 from mplp_lsp.forward.outbox import Entry
 from mplp_lsp.forward.retry import Action, RetryPolicy, classify, parse_retry_after
 from mplp_lsp.settings import Settings
-from mplp_lsp.store import EventLog, NewEvent, connect, transaction
-
-
-def new_event(n: int) -> NewEvent:
-    envelope = {"event_id": f"id-{n}", "source": "test", "timestamp": "2026-03-02T08:00:00.000Z"}
-    return NewEvent(f"id-{n}", "file_update", f"key-{n}", envelope["timestamp"], envelope)
-
+from mplp_lsp.store import EventLog, connect, transaction
+from tests.support.forwarding import new_event
 
 # -- retry table -----------------------------------------------------------------------------
 

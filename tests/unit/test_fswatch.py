@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from mplp_lsp.sources.debounce import Change
+from tests.support.waiting import wait_until_async
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify: Linux only")
 
@@ -221,11 +222,7 @@ async def test_the_watchfiles_fallback_survives_a_name_that_stops_watchfiles(
     )
 
     async def until(condition: Any) -> None:
-        for _ in range(200):
-            if condition():
-                return
-            await asyncio.sleep(0.05)
-        raise AssertionError(sink.changes)
+        await wait_until_async(condition, timeout=10, what=lambda: sink.changes)
 
     try:
         await ready.wait()

@@ -23,7 +23,7 @@ from mplp_lsp.forward import held, outbox
 from mplp_lsp.forward.config import remote_identity
 from mplp_lsp.store import EventLog, connect
 from mplp_lsp.store.retention import Policy, horizon, remove_events
-from tests.unit.test_forward_core import new_event
+from tests.support.forwarding import new_event
 
 REMOTES = ("http://127.0.0.1:7001", "http://127.0.0.1:7002", "https://team.example/mplp")
 remotes = st.sampled_from(REMOTES)

@@ -9,9 +9,7 @@ import socket
 import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
-import aiohttp
 import pytest
 
 from mplp_lsp.api.app import ROUTES, build_app, openapi_document
@@ -21,87 +19,12 @@ from mplp_lsp.api.services import ApiServices
 from mplp_lsp.protocol.envelope import new_id
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import validate
-from mplp_lsp.runtime.psg.inspection import dump
 from mplp_lsp.settings import Settings
 from mplp_lsp.workspace import Workspace
 from tests.conftest import sample
-
-META = {"protocol_version": "1.0.0", "schema_version": "1.0.0"}
-
-
-def context_doc(context_id: str | None = None) -> dict[str, Any]:
-    return {
-        "meta": META,
-        "context_id": context_id or new_id(),
-        "root": {"domain": "software", "environment": "dev"},
-        "title": "Parser work",
-        "status": "active",
-    }
-
-
-def plan_doc(context_id: str, steps: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    if steps is None:
-        first = new_id()
-        steps = [
-            {"step_id": first, "description": "Write the parser", "status": "pending"},
-            {
-                "step_id": new_id(),
-                "description": "Test the parser",
-                "status": "pending",
-                "dependencies": [first],
-            },
-        ]
-    return {
-        "meta": META,
-        "plan_id": new_id(),
-        "context_id": context_id,
-        "title": "Parser",
-        "objective": "Parse the input",
-        "status": "draft",
-        "steps": steps,
-    }
-
-
-class Api:
-    def __init__(self, server: ApiServer, workspace: Workspace, session: aiohttp.ClientSession):
-        self.server, self.workspace, self.session = server, workspace, session
-        self.headers = {"Authorization": f"Bearer {server.token}"}
-
-    async def call(
-        self, method: str, path: str, body: Any = None, **kwargs: Any
-    ) -> tuple[int, Any]:
-        headers = {**self.headers, **kwargs.pop("headers", {})}
-        async with self.session.request(
-            method, self.server.url + path, json=body, headers=headers, **kwargs
-        ) as response:
-            return response.status, await response.json()
-
-    async def events(self, kind: str) -> list[dict[str, Any]]:
-        await self.workspace.bus.drain()
-        status, page = await self.call("GET", f"/events?kind={kind}")
-        assert status == 200
-        return [item["envelope"] for item in page["events"]]
-
-    async def dump(self) -> str:
-        return await self.workspace.writer.read(dump)
-
-
-@pytest.fixture
-async def api(tmp_path: Path) -> AsyncIterator[Api]:
-    root = tmp_path / "ws"
-    root.mkdir()
-    workspace = await Workspace.open(root, Settings(), state_dir=tmp_path / "state")
-    server = ApiServer(
-        ApiServices.of(workspace),
-        workspace.paths,
-    )
-    await server.start()
-    try:
-        async with aiohttp.ClientSession() as session:
-            yield Api(server, workspace, session)
-    finally:
-        await server.stop()
-        await workspace.close()
+from tests.support.http_api import Api
+from tests.support.http_api import api as api  # the fixture
+from tests.support.plans import META, context_doc, plan_doc
 
 
 async def test_the_whole_plan_lifecycle_over_http(api: Api) -> None:

@@ -5,56 +5,20 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from mplp_lsp.bus import EventBus
-from mplp_lsp.intake import Intake, Outcome, Submission
+from mplp_lsp.intake import Outcome, Submission
 from mplp_lsp.protocol.envelope import FamilyForm, build_envelope, new_id
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import validate
-from mplp_lsp.store.errorlog import IntegrationErrorLog
-from mplp_lsp.store.events import EventLog, StoredEvent
-from mplp_lsp.store.writer import StoreWriter
 from tests.conftest import sample
+from tests.support.stores import Rig
+from tests.support.stores import rig as rig  # the fixture
 
 CANARY = "ghp_" + "Zq8xT2mW9vR4kL7pN3bY6cF1hJ5sD0aE8gU2"
-
-
-class Rig:
-    def __init__(
-        self, root: Path, writer: StoreWriter, bus: EventBus, log: IntegrationErrorLog
-    ) -> None:
-        self.root, self.writer, self.bus, self.log = root, writer, bus, log
-        self.intake = Intake(writer, bus, log, root=root)
-        self.published: list[StoredEvent] = []
-
-        async def collect(events: Sequence[StoredEvent]) -> None:
-            self.published.extend(events)
-
-        bus.subscribe("test", collect)
-
-    async def stored(self) -> list[StoredEvent]:
-        return await self.writer.read(lambda conn: EventLog(conn).query())
-
-    async def counters(self) -> dict[str, int]:
-        return await self.writer.read(lambda conn: EventLog(conn).counters())
-
-
-@pytest.fixture
-async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    root = tmp_path / "ws"
-    root.mkdir()
-    writer = StoreWriter(tmp_path / "events.db")
-    await writer.start()
-    bus = EventBus()
-    rig = Rig(root.resolve(), writer, bus, IntegrationErrorLog(tmp_path / "errors.jsonl"))
-    yield rig
-    await bus.close()
-    await writer.close()
 
 
 async def test_accepted_payload_is_stored_in_a_valid_envelope_and_published(rig: Rig) -> None:

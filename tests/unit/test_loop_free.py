@@ -14,8 +14,8 @@ import pytest
 from mplp_lsp import ignore
 from mplp_lsp.ignore import IgnoreRules
 from mplp_lsp.ignore_judge import InOrderJudge
-from mplp_lsp.lsp.server import create_server
-from tests.unit.test_lsp_features import INITIALIZE, exchange, request
+from mplp_lsp.lsp.app import create_server
+from tests.support.lsp import INITIALIZE, exchange, request
 
 FILES = 20_000
 

@@ -13,77 +13,18 @@ pygls release that changes one of these fails here, by name, before any editor t
 
 from __future__ import annotations
 
-import asyncio
-import io
-import json
 import logging
-import threading
 from typing import Any
 
 import pytest
-from pygls.io_ import run_async
 
+from mplp_lsp.lsp.app import FEATURES, create_server
 from mplp_lsp.lsp.drift import SCAN_COMMAND
 from mplp_lsp.lsp.feature import Feature, command, handles, register
 from mplp_lsp.lsp.hooks import INSTALL_COMMAND
 from mplp_lsp.lsp.quick_fixes import EDITED_COMMAND, RESOLVE_COMMAND
-from mplp_lsp.lsp.server import FEATURES, MplpLanguageServer, create_server
 from mplp_lsp.lsp.tools import RUN_TOOL_COMMAND
-
-
-class _Reader:
-    def __init__(self, messages: list[dict[str, Any]]) -> None:
-        data = b""
-        for message in messages:
-            body = json.dumps(message).encode()
-            data += b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-        self._stream = io.BytesIO(data)
-
-    async def readline(self) -> bytes:
-        return self._stream.readline()
-
-    async def readexactly(self, n: int) -> bytes:
-        return self._stream.read(n)
-
-
-class _Writer:
-    def __init__(self) -> None:
-        self.sent: list[dict[str, Any]] = []
-
-    def write(self, data: bytes) -> None:
-        self.sent.append(json.loads(data.split(b"\r\n\r\n", 1)[1]))
-
-    def close(self) -> None:
-        pass
-
-
-async def exchange(
-    server: MplpLanguageServer, messages: list[dict[str, Any]], answers: int
-) -> list[dict[str, Any]]:
-    """Run ``messages`` through pygls' loop; the first ``answers`` messages sent back."""
-    writer = _Writer()
-    server.protocol.set_writer(writer)
-    await run_async(
-        stop_event=threading.Event(),
-        reader=_Reader(messages),
-        protocol=server.protocol,
-        error_handler=server.report_server_error,
-    )
-    for _ in range(500):  # async handlers finish after the input ends
-        if len(writer.sent) >= answers:
-            break
-        await asyncio.sleep(0.01)
-    return writer.sent
-
-
-def request(ident: int, method: str, params: Any = None, *, with_params: bool = True) -> Any:
-    message: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "method": method}
-    if with_params:
-        message["params"] = params
-    return message
-
-
-INITIALIZE = request(1, "initialize", {"processId": None, "rootUri": None, "capabilities": {}})
+from tests.support.lsp import INITIALIZE, exchange, request
 
 
 async def test_a_request_with_params_that_do_not_fit_is_answered_with_an_error() -> None:

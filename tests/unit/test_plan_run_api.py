@@ -14,8 +14,8 @@ from mplp_lsp.protocol.envelope import new_id
 from mplp_lsp.runtime.plan_runs import PlanRunRequest
 from mplp_lsp.store.events import StoredEvent
 from tests.conftest import sample
-from tests.unit.test_confirm_flow import run
-from tests.unit.test_http_api import Api, api, context_doc, plan_doc
+from tests.support.http_api import Api, api
+from tests.support.plans import context_doc, plan_doc, run
 
 __all__ = ["api"]  # the fixture
 

@@ -14,7 +14,7 @@ from mplp_lsp.runtime.psg.integrity import Rejected
 from mplp_lsp.settings import Settings
 from mplp_lsp.store.events import EventLog
 from mplp_lsp.workspace import Workspace
-from tests.unit.test_http_api import context_doc, plan_doc
+from tests.support.plans import context_doc, plan_doc
 
 PLAN_TABLE = {
     "draft": {"proposed", "cancelled"},

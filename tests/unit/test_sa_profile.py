@@ -16,7 +16,7 @@ from mplp_lsp.runtime.sa_profile import check_sa_run, sa_invariants
 from mplp_lsp.settings import Settings
 from mplp_lsp.store.events import StoredEvent
 from mplp_lsp.workspace import Workspace
-from tests.unit.test_http_api import context_doc, plan_doc
+from tests.support.plans import context_doc, plan_doc
 
 Objects = dict[str, Any]
 

@@ -22,8 +22,8 @@ from mplp_lsp.store.dedup import DIGEST_SIZE, event_key, payload_key
 from mplp_lsp.store.events import EventLog, NewEvent
 from tests.conftest import sample
 from tests.old_store import store_at_version
-from tests.unit.test_intake import Rig
-from tests.unit.test_intake import rig as intake_rig
+from tests.support.stores import Rig
+from tests.support.stores import rig as intake_rig
 
 rig = intake_rig
 

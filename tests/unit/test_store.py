@@ -47,29 +47,10 @@ from mplp_lsp.store.dedup import event_key as _payload_key
 from mplp_lsp.store.dedup import id_key
 from tests.conftest import sample
 from tests.old_store import store_at_version
+from tests.support.stores import make_event
 
 SERVER = Path(__file__).resolve().parents[2] / "server"
 UTC_MS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
-
-
-def make_event(
-    n: int,
-    *,
-    kind: str = "file_update",
-    key: str | None = None,
-    event_id: str | None = None,
-    timestamp: str = "2026-03-02T08:00:00.000Z",
-    **extra: Any,
-) -> NewEvent:
-    event_id = event_id or f"id-{n}"
-    envelope = {"event_id": event_id, "timestamp": timestamp, "payload": {"n": n, **extra}}
-    return NewEvent(
-        event_id=event_id,
-        kind=kind,
-        dedup_key=key or f"key-{n}",
-        timestamp=timestamp,
-        envelope=envelope,
-    )
 
 
 def child_env() -> dict[str, str]:

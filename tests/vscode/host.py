@@ -15,14 +15,14 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from tests import required
+from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 SETUP = REPO / "editors" / "vscode" / "test" / "host" / "setup.sh"
@@ -67,18 +67,6 @@ def bundled_vsix() -> Path:
     if not BUNDLED_VSIX.is_file():
         unavailable(f"no {BUNDLED_VSIX.name}: run `npm run package -- --target linux-x64`")
     return BUNDLED_VSIX
-
-
-def eventually(what: str, check: Callable[[], T | None], timeout: float = 60.0) -> T:
-    """The first truthy value of ``check``, polled every 100 ms."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.1)
 
 
 def free_port() -> int:
@@ -157,7 +145,7 @@ def code_server(
     server = CodeServer(root, profile, port, process)
     server.write_settings(settings)
     try:
-        eventually("code-server to answer", lambda: _answers(port), timeout=120)
+        wait_until(lambda: _answers(port), timeout=120, what="code-server to answer")
         yield server
     finally:
         server.stop()

@@ -20,18 +20,18 @@ from typing import Any
 
 import pytest
 
+from tests.support.waiting import wait_until
 from tests.vscode.conftest import git, open_host
 from tests.vscode.host import (
     EXTENSION_DIR,
     argv_of,
     bundled_vsix,
     editor_settings,
-    eventually,
     server_processes,
     unavailable,
 )
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.realhost
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
@@ -88,7 +88,9 @@ def test_the_bundled_server_starts_with_no_setting_and_records_a_save(
         vsix=vsix,
         environment=environment,
     ) as host:
-        [pid] = eventually("the server process", lambda: server_processes(host.state_dir) or None)
+        [pid] = wait_until(
+            lambda: server_processes(host.state_dir) or None, what="the server process"
+        )
         argv = argv_of(pid)
         # `python3` found on the PATH (by its absolute folders, so never a relative entry),
         # isolated (-I) and without site-packages (-S).
@@ -112,7 +114,9 @@ def test_the_bundled_server_starts_with_no_setting_and_records_a_save(
         host.bench.open_file("notes.txt")
         host.bench.type_at_end("typed in VS Code\n")
         host.bench.save()
-        eventually("the save's file_update", lambda: saved(host.cli("events", "--json").stdout))
+        wait_until(
+            lambda: saved(host.cli("events", "--json").stdout), what="the save's file_update"
+        )
         elapsed = time.monotonic() - started
 
         # Every compiled module the server loaded is the bundle's, for this Python; none is the
@@ -159,7 +163,7 @@ def test_no_python_gets_a_message_naming_the_fix(
     with open_host(
         code_server_root, browser, tmp_path, workspace, artefacts, settings, vsix=vsix
     ) as other:
-        [error] = eventually("the error message", lambda: other.bench.errors() or None)
+        [error] = wait_until(lambda: other.bench.errors() or None, what="the error message")
         assert f"No Python found to run mplp-lsp: {missing} (from mplp.interpreter)" in error
         assert "Install Python 3.11 or newer" in error
         assert "error" in other.bench.status_html()

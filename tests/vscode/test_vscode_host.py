@@ -21,10 +21,11 @@ from typing import Any
 import pytest
 
 from mplp_lsp.sources.recorded import SCRATCH_PREFIX
+from tests.support.waiting import wait_until
 from tests.vscode.conftest import Host, git, open_host
-from tests.vscode.host import argv_of, base_settings, eventually, server_processes
+from tests.vscode.host import argv_of, base_settings, server_processes
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.realhost
 
 BASE = "".join(f"line {i}\n" for i in range(1, 11))
 DISK = BASE.replace("line 10\n", "line 10 disk\n")
@@ -105,21 +106,21 @@ def drift_entries(host: Host) -> dict[str, dict[str, Any]]:
 
 def test_the_server_starts_isolated_outside_the_workspace(host: Host) -> None:
     planted_ran = host.workspace.parent / "planted-ran"
-    eventually(
-        "the status bar to show the server's state (or the planted code to run)",
+    wait_until(
         lambda: host.bench.events_today() is not None or planted_ran.exists(),
+        what="the status bar to show the server's state (or the planted code to run)",
     )
     assert not planted_ran.exists(), "a file of the workspace ran as mplp_lsp"
     assert "error" not in host.bench.status_html()
-    [pid] = eventually("the server process", lambda: server_processes(host.state_dir) or None)
+    [pid] = wait_until(lambda: server_processes(host.state_dir) or None, what="the server process")
     # Exactly this argv: no option a client library added (`--stdio`), isolated mode (-I).
     assert argv_of(pid) == [sys.executable, "-I", "-m", "mplp_lsp", "serve"]
     cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
     assert not cwd.is_relative_to(host.workspace), cwd
     # mplp.trace.server really traces into the MPLP channel.
-    eventually(
-        "LSP traces in the MPLP channel",
+    wait_until(
         lambda: "Sending request 'initialize" in host.server.extension_log(),
+        what="LSP traces in the MPLP channel",
     )
 
 
@@ -127,16 +128,16 @@ def test_a_save_is_one_event_and_the_status_bar_counts_it(host: Host) -> None:
     host.bench.open_file("notes.txt")
     host.bench.type_at_end("typed in VS Code\n")
     host.bench.save()
-    eventually(
-        "the save on disk",
+    wait_until(
         lambda: "typed in VS Code" in (host.workspace / "notes.txt").read_text(),
+        what="the save on disk",
     )
 
-    eventually("the save's file_update", lambda: file_updates(host, "notes.txt"))
+    wait_until(lambda: file_updates(host, "notes.txt"), what="the save's file_update")
     # The bar follows the store, including the graph_update that follows the save.
-    stored = eventually(
-        "the status bar to count every stored event",
+    stored = wait_until(
         lambda: (n := len(events(host))) == host.bench.events_today() and n,
+        what="the status bar to count every stored event",
     )
     # Time for a late echo from the watcher to show up as a second event (it must not).
     host.bench.page.wait_for_timeout(1500)
@@ -147,7 +148,7 @@ def test_a_save_is_one_event_and_the_status_bar_counts_it(host: Host) -> None:
 def test_drift_is_in_the_problems_panel_without_a_command(host: Host) -> None:
     for path in DRIFTED:
         name = path.rsplit("/", 1)[-1]
-        eventually(f"{name} in the Problems panel", lambda n=name: n in host.bench.problems())
+        wait_until(lambda n=name: n in host.bench.problems(), what=f"{name} in the Problems panel")
     assert "Drift" in host.bench.problems()
 
 
@@ -170,15 +171,17 @@ def test_each_quick_fix_does_what_it_says(host: Host, fix: str) -> None:
     host.bench.quick_fix(title)
     expected = {"fs": disk, "psg": recorded, "merge": MERGED, "later": disk}[fix]
     if fix in ("psg", "merge"):
-        eventually("the result in the editor", lambda: host.bench.text() == expected)
+        wait_until(lambda: host.bench.text() == expected, what="the result in the editor")
         assert (host.workspace / path).read_text() == disk
         host.bench.save()
-    eventually("the finding gone from `mplp-lsp drift`", lambda: path not in drift_entries(host))
+    wait_until(
+        lambda: path not in drift_entries(host), what="the finding gone from `mplp-lsp drift`"
+    )
     assert (host.workspace / path).read_text() == expected
-    assert eventually("the editor saved", lambda: not host.bench.dirty())
+    assert wait_until(lambda: not host.bench.dirty(), what="the editor saved")
     assert host.bench.text() == expected
     if fix == "later":
-        assert eventually("the finding set aside", lambda: status(host)["drift_deferred"]) == 1
+        assert wait_until(lambda: status(host)["drift_deferred"], what="the finding set aside") == 1
     host.bench.close_editors()
     host.bench.page.wait_for_timeout(2000)
     assert_no_temp_names(host)
@@ -200,17 +203,17 @@ def test_a_conflicted_merge_is_in_the_buffer_and_a_finding_until_saved(host: Hos
     disk = DRIFTED[path][1]
     host.bench.open_file(path)
     host.bench.quick_fix("Drift: three-way merge")
-    eventually("conflict markers in the editor", lambda: "<<<<<<<" in host.bench.text())
+    wait_until(lambda: "<<<<<<<" in host.bench.text(), what="conflict markers in the editor")
     assert (host.workspace / path).read_text() == disk
     host.bench.command("MPLP: Scan for drift")
-    entry = eventually("the finding", lambda: drift_entries(host).get(path), timeout=15)
+    entry = wait_until(lambda: drift_entries(host).get(path), timeout=15, what="the finding")
     assert entry["state"] == "open"
     assert "conflict(s) marked in the editor" in entry["message"]
     assert "clash.txt" in host.bench.problems()
     merged = host.bench.text()
     host.bench.save()
-    eventually("the markers saved", lambda: (host.workspace / path).read_text() == merged)
-    assert eventually("the editor saved", lambda: not host.bench.dirty())
+    wait_until(lambda: (host.workspace / path).read_text() == merged, what="the markers saved")
+    assert wait_until(lambda: not host.bench.dirty(), what="the editor saved")
     host.bench.close_editors()
     assert_no_temp_names(host)
 
@@ -240,11 +243,11 @@ def test_each_command_runs_without_an_error(host: Host, title: str) -> None:
     if title == "MPLP: Show status":
         host.bench.page.locator(".tab", has_text="mplp-lsp status").first.wait_for()
     if title.startswith("MPLP: Restart"):
-        eventually("the server back", lambda: host.bench.events_today() is not None)
+        wait_until(lambda: host.bench.events_today() is not None, what="the server back")
     if title in ("MPLP: Scan for drift", "MPLP: Install Git hooks"):
-        eventually(
-            "the command's answer",
+        wait_until(
             lambda: any(s != "error" and "MPLP" in m for s, m in host.bench.notifications()),
+            what="the command's answer",
         )
     host.bench.page.wait_for_timeout(500)
     assert host.bench.errors() == []
@@ -264,11 +267,11 @@ def test_an_interpreter_without_mplp_lsp_gets_a_message_naming_the_fix(
     git(workspace, "init", "-q")
     settings = {**base_settings(), "mplp.interpreter": str(python)}
     with open_host(code_server_root, browser, tmp_path, workspace, artefacts, settings) as other:
-        error = eventually("the error message", lambda: other.bench.errors() or None)
+        error = wait_until(lambda: other.bench.errors() or None, what="the error message")
         assert f"mplp-lsp is not installed in {python}" in error[0]
         assert f"{python} -m pip install mplp-lsp" in error[0]
         # The status bar item and the message are separate updates of the window.
-        eventually("the status bar's error", lambda: "error" in other.bench.status_html())
+        wait_until(lambda: "error" in other.bench.status_html(), what="the status bar's error")
 
 
 def test_an_untrusted_folder_cannot_start_a_program_through_its_settings(
@@ -292,7 +295,7 @@ def test_an_untrusted_folder_cannot_start_a_program_through_its_settings(
         "security.workspace.trust.emptyWindow": False,
     }
     with open_host(code_server_root, browser, tmp_path, workspace, artefacts, settings) as other:
-        eventually("the server recording", lambda: other.bench.events_today() is not None)
+        wait_until(lambda: other.bench.events_today() is not None, what="the server recording")
         assert not marker.exists(), "the folder's interpreter ran"
         assert "remote off" in other.bench.status_text()
 
@@ -312,11 +315,11 @@ def test_open_dashboard_has_vs_code_open_the_private_login_page(
     workspace.mkdir()
     git(workspace, "init", "-q")
     with open_host(code_server_root, browser, tmp_path, workspace, artefacts) as host:
-        eventually("the server recording", lambda: host.bench.events_today() is not None)
+        wait_until(lambda: host.bench.events_today() is not None, what="the server recording")
         host.bench.command("MPLP: Open dashboard")
-        logged = eventually(
-            "the command's answer",
+        logged = wait_until(
             lambda: re.search(r"mplp\.openDashboard: (\{.*\})", host.server.extension_log()),
+            what="the command's answer",
         )
         assert json.loads(logged.group(1))["shown"] is True
         written = next(host.state_dir.rglob("ui-login.html"))
@@ -339,7 +342,7 @@ def test_the_workspace_settings_file_applies_under_vscode(host: Host) -> None:
     host.bench.open_file("probe.txt")
     host.bench.type_at_end("edited in VS Code\n")
     host.bench.save()
-    eventually("the probe's file_update", lambda: file_updates(host, "probe.txt"))
+    wait_until(lambda: file_updates(host, "probe.txt"), what="the probe's file_update")
     host.bench.page.wait_for_timeout(1500)  # the excluded save would be stored by now
     assert file_updates(host, "build/out.txt") == []
     report = json.loads(host.cli("config", "--json").stdout)["settings"]

@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
+from tests.support.waiting import wait_until
 from tests.vscode.conftest import git, open_host
-from tests.vscode.host import base_settings, eventually
+from tests.vscode.host import base_settings
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.realhost
 
 
 def held_interpreter(folder: Path) -> tuple[Path, Path]:
@@ -48,13 +49,13 @@ def test_a_save_made_while_the_server_starts_is_recorded(
     settings = base_settings(interpreter=str(interpreter))
 
     with open_host(code_server_root, browser, tmp_path, workspace, artefacts, settings) as host:
-        eventually("the extension's status bar item", lambda: host.bench.status_html() or None)
+        wait_until(lambda: host.bench.status_html() or None, what="the extension's status bar item")
         host.bench.open_file("notes.txt")
         host.bench.type_at_end("saved while the server starts\n")
         host.bench.save()
-        eventually(
-            "the save on disk",
+        wait_until(
             lambda: "saved while" in (workspace / "notes.txt").read_text() or None,
+            what="the save on disk",
         )
         # Nothing has run the server yet: no store, no process that could have heard the save.
         assert not (host.state_dir / "events.db").exists()
@@ -65,5 +66,5 @@ def test_a_save_made_while_the_server_starts_is_recorded(
             found = [json.loads(line)["payload"] for line in lines if line.strip()]
             return [p for p in found if p["file_path"] == "notes.txt"] or None
 
-        [payload] = eventually("the save's file_update", recorded)
+        [payload] = wait_until(recorded, what="the save's file_update")
         assert payload["change_type"] == "modified"

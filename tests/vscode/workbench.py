@@ -7,7 +7,8 @@ import time
 
 from playwright.sync_api import Page
 
-from tests.vscode.host import STATUS_ITEM, eventually
+from tests.support.waiting import wait_until
+from tests.vscode.host import STATUS_ITEM
 
 # Ctrl on Linux, where these tests run.
 MOD = "Control"
@@ -88,7 +89,7 @@ class Workbench:
                 self.page.keyboard.press("Escape")
                 return False
 
-        eventually(f"{row!r} in the quick input", shown, timeout=60)
+        wait_until(shown, timeout=60, what=f"{row!r} in the quick input")
 
     def focus_editor(self) -> None:
         self.page.locator(".editor-group-container.active .monaco-editor .view-lines").click()
@@ -139,7 +140,7 @@ class Workbench:
                 self.page.keyboard.press("Escape")
                 return False
 
-        eventually(f"the quick fix {title!r}", offered, timeout=60)
+        wait_until(offered, timeout=60, what=f"the quick fix {title!r}")
         # By keyboard, as the widget takes it (a pointer block covers it for clicks).
         focused = widget.locator(".monaco-list-row.focused")
         for _ in range(widget.locator(".monaco-list-row").count()):

@@ -4,12 +4,15 @@ Run by ``npm run package -- --target T`` (tools/package.mjs) before ``vsce packa
 
     python tools/bundle_server.py --target linux-x64 [--wheel dist/mplp_lsp-X-py3-none-any.whl]
 
-pip installs binary wheels for the target's platform once per supported Python version into
-separate folders, which are then merged into one. That works because a compiled module's file
-name carries its Python version (``_pydantic_core.cpython-312-x86_64-linux-gnu.so``), so one
-folder serves every version; an ``abi3`` module (jsonschema-rs, watchfiles) is shared by all of
-them. Any other file that differs between the versions stops the build: it would mean pip chose
-different releases for different Pythons.
+pip installs exactly what ``requirements/bundle/<target>.lock`` pins (``.ci/lock-bundle``
+writes it: the versions of ``requirements/ci.lock``, which CI tested, each file with its hash;
+``--require-hashes --no-deps``), as binary wheels for the target's platform, once per supported
+Python version into separate folders, which are then merged into one, and the merged folder is
+checked against the lock: a package missing, extra or at another version stops the build.
+Merging works because a compiled module's file name carries its Python version
+(``_pydantic_core.cpython-312-x86_64-linux-gnu.so``), so one folder serves every version; an
+``abi3`` module (jsonschema-rs, watchfiles) is shared by all of them. Any other file that
+differs between the versions stops the build.
 
 Downloads go through pip's own cache (~/.cache/pip), so a second build needs no network for
 files it already has.
@@ -19,18 +22,22 @@ from __future__ import annotations
 
 import argparse
 import filecmp
+import hashlib
 import json
 import platform
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 EXTENSION = HERE.parent
 REPO = EXTENSION.parent.parent
+LOCKS = REPO / "requirements" / "bundle"
 
 # The Pythons the bundle carries compiled modules for: requires-python (>=3.11) up to the
 # newest release every binary dependency publishes wheels for.
@@ -81,14 +88,25 @@ def pip(args: list[str]) -> None:
         raise BundleError(f"pip {args[0]} failed (see above)")
 
 
+def lock_of(target: str) -> Path:
+    return LOCKS / f"{target}.lock"
+
+
 def install(wheel: Path, target: str, python: str, into: Path) -> None:
-    """The wheel and its dependencies, as binary wheels for ``target`` and ``python``."""
+    """The wheel and the locked dependencies, as binary wheels for ``target`` and ``python``;
+    every file checked against its hash, nothing resolved beyond the lock."""
     platforms = [arg for tag in PLATFORMS[target] for arg in ("--platform", tag)]
+    # The wheel built here has no hash in any lock: its own, in a requirements file of one line.
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    own = into.with_name(f"{into.name}-wheel.txt")
+    own.write_text(f"{wheel} --hash=sha256:{digest}\n", encoding="utf-8")
     pip(
         [
             "install",
             "--no-compile",
             "--only-binary=:all:",
+            "--require-hashes",
+            "--no-deps",
             "--implementation",
             "cp",
             "--python-version",
@@ -96,9 +114,44 @@ def install(wheel: Path, target: str, python: str, into: Path) -> None:
             *platforms,
             "--target",
             str(into),
-            str(wheel),
+            "--requirement",
+            str(lock_of(target)),
+            "--requirement",
+            str(own),
         ]
     )
+
+
+def normalized(name: str) -> str:
+    """A distribution's name as package indexes compare them (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def locked_versions(lock: Path) -> dict[str, str]:
+    """name → version of every ``name==version`` pin in a requirements file."""
+    pins = re.finditer(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)", lock.read_text("utf-8"), re.M)
+    return {normalized(pin[1]): pin[2] for pin in pins}
+
+
+def dist_versions(folders: Iterable[str]) -> dict[str, str]:
+    """name → version of the distributions whose ``name-version.dist-info`` folders these are."""
+    found = {}
+    for folder in folders:
+        name, _, version = folder.removesuffix(".dist-info").rpartition("-")
+        found[normalized(name)] = version
+    return found
+
+
+def lock_differences(installed: Mapping[str, str], lock: Path) -> list[str]:
+    """How the installed distributions differ from the lock (mplp-lsp itself aside)."""
+    bundled = {name: version for name, version in installed.items() if name != "mplp-lsp"}
+    locked = locked_versions(lock)
+    return [
+        f"{name}: {bundled.get(name, 'not bundled')} in the bundle, "
+        f"{locked.get(name, 'not locked')} in {lock.name}"
+        for name in sorted(bundled.keys() | locked.keys())
+        if bundled.get(name) != locked.get(name)
+    ]
 
 
 def merge(sources: dict[str, Path], libs: Path) -> None:
@@ -143,6 +196,8 @@ def drop_optional_speedups(libs: Path) -> list[Path]:
 def bundle(target: str, wheel: Path | None, dest: Path) -> dict[str, object]:
     if target not in PLATFORMS:
         raise BundleError(f"no wheel set for target {target!r}; one of {', '.join(PLATFORMS)}")
+    if not lock_of(target).is_file():
+        raise BundleError(f"no {lock_of(target).relative_to(REPO)}: run .ci/lock-bundle")
     with tempfile.TemporaryDirectory(prefix="mplp-bundle-") as tmp:
         work = Path(tmp)
         wheel = wheel or build_wheel(work / "wheel")
@@ -160,6 +215,10 @@ def bundle(target: str, wheel: Path | None, dest: Path) -> dict[str, object]:
         shutil.rmtree(libs, ignore_errors=True)
         libs.mkdir(parents=True)
         merge(sources, libs)
+    installed = dist_versions(info.name for info in libs.glob("*.dist-info"))
+    differences = lock_differences(installed, lock_of(target))
+    if differences:
+        raise BundleError("the bundle is not the lock: " + "; ".join(differences))
     # Console scripts pip wrote, with the build machine's interpreter in their first line.
     shutil.rmtree(libs / "bin", ignore_errors=True)
     drop_optional_speedups(libs)

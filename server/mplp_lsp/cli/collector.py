@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import os
 import secrets
-import signal
 import sqlite3
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final
 
+from mplp_lsp.cli.collector_serving import TOKEN_ENV, fail, given_token, serve_until_stopped
 from mplp_lsp.cli.common import add_log_options, configure_logging, port
 
 _COLLECTOR_LOG_LEVEL = "info"  # a service: what it serves and refuses is worth a line
 
-TOKEN_ENV: Final = "MPLP_LSP_COLLECTOR_TOKEN"  # noqa: S105 (a variable name)
 POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
 _TEAM_ONLY: Final = (
     "db_password_file",
@@ -251,42 +247,6 @@ def run(args: argparse.Namespace) -> int:
     except OSError as error:  # the address: taken, or not one of this machine's
         return fail(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}")
     return 0
-
-
-Ready = Callable[[str, int], None]
-
-
-def serve_until_stopped(serve: Callable[[Ready], Awaitable[None]], where: str) -> None:
-    """Run a collector until SIGINT or SIGTERM; say where it listens once it does."""
-
-    def ready(host: str, port: int) -> None:
-        print(f"collector listening on http://{host}:{port} ({where})", file=sys.stderr)
-        sys.stderr.flush()
-
-    async def main() -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, task.cancel)
-        await serve(ready)
-
-    with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
-        asyncio.run(main())
-
-
-def fail(message: str) -> int:
-    print(f"mplp-lsp collector: {message}", file=sys.stderr)
-    return 1
-
-
-def given_token(args: argparse.Namespace) -> str | None:
-    """The token from the environment or --token-file, if either is given."""
-    if os.environ.get(TOKEN_ENV):
-        return os.environ[TOKEN_ENV].strip()
-    if args.token_file:
-        return Path(args.token_file).expanduser().read_text(encoding="utf-8").strip()
-    return None
 
 
 def _token(args: argparse.Namespace, db: Path) -> str:

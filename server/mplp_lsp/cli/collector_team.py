@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mplp_lsp.cli.collector import TOKEN_ENV, fail, given_token, serve_until_stopped
+from mplp_lsp.cli.collector_serving import TOKEN_ENV, fail, given_token, serve_until_stopped
 
 __all__ = ["run_team"]
 

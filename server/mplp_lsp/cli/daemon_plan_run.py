@@ -10,13 +10,13 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, Final
 
+from mplp_lsp.cli.plan_run_output import EXIT_REFUSED, RunPrinter
+
 if TYPE_CHECKING:
     from mplp_lsp.api.endpoint import Endpoint
-    from mplp_lsp.cli.flow import RunPrinter
     from mplp_lsp.runtime.plan_runs import PlanRunRequest
     from mplp_lsp.statedir import StatePaths
 
-EXIT_REFUSED: Final = 2
 # Connecting to a loopback port is immediate; the run itself may take as long as its steps.
 _CONNECT_TIMEOUT: Final = 10.0
 

@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,15 +26,12 @@ from mplp_lsp.cli.common import (
     configuration,
     find_workspace,
 )
+from mplp_lsp.cli.plan_run_output import EXIT_REFUSED, RunPrinter
 
 if TYPE_CHECKING:
     from mplp_lsp.api.endpoint import Endpoint
     from mplp_lsp.runtime.plan_runs import PlanRunRequest
     from mplp_lsp.statedir import StatePaths
-
-EXIT_COMPLETED = 0
-EXIT_FAILED = 1
-EXIT_REFUSED = 2
 
 
 _DESCRIPTION = (
@@ -159,30 +155,3 @@ async def _run_here(
     finally:
         await workspace.close()
     return printer.result(result.to_json())
-
-
-class RunPrinter:
-    """The terminal output of a run, the same whichever process ran it."""
-
-    def __init__(self, as_json: bool) -> None:
-        self._json = as_json
-
-    def events(self, events: Iterable[dict[str, Any]]) -> None:
-        for event in events:
-            envelope = event["envelope"]
-            if self._json:
-                print(json.dumps(envelope, ensure_ascii=False, separators=(",", ":")), flush=True)
-            else:
-                line = f"{envelope['timestamp']}  {event['kind']:<18} {envelope['event_type']}"
-                print(line, flush=True)
-
-    def result(self, ending: dict[str, Any]) -> int:
-        """Print ``{"result": ...}`` or ``{"refused": ...}``; the exit status it means."""
-        if "refused" in ending:
-            print(json.dumps(ending["refused"]), file=sys.stderr)
-            return EXIT_REFUSED
-        summary = ending["result"]
-        print(
-            json.dumps(summary, ensure_ascii=False), file=sys.stderr if self._json else sys.stdout
-        )
-        return EXIT_COMPLETED if summary["success"] else EXIT_FAILED

@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     # settings files, the environment and the editor's settings are read when the engine
     # starts (after initialized), so nothing the answer does not need is read before it.
     configure_logging(args.log_level or _EARLY_LOG_LEVEL, args.log_file)
-    from mplp_lsp.lsp.server import serve
+    from mplp_lsp.lsp.app import serve
 
     return serve(
         state_dir=args.state_dir,

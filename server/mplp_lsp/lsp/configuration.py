@@ -5,9 +5,10 @@ from __future__ import annotations
 from lsprotocol import types
 
 from mplp_lsp.lsp.feature import Feature, handles
+from mplp_lsp.lsp.server import MplpLanguageServer
 
 
-class ConfigurationFeature(Feature):
+class ConfigurationFeature(Feature[MplpLanguageServer]):
     @handles(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def did_change_configuration(self, params: types.DidChangeConfigurationParams) -> None:
         server = self.server

@@ -11,14 +11,12 @@ nothing that helps anyone who reads the editor's logs.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lsprotocol import types
 
 from mplp_lsp.lsp.feature import Feature, command
-
-if TYPE_CHECKING:
-    from mplp_lsp.lsp.server import MplpLanguageServer
+from mplp_lsp.lsp.server import MplpLanguageServer
 
 OPEN_COMMAND = "mplp.openDashboard"
 
@@ -45,7 +43,7 @@ async def open_dashboard(server: MplpLanguageServer) -> dict[str, Any]:
     return {"root": str(first.root), "shown": False, "page": page, "login": login.login_url}
 
 
-class DashboardFeature(Feature):
+class DashboardFeature(Feature[MplpLanguageServer]):
     @command(OPEN_COMMAND)
     async def open(self, *_args: Any) -> dict[str, Any]:
         return await open_dashboard(self.server)

@@ -15,13 +15,13 @@ from pygls.uris import to_fs_path
 from mplp_lsp.lsp.drift import DriftFeature
 from mplp_lsp.lsp.feature import Feature, handles
 from mplp_lsp.lsp.languages import ClientLanguages
+from mplp_lsp.lsp.server import MplpLanguageServer
 
 if TYPE_CHECKING:
-    from mplp_lsp.lsp.server import MplpLanguageServer
     from mplp_lsp.sanitize.paths import PathRejected
 
 
-class DocumentsFeature(Feature):
+class DocumentsFeature(Feature[MplpLanguageServer]):
     def __init__(self, server: MplpLanguageServer) -> None:
         super().__init__(server)
         self.languages = ClientLanguages()

@@ -22,9 +22,9 @@ from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from mplp_lsp.lsp.feature import Feature, command, handles
+from mplp_lsp.lsp.server import MplpLanguageServer
 
 if TYPE_CHECKING:
-    from mplp_lsp.lsp.server import MplpLanguageServer
     from mplp_lsp.runtime.drift import Drift
     from mplp_lsp.workspace import Workspace
 
@@ -44,7 +44,7 @@ _START = types.Position(line=0, character=0)
 _tokens = itertools.count(1)
 
 
-class DriftFeature(Feature):
+class DriftFeature(Feature[MplpLanguageServer]):
     def __init__(self, server: MplpLanguageServer) -> None:
         super().__init__(server)
         self._progress: dict[int, str] = {}  # id(workspace) -> its scan's progress token

@@ -15,16 +15,19 @@ has its server.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+
+from pygls.lsp.server import LanguageServer
 
 if TYPE_CHECKING:
-    from mplp_lsp.lsp.server import MplpLanguageServer
     from mplp_lsp.workspace import Workspace
 
 _MARK = "_mplp_lsp_handles"
 Fn = TypeVar("Fn", bound=Callable[..., Any])
+# The server a feature serves (lsp/server.py); a parameter, so this module does not import it.
+Server = TypeVar("Server", bound=LanguageServer)
 
 
 @dataclass(frozen=True)
@@ -55,10 +58,10 @@ def command(name: str) -> Callable[[Fn], Fn]:
     return mark
 
 
-class Feature:
+class Feature(Generic[Server]):
     """Base class of the server's features."""
 
-    def __init__(self, server: MplpLanguageServer) -> None:
+    def __init__(self, server: Server) -> None:
         self.server = server
 
     def handlers(self) -> Iterator[Handler]:
@@ -72,8 +75,11 @@ class Feature:
     async def recording(self, workspace: Workspace) -> None:
         """The server has begun recording ``workspace`` (it owns the store)."""
 
+    def status_changed(self) -> None:
+        """What the server reports as its status (its folders, their stores) has changed."""
 
-def register(server: MplpLanguageServer, features: list[Feature]) -> None:
+
+def register(server: LanguageServer, features: Iterable[Feature[Any]]) -> None:
     for feature in features:
         for handler in feature.handlers():
             if handler.kind == "command":

@@ -11,6 +11,7 @@ from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from mplp_lsp.lsp.feature import Feature, handles
+from mplp_lsp.lsp.server import MplpLanguageServer
 
 _YIELD_EVERY = 200
 _EVERY_FILE = types.FileOperationRegistrationOptions(
@@ -23,7 +24,7 @@ _WATCHED_CHANGE = {
 }
 
 
-class FileOperationsFeature(Feature):
+class FileOperationsFeature(Feature[MplpLanguageServer]):
     @handles(types.WORKSPACE_DID_CREATE_FILES, _EVERY_FILE)
     def did_create(self, params: types.CreateFilesParams) -> None:
         for created in params.files:

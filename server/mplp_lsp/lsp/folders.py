@@ -9,9 +9,10 @@ from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from mplp_lsp.lsp.feature import Feature, handles
+from mplp_lsp.lsp.server import MplpLanguageServer
 
 
-class FoldersFeature(Feature):
+class FoldersFeature(Feature[MplpLanguageServer]):
     @handles(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
     async def did_change_folders(self, params: types.DidChangeWorkspaceFoldersParams) -> None:
         server = self.server

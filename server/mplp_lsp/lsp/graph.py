@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from mplp_lsp.lsp.feature import Feature, Handler, json_params
+from mplp_lsp.lsp.server import MplpLanguageServer
 from mplp_lsp.runtime.psg.requests import METHODS as PSG_METHODS
 
 _NO_WORKSPACE = {
@@ -14,7 +15,7 @@ _NO_WORKSPACE = {
 }
 
 
-class GraphRequestsFeature(Feature):
+class GraphRequestsFeature(Feature[MplpLanguageServer]):
     def handlers(self) -> Iterator[Handler]:
         for method in PSG_METHODS:
             yield Handler("method", method, self._answer(method))

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mplp_lsp.lsp.feature import Feature, command
+from mplp_lsp.lsp.server import MplpLanguageServer
 
 INSTALL_COMMAND = "mplp.installHooks"
 
@@ -50,7 +51,7 @@ def install_in(root: Path, state_dir: Path) -> dict[str, Any]:
     }
 
 
-class HooksFeature(Feature):
+class HooksFeature(Feature[MplpLanguageServer]):
     @command(INSTALL_COMMAND)
     async def install_hooks(self, *_args: Any) -> list[dict[str, Any]]:
         await self.server.ready.wait()

@@ -26,6 +26,7 @@ from lsprotocol import types
 
 from mplp_lsp.exit_bound import exit_within
 from mplp_lsp.lsp.feature import Feature, handles
+from mplp_lsp.lsp.server import MplpLanguageServer
 from mplp_lsp.lsp.stdio import watch_parent
 from mplp_lsp.process_start import STARTED_NS
 
@@ -40,7 +41,7 @@ HELD_SINCE_LIMIT_NS = 10 * 60 * 1_000_000_000
 log = logging.getLogger(__name__)
 
 
-class LifecycleFeature(Feature):
+class LifecycleFeature(Feature[MplpLanguageServer]):
     @handles(types.INITIALIZE)
     def initialize(self, params: types.InitializeParams) -> None:
         server = self.server

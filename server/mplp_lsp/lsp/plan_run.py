@@ -14,17 +14,17 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 from mplp_lsp.lsp.feature import Feature, handles, json_params
+from mplp_lsp.lsp.server import MplpLanguageServer
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 
 if TYPE_CHECKING:
-    from mplp_lsp.lsp.server import MplpLanguageServer
     from mplp_lsp.runtime.plan_runs import PlanRunResult
 
 METHOD = "mplp/plan/run"
 _CALL_FIELDS = frozenset({"plan_id", "workspace", "workDoneToken"})
 
 
-class PlanRunFeature(Feature):
+class PlanRunFeature(Feature[MplpLanguageServer]):
     @handles(METHOD)
     async def run_plan(self, params: Any) -> dict[str, Any]:
         await self.server.ready.wait()

@@ -22,6 +22,7 @@ from lsprotocol import types
 
 from mplp_lsp.lsp.drift import CODE, SOURCE, locate
 from mplp_lsp.lsp.feature import Feature, command, handles
+from mplp_lsp.lsp.server import MplpLanguageServer
 
 if TYPE_CHECKING:
     from pygls.workspace import TextDocument
@@ -42,7 +43,7 @@ _REWRITES = ("psg", "merge")  # the strategies that rewrite the file
 _START = types.Position(line=0, character=0)
 
 
-class QuickFixesFeature(Feature):
+class QuickFixesFeature(Feature[MplpLanguageServer]):
     @handles(
         types.TEXT_DOCUMENT_CODE_ACTION,
         types.CodeActionOptions(

@@ -11,9 +11,8 @@ reported before the engine is ready is queued and replayed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -22,23 +21,8 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from mplp_lsp import __version__
-from mplp_lsp.exit_bound import exit_within, stop_on_signals
 from mplp_lsp.lsp import feature
-from mplp_lsp.lsp.configuration import ConfigurationFeature
-from mplp_lsp.lsp.dashboard import DashboardFeature
-from mplp_lsp.lsp.documents import DocumentsFeature
-from mplp_lsp.lsp.drift import DriftFeature
-from mplp_lsp.lsp.files import FileOperationsFeature
-from mplp_lsp.lsp.folders import FoldersFeature
-from mplp_lsp.lsp.graph import GraphRequestsFeature
-from mplp_lsp.lsp.hooks import HooksFeature
-from mplp_lsp.lsp.lifecycle import LifecycleFeature
-from mplp_lsp.lsp.plan_run import PlanRunFeature
 from mplp_lsp.lsp.protocol import MplpProtocol
-from mplp_lsp.lsp.quick_fixes import QuickFixesFeature
-from mplp_lsp.lsp.status import StatusFeature
-from mplp_lsp.lsp.stdio import serve_stdio
-from mplp_lsp.lsp.tools import ToolsFeature
 
 if TYPE_CHECKING:
     from mplp_lsp.api.server import ApiServers
@@ -52,24 +36,7 @@ log = logging.getLogger(__name__)
 
 _CONFIG_TIMEOUT = 5.0
 _EARLY_LIMIT = 100_000
-F = TypeVar("F", bound=feature.Feature)
-
-# The server's features, in the order they are told that a workspace is being recorded.
-FEATURES: tuple[type[feature.Feature], ...] = (
-    LifecycleFeature,
-    DocumentsFeature,
-    FileOperationsFeature,
-    FoldersFeature,
-    ConfigurationFeature,
-    StatusFeature,
-    DriftFeature,
-    QuickFixesFeature,
-    ToolsFeature,
-    HooksFeature,
-    GraphRequestsFeature,
-    PlanRunFeature,
-    DashboardFeature,
-)
+F = TypeVar("F", bound=feature.Feature[Any])
 
 
 class MplpLanguageServer(LanguageServer):
@@ -80,6 +47,7 @@ class MplpLanguageServer(LanguageServer):
         remote_url: str | None = None,
         flags: Layer | None = None,
         configure: Callable[[], Layer] | None = None,
+        features: Sequence[type[feature.Feature[MplpLanguageServer]]] = (),
     ) -> None:
         super().__init__(
             "mplp-lsp",
@@ -109,7 +77,7 @@ class MplpLanguageServer(LanguageServer):
         self.parent_pid: int | None = None
         # How to stop reading input when the editor is gone; stdio replaces it.
         self.stop_reading: Callable[[], None] = self.shutdown
-        self.features = [kind(self) for kind in FEATURES]
+        self.features = [kind(self) for kind in features]
         feature.register(self, self.features)
 
     def watch_disk(self) -> None:
@@ -357,7 +325,8 @@ class MplpLanguageServer(LanguageServer):
             task.cancel()
 
     def status_changed(self) -> None:
-        self.get_feature(StatusFeature).changed()
+        for each in self.features:
+            each.status_changed()
 
     def workspace_for(self, folder: Any) -> Workspace | None:
         """The workspace of a folder URI or path; the first one when none is named."""
@@ -398,48 +367,3 @@ def _supports(capabilities: Any, *path: str) -> bool:
         if node is None:
             return False
     return bool(node)
-
-
-def create_server(
-    *,
-    state_dir: str | None = None,
-    remote_url: str | None = None,
-    flags: Layer | None = None,
-    configure: Callable[[], Layer] | None = None,
-) -> MplpLanguageServer:
-    return MplpLanguageServer(
-        state_dir=state_dir, remote_url=remote_url, flags=flags, configure=configure
-    )
-
-
-def serve(
-    *,
-    state_dir: str | None = None,
-    tcp: tuple[str, int] | None = None,
-    remote_url: str | None = None,
-    configure: Callable[[], Layer] | None = None,
-) -> int:
-    server = create_server(state_dir=state_dir, remote_url=remote_url, configure=configure)
-    if tcp is not None:
-        server.start_tcp(*tcp)
-        return 0
-    with contextlib.suppress(KeyboardInterrupt, SystemExit):
-        asyncio.run(_serve_stdio(server))
-    exit_within()  # the interpreter's own exit joins threads, which must not hang either
-    return 0
-
-
-async def _serve_stdio(server: MplpLanguageServer) -> None:
-    loop = asyncio.get_running_loop()
-    main = asyncio.current_task()
-    assert main is not None
-
-    def stop_reading() -> None:
-        loop.call_soon_threadsafe(main.cancel)
-
-    server.stop_reading = stop_reading
-    stop_on_signals(loop, stop_reading)
-    try:
-        await serve_stdio(server, server.stop_engine)
-    except asyncio.CancelledError:
-        await server.stop_engine()

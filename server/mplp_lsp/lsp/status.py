@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from mplp_lsp import __version__
 from mplp_lsp.lsp.feature import Feature, handles
+from mplp_lsp.lsp.server import MplpLanguageServer
 
 if TYPE_CHECKING:
     from mplp_lsp.workspace import Workspace
@@ -17,7 +18,7 @@ STATUS_METHOD = "mplp/status"
 _INTERVAL = 0.5
 
 
-class StatusFeature(Feature):
+class StatusFeature(Feature[MplpLanguageServer]):
     _due = False
     _last = 0.0
 
@@ -29,11 +30,11 @@ class StatusFeature(Feature):
         # After every stored event, the consequences of a save (its graph_update) too, so the
         # status bar never lags one event behind.
         async def stored(_events: Any) -> None:
-            self.changed()
+            self.status_changed()
 
         workspace.bus.subscribe("status", stored)
 
-    def changed(self) -> None:
+    def status_changed(self) -> None:
         """Send the status soon, at most twice a second."""
         if self._due or STATUS_METHOD not in self.server.client_notifications:
             return

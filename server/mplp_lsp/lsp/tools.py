@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lsprotocol import types
 
 from mplp_lsp.lsp.feature import Feature, command
-
-if TYPE_CHECKING:
-    from mplp_lsp.lsp.server import MplpLanguageServer
+from mplp_lsp.lsp.server import MplpLanguageServer
 
 RUN_TOOL_COMMAND = "mplp.runTool"
 
@@ -53,7 +51,7 @@ def _refused(ls: MplpLanguageServer, message: str) -> dict[str, Any]:
     return {"status": "refused", "message": message}
 
 
-class ToolsFeature(Feature):
+class ToolsFeature(Feature[MplpLanguageServer]):
     @command(RUN_TOOL_COMMAND)
     async def run_tool(self, *args: Any) -> dict[str, Any]:
         return await run_tool_command(self.server, list(args))

@@ -27,8 +27,8 @@ def _parts(envelope: dict[str, Any]) -> str:
     payload = payload if isinstance(payload, dict) else {}
     family = envelope.get("event_family")
     if "file_path" in payload:
-        moved = f" (from {_text(payload, 'previous_path')})" if payload.get("previous_path") else ""
-        return _line(_text(payload, "change_type"), _text(payload, "file_path") + moved)
+        moved = f"(from {_text(payload, 'previous_path')})" if payload.get("previous_path") else ""
+        return _line(_text(payload, "change_type"), _text(payload, "file_path"), moved)
     if "event_kind" in payload:
         commit = _text(payload, "commit_id")[:_COMMIT_CHARS]
         return _line(_text(payload, "event_kind"), _text(payload, "ref_name"), commit)

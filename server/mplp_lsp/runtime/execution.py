@@ -44,8 +44,8 @@ from mplp_lsp.sanitize.redact import redact
 from mplp_lsp.store.errorlog import IntegrationErrorLog
 
 if TYPE_CHECKING:
-    from mplp_lsp.owner import StoreOwner
-    from mplp_lsp.runtime.flow import RuntimeContext
+    from mplp_lsp.runtime.run_context import RuntimeContext
+    from mplp_lsp.runtime.store_side import StoreSide
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class PlanExecution:
 
     @classmethod
     def from_owner(
-        cls, owner: StoreOwner, ael: ActionExecutionLayer, actions: Mapping[str, Any] | None = None
+        cls, owner: StoreSide, ael: ActionExecutionLayer, actions: Mapping[str, Any] | None = None
     ) -> PlanExecution:
         """Run plans in a store's owner (the daemon's workspace, or a CLI's direct store)."""
         return cls(owner.psg, owner.intake, ael, actions or {}, owner.error_log, owner.drain)

@@ -1,4 +1,4 @@
-"""The single-agent flow (spec §2.3, §4): RuntimeContext, the module registry, the run.
+"""The single-agent flow (spec §2.3, §4): the module registry and the run.
 
 :func:`run_single_agent_flow` runs the ``context`` module if registered (with an empty
 context), then the ``plan`` module if registered (with a context holding a title), and
@@ -20,37 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mplp_lsp.intake import Submission
-from mplp_lsp.protocol.envelope import new_id
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 from mplp_lsp.runtime.ael.executor import ActionError, PendingEvent
 from mplp_lsp.runtime.execution import PlanExecution, execute_plan
+from mplp_lsp.runtime.run_context import RuntimeContext
 from mplp_lsp.runtime.vsl import ValueStateLayer
 from mplp_lsp.sanitize.redact import redact
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class RunIds:
-    run_id: str
-
-
-@dataclass
-class Coordination:
-    ids: RunIds
-    metadata: dict[str, Any] = field(default_factory=dict)  # cross-agent data (MAP profile)
-
-
-@dataclass
-class RuntimeContext:
-    ids: RunIds
-    coordination: Coordination
-    events: list[PendingEvent] = field(default_factory=list)  # this tick's queue
-
-    @classmethod
-    def new(cls, run_id: str | None = None) -> RuntimeContext:
-        ids = RunIds(run_id or new_id())
-        return cls(ids, Coordination(RunIds(ids.run_id)))
 
 
 @dataclass

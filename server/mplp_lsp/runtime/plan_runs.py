@@ -28,8 +28,8 @@ from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 from mplp_lsp.runtime.psg.integrity import Rejected
 
 if TYPE_CHECKING:
-    from mplp_lsp.owner import StoreOwner
     from mplp_lsp.runtime.flow import ModuleInput, ModuleResult, RuntimeModule
+    from mplp_lsp.runtime.store_side import PlanHost
     from mplp_lsp.store.events import StoredEvent
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ RunProgress = Sequence["StoredEvent"] | PlanRunResult
 class PlanRuns:
     """Runs plans on one store's owner."""
 
-    def __init__(self, owner: StoreOwner) -> None:
+    def __init__(self, owner: PlanHost) -> None:
         self._owner = owner
         # A run goes on when whoever asked for it goes away (a closed HTTP connection):
         # stopping half-way would leave its plan in_progress.
@@ -152,8 +152,9 @@ class PlanRuns:
         # Loaded when a plan runs: the AEL brings aiohttp, which an idle daemon does without.
         from mplp_lsp.runtime.ael import reference_executor, workspace_executor
         from mplp_lsp.runtime.execution import PlanExecution
-        from mplp_lsp.runtime.flow import RunSingleAgentFlowOptions, RuntimeContext
+        from mplp_lsp.runtime.flow import RunSingleAgentFlowOptions
         from mplp_lsp.runtime.flow import run_single_agent_flow as run_flow
+        from mplp_lsp.runtime.run_context import RuntimeContext
         from mplp_lsp.runtime.vsl import VslError, default_url, open_vsl
 
         plan = request.plan or await self._owner.psg.get_plan(plan_id)

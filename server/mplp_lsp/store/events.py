@@ -107,7 +107,7 @@ def encode_body(envelope: Mapping[str, Any]) -> str:
     (integers beyond 64 bits, non-string keys, lone surrogates). Any output holding
     ``null`` and anything orjson refuses go through ``json``, which decides as before.
     orjson is imported at the first event, not at start-up: an idle daemon's memory is kept
-    within twice a bare pygls server's (tests/unit/test_lazy_imports.py).
+    within twice a bare pygls server's (tests/e2e/test_lazy_imports.py).
     """
     import orjson
 

@@ -15,7 +15,7 @@ from mplp_lsp.cli import main
 from mplp_lsp.protocol.kinds import EVENT_FAMILY_KINDS, Kind
 from mplp_lsp.protocol.validator import default_validator
 from tests.conftest import REPO
-from tests.unit.test_http_api import context_doc, plan_doc
+from tests.support.plans import context_doc, plan_doc
 
 
 def test_the_docs_example_runs(tmp_path: Path) -> None:

@@ -23,16 +23,7 @@ from mplp_lsp.store.events import EventLog, NewEvent
 from mplp_lsp.store.writer import StoreWriter
 from tests.conftest import sample
 from tests.old_store import store_at_version
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mplp_lsp", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+from tests.support.daemon import cli
 
 
 def store_events(state: Path, *items: tuple[Kind, str]) -> None:

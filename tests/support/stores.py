@@ -1,0 +1,122 @@
+"""Real stores for a test: events made, dead letters and their counters read back."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mplp_lsp.bus import EventBus
+from mplp_lsp.forward import outbox
+from mplp_lsp.intake import Intake
+from mplp_lsp.store import (
+    EventLog,
+    IntegrationErrorLog,
+    NewEvent,
+    StoredEvent,
+    StoreWriter,
+    connect,
+)
+from tests.support.forwarding import new_event as forwarded_event
+
+REFUSALS = {
+    2: (400, "HTTP 400: invalid envelope", "2026-03-02T09:00:00.000Z"),
+    4: (401, "HTTP 401", "2026-03-02T09:00:01.000Z"),
+    5: (None, "HTTP 422: \x1b[31mred\nsecond line", "2026-03-02T09:00:02.000Z"),
+}
+
+
+def new_event(n: int) -> NewEvent:
+    # A kind no consumer of the store's owner reads: `outbox requeue` runs the owner (which
+    # catches its consumers up), and these skeletal envelopes are only for forwarding.
+    return forwarded_event(n, "graph_update")
+
+
+def make_store(db: Path, count: int, refusals: dict[int, tuple[int | None, str, str]]) -> None:
+    """``count`` forwarded events (seq 1..count); those in ``refusals`` dead-lettered."""
+    conn = connect(db)
+    try:
+        outbox.enable(conn, budget_bytes=2**30)
+        EventLog(conn).append([new_event(n) for n in range(1, count + 1)])
+        for seq, (status, reason, at) in refusals.items():
+            assert outbox.dead_letter(conn, [seq], status=status, reason=reason, at=at) == 1
+    finally:
+        conn.close()
+
+
+def tables(db: Path) -> tuple[list[int], list[int], outbox.OutboxState]:
+    """Pending seqs, dead seqs, and the counters, as stored."""
+    conn = connect(db, read_only=True)
+    try:
+        pending = [row[0] for row in conn.execute("SELECT seq FROM outbox ORDER BY seq")]
+        dead = [row[0] for row in conn.execute("SELECT seq FROM outbox_dead ORDER BY seq")]
+        return pending, dead, outbox.read_state(conn)
+    finally:
+        conn.close()
+
+
+def assert_counters_match_tables(db: Path) -> None:
+    conn = connect(db, read_only=True)
+    try:
+        count, size = conn.execute(
+            "SELECT count(*), coalesce(sum(bytes), 0) FROM outbox"
+        ).fetchone()
+        state = outbox.read_state(conn)
+    finally:
+        conn.close()
+    assert (state.pending, state.pending_bytes) == (count, size)
+
+
+def make_event(
+    n: int,
+    *,
+    kind: str = "file_update",
+    key: str | None = None,
+    event_id: str | None = None,
+    timestamp: str = "2026-03-02T08:00:00.000Z",
+    **extra: Any,
+) -> NewEvent:
+    event_id = event_id or f"id-{n}"
+    envelope = {"event_id": event_id, "timestamp": timestamp, "payload": {"n": n, **extra}}
+    return NewEvent(
+        event_id=event_id,
+        kind=kind,
+        dedup_key=key or f"key-{n}",
+        timestamp=timestamp,
+        envelope=envelope,
+    )
+
+
+class Rig:
+    def __init__(
+        self, root: Path, writer: StoreWriter, bus: EventBus, log: IntegrationErrorLog
+    ) -> None:
+        self.root, self.writer, self.bus, self.log = root, writer, bus, log
+        self.intake = Intake(writer, bus, log, root=root)
+        self.published: list[StoredEvent] = []
+
+        async def collect(events: Sequence[StoredEvent]) -> None:
+            self.published.extend(events)
+
+        bus.subscribe("test", collect)
+
+    async def stored(self) -> list[StoredEvent]:
+        return await self.writer.read(lambda conn: EventLog(conn).query())
+
+    async def counters(self) -> dict[str, int]:
+        return await self.writer.read(lambda conn: EventLog(conn).counters())
+
+
+@pytest.fixture
+async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
+    root = tmp_path / "ws"
+    root.mkdir()
+    writer = StoreWriter(tmp_path / "events.db")
+    await writer.start()
+    bus = EventBus()
+    rig = Rig(root.resolve(), writer, bus, IntegrationErrorLog(tmp_path / "errors.jsonl"))
+    yield rig
+    await bus.close()
+    await writer.close()

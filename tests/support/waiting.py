@@ -1,0 +1,54 @@
+"""The one way a test waits: for a readiness signal it can observe (a row stored, a port
+answering, a line printed), polled until it holds, failing with what it waited for.
+
+Never a fixed sleep: a sleep is either too short on a loaded machine (a flaky failure) or too
+long everywhere else, and it passes whether or not the thing happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+_INTERVAL = 0.05
+
+
+def _timed_out(what: object, timeout: float, last: object) -> AssertionError:
+    described = what() if callable(what) else what
+    return AssertionError(f"timed out after {timeout:g} s waiting for {described} (last: {last!r})")
+
+
+def wait_until(
+    check: Callable[[], T], *, timeout: float = 60.0, what: object = "the condition"
+) -> T:
+    """The first truthy value of ``check()``, polled every 50 ms; an AssertionError naming
+    ``what`` (a string, or a callable saying what is missing) past ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise _timed_out(what, timeout, value)
+        time.sleep(_INTERVAL)
+
+
+async def wait_until_async(
+    check: Callable[[], Awaitable[T] | T], *, timeout: float = 60.0, what: object = "the condition"
+) -> T:
+    """:func:`wait_until` on the event loop: ``check`` may be a coroutine function."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value: Any = check()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value  # type: ignore[no-any-return]
+        if time.monotonic() > deadline:
+            raise _timed_out(what, timeout, value)
+        await asyncio.sleep(_INTERVAL)

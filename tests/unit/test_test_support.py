@@ -1,0 +1,38 @@
+"""What more than one test file uses lives in tests/support/, never in a test module: a test
+module imported by another runs its module-level code (and registers its fixtures) twice, and
+hides a shared helper where nobody looks for one."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parents[1]
+
+
+def imports_of_test_modules(root: Path) -> list[str]:
+    """``file:line module`` for every import (anywhere in a file) of a ``test_*`` module."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            if any(name.split(".")[-1].startswith("test_") for name in names):
+                found.append(f"{path.relative_to(root)}:{node.lineno} {names[0]}")
+    return found
+
+
+def test_no_test_module_is_imported() -> None:
+    assert imports_of_test_modules(TESTS) == []
+
+
+def test_an_import_of_a_test_module_is_found(tmp_path: Path) -> None:
+    (tmp_path / "test_a.py").write_text("def f():\n    from tests.e2e.test_b import helper\n")
+    (tmp_path / "test_c.py").write_text("from tests.e2e import test_b\nimport tests.support.x\n")
+    assert imports_of_test_modules(tmp_path) == [
+        "test_a.py:2 tests.e2e.test_b",
+        "test_c.py:1 tests.e2e",
+    ]
