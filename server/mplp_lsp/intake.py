@@ -169,6 +169,20 @@ class Intake:
                 return
             await asyncio.sleep(min(settle - idle, left))
 
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        """Submissions are in progress, or being made ready (a burst's batch read against
+        the store and screened before it is submitted): :meth:`quiet` waits for the end."""
+        self._submitting += 1
+        self._quiet.clear()
+        try:
+            yield
+        finally:
+            self._submitting -= 1
+            if not self._submitting:
+                self._quiet_since = asyncio.get_running_loop().time()
+                self._quiet.set()
+
     async def submit(self, submission: Submission) -> IntakeResult:
         [result] = await self.submit_many([submission])
         return result
@@ -186,9 +200,7 @@ class Intake:
     async def submit_many(self, submissions: Sequence[Submission]) -> list[IntakeResult]:
         """Check, commit and publish; a big batch goes in slices so the event loop stays live."""
         # Slice k+1 is checked while slice k commits; group commit merges what queues up.
-        self._submitting += 1
-        self._quiet.clear()
-        try:
+        with self.busy():
             self.prepare()
             assert self._warming is not None
             self._validator = await self._warming
@@ -198,11 +210,6 @@ class Intake:
                 stores.append(asyncio.ensure_future(self._store_slice(*checked)))
                 await asyncio.sleep(0)
             results = [result for store in stores for result in await store]
-        finally:
-            self._submitting -= 1
-            if not self._submitting:
-                self._quiet_since = asyncio.get_running_loop().time()
-                self._quiet.set()
         observer = _observer.get()
         if observer is not None:
             observer([result.event for result in results if result.event is not None])

@@ -123,6 +123,7 @@ class Workspace:
                 on_learnt=lambda: self.drift.graph_learnt(),
             ),
             git_activity=self.git.notify,
+            busy=self.intake.busy,
             refuse=self._refuse,
             source_module=source_module,
         )

@@ -282,3 +282,13 @@ async def test_quiet_lets_the_intake_settle_after_the_last_submission(rig: Rig) 
     begin = loop.time()
     await rig.intake.quiet(settle=0.3, limit=30)
     assert loop.time() - begin >= 0.25  # from the end of the submission, not from the call
+
+
+async def test_quiet_waits_while_a_batch_is_made_ready(rig: Rig) -> None:
+    """A burst's batch is read against the store and screened before it is submitted: the
+    graph's work waits for that too, not only for the submission itself."""
+    with rig.intake.busy():
+        waiting = asyncio.ensure_future(rig.intake.quiet(settle=0, limit=30))
+        await asyncio.sleep(0.2)
+        assert not waiting.done()
+    await waiting
