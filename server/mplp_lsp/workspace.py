@@ -288,7 +288,9 @@ class Workspace:
         holds to and would remove now (a read of the log's old end, for `mplp-lsp status`
         rather than the editor's status item, which asks twice a second while recording)."""
         runtime = self.forwarding.runtime()
-        return await self._writer.read(
+        # A snapshot on the graph's read connection, not a read on the writer's thread: the
+        # editor's status item asks while a 20,000-path burst commits, and waited behind it.
+        return await self.psg.read(
             lambda conn: read_status(
                 conn,
                 self.paths,
