@@ -9,7 +9,9 @@ Figures and targets (issue: the daemon's performance):
   didSave -> committed, beyond the debounce: p99 <= 10 ms
   20,000-path watched-files burst committed <= 1.2 s beyond the debounce, while a request
   sent during the burst is answered within 100 ms (the PSG's file nodes follow once the
-  burst is stored; the time until they all exist is printed too, without a target)
+  burst is stored; the time until they all exist is printed too, without a target; so is
+  the server's CPU time for the burst, beside the minimal server's for as many didSave: on
+  a shared machine it follows the load far less than the elapsed time)
 """
 
 from __future__ import annotations
@@ -30,7 +32,13 @@ from benchlib.save_latency import bare_client_saves
 MINIMAL = minimal_cmd()
 QUIET_MS = 100
 GIVE_UP_S = 300.0
-VSCODE_CAPS = {"workspace": {"didChangeWatchedFiles": {"dynamicRegistration": True}}}
+# VS Code's watcher: registered dynamically, with relative patterns (LSP 3.17). Without the
+# latter the server watches the folder itself, and the burst would be reported twice.
+VSCODE_CAPS = {
+    "workspace": {
+        "didChangeWatchedFiles": {"dynamicRegistration": True, "relativePatternSupport": True}
+    }
+}
 
 
 def committed(database: Path, kind: str = "file_update") -> int:
@@ -180,6 +188,7 @@ async def bench_burst(bench: Bench, tmp: Path, files: int) -> None:
         path = workspace / "src" / f"b{i}.txt"
         path.write_text(str(i))
         changes.append({"uri": path.as_uri(), "type": 1})
+    cpu_before = client.cpu_ms()
     begin = time.perf_counter()
     client.notify("workspace/didChangeWatchedFiles", {"changes": changes})
     await asyncio.sleep(0.05)
@@ -188,16 +197,19 @@ async def bench_burst(bench: Bench, tmp: Path, files: int) -> None:
     answered = (time.perf_counter() - asked) * 1000
     await reached(lambda: committed(state / "events.db") >= files, "every path stored", 0.01)
     total = time.perf_counter() - begin - QUIET_MS / 1000
+    cpu = (client.cpu_ms() - cpu_before) / 1000
     graphed = "SELECT COUNT(*) FROM psg_files"
     await reached(lambda: count(state / "events.db", graphed) >= files, "every file node", 0.05)
     graph = time.perf_counter() - begin - QUIET_MS / 1000
     await client.stop()
     peer, _ = await started(MINIMAL, workspace)
+    peer_cpu_before = peer.cpu_ms()
     begin = time.perf_counter()
     for change in changes:
         save(peer, change["uri"])
     await peer.request("bench/stats")
     peer_seconds = time.perf_counter() - begin
+    peer_cpu = (peer.cpu_ms() - peer_cpu_before) / 1000
     await peer.stop()
     bench.figure(
         f"{files:,}-path watched-files burst committed, beyond the debounce",
@@ -206,6 +218,12 @@ async def bench_burst(bench: Bench, tmp: Path, files: int) -> None:
         target="<= 1.2 s",
         met=total <= 1.2,
         peer=(f"minimal server absorbs {files:,} didSave", peer_seconds),
+    )
+    bench.figure(
+        "  the server's CPU time until every path is stored",
+        cpu,
+        "s",
+        peer=(f"minimal server's CPU time absorbing {files:,} didSave", peer_cpu),
     )
     bench.figure(
         "  a request sent during the burst answered in",

@@ -16,6 +16,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Final
 
@@ -66,14 +67,17 @@ class FileActivity:
         git_activity: Callable[[], None] = lambda: None,
         refuse: Refuse = lambda _path, _rejected: None,
         source_module: str = EDITOR_MODULE,
+        busy: Callable[[], AbstractContextManager[None]] = nullcontext,
     ) -> None:
         """``submit`` takes the settled changes' submissions (the intake's ``submit_many``);
         ``catch_up`` learns the baseline at start; ``git_activity`` is told when something
-        under ``.git`` changed; ``refuse`` records a listed name that cannot be a path."""
+        under ``.git`` changed; ``refuse`` records a listed name that cannot be a path;
+        ``busy`` is held while settled changes are decided (the intake's ``busy``)."""
         self.root = root
         self.settings = settings
         self._writer = writer
         self._submit = submit
+        self._busy = busy
         self.ignore = ignore
         self._git_activity = git_activity
         self._refuse = refuse
@@ -148,6 +152,12 @@ class FileActivity:
 
     async def _emit(self, batch: list[Settled]) -> None:
         await self.learnt()  # the graph must know what was there
+        # Busy from here: the graph's work on earlier events waits (Intake.quiet) instead of
+        # taking the store's writer between this batch's reads and its commit.
+        with self._busy():
+            await self._decide_and_submit(batch)
+
+    async def _decide_and_submit(self, batch: list[Settled]) -> None:
         with self.disk_state.reading():
             paths = DiskState.paths(batch)
             sources = DiskState.renamed_from(batch)

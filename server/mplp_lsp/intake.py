@@ -27,7 +27,13 @@ from mplp_lsp.protocol.kinds import PAYLOAD_KINDS, Kind, kind_for_event_type
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 from mplp_lsp.protocol.validator import EventValidator, default_validator
 from mplp_lsp.sanitize.paths import PathRejected, relative_path
-from mplp_lsp.sanitize.redact import redact, redact_args, redact_name, strip_url_credentials
+from mplp_lsp.sanitize.redact import (
+    redact,
+    redact_args,
+    redact_name,
+    redact_names,
+    strip_url_credentials,
+)
 from mplp_lsp.store.dedup import event_key, id_key
 from mplp_lsp.store.errorlog import IntegrationErrorLog
 from mplp_lsp.store.events import EventLog, NewEvent, StoredEvent
@@ -163,6 +169,20 @@ class Intake:
                 return
             await asyncio.sleep(min(settle - idle, left))
 
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        """Submissions are in progress, or being made ready (a burst's batch read against
+        the store and screened before it is submitted): :meth:`quiet` waits for the end."""
+        self._submitting += 1
+        self._quiet.clear()
+        try:
+            yield
+        finally:
+            self._submitting -= 1
+            if not self._submitting:
+                self._quiet_since = asyncio.get_running_loop().time()
+                self._quiet.set()
+
     async def submit(self, submission: Submission) -> IntakeResult:
         [result] = await self.submit_many([submission])
         return result
@@ -180,9 +200,7 @@ class Intake:
     async def submit_many(self, submissions: Sequence[Submission]) -> list[IntakeResult]:
         """Check, commit and publish; a big batch goes in slices so the event loop stays live."""
         # Slice k+1 is checked while slice k commits; group commit merges what queues up.
-        self._submitting += 1
-        self._quiet.clear()
-        try:
+        with self.busy():
             self.prepare()
             assert self._warming is not None
             self._validator = await self._warming
@@ -192,11 +210,6 @@ class Intake:
                 stores.append(asyncio.ensure_future(self._store_slice(*checked)))
                 await asyncio.sleep(0)
             results = [result for store in stores for result in await store]
-        finally:
-            self._submitting -= 1
-            if not self._submitting:
-                self._quiet_since = asyncio.get_running_loop().time()
-                self._quiet.set()
         observer = _observer.get()
         if observer is not None:
             observer([result.event for result in results if result.event is not None])
@@ -206,8 +219,9 @@ class Intake:
         results: list[IntakeResult | None] = []
         pending: list[tuple[int, NewEvent]] = []
         rejected: list[tuple[Submission, ValidationResult]] = []
+        plain = _plain_names(submissions)
         for submission in submissions:
-            prepared = self._prepare(submission)
+            prepared = self._prepare(submission, plain)
             if isinstance(prepared, ValidationResult):
                 rejected.append((submission, prepared))
                 results.append(IntakeResult(Outcome.REJECTED, prepared))
@@ -246,19 +260,22 @@ class Intake:
         self.counters.by_kind[event.kind] = self.counters.by_kind.get(event.kind, 0) + 1
         return IntakeResult(Outcome.ACCEPTED, ValidationResult.success(), event)
 
-    def _prepare(self, submission: Submission) -> NewEvent | ValidationResult:
+    def _prepare(
+        self, submission: Submission, plain: frozenset[str] = frozenset()
+    ) -> NewEvent | ValidationResult:
+        """``plain``: paths known to hold no credential (:func:`_plain_names`)."""
         kind = submission.kind
         if not isinstance(submission.data, Mapping):
             return self._validator.validate(kind, submission.data)
         data = dict(submission.data)
         try:
             if kind in PAYLOAD_KINDS:
-                data = self._sanitise_payload(kind, data, submission.trusted_paths)
+                data = self._sanitise_payload(kind, data, submission.trusted_paths, plain)
             elif kind is Kind.ENVELOPE and isinstance(data.get("payload"), Mapping):
                 payload_kind = _payload_kind(data)
                 if payload_kind is not None:
                     data["payload"] = self._sanitise_payload(
-                        payload_kind, dict(data["payload"]), submission.trusted_paths
+                        payload_kind, dict(data["payload"]), submission.trusted_paths, plain
                     )
         except _FieldRejected as rejection:
             return rejection.result
@@ -300,7 +317,9 @@ class Intake:
             envelope=data,
         )
 
-    def _sanitise_payload(self, kind: Kind, data: dict[str, Any], trusted: bool) -> dict[str, Any]:
+    def _sanitise_payload(
+        self, kind: Kind, data: dict[str, Any], trusted: bool, plain: frozenset[str]
+    ) -> dict[str, Any]:
         for name in _TEXT_FIELDS.get(kind, ()):
             if isinstance(data.get(name), str):
                 data[name] = redact(data[name])
@@ -318,7 +337,8 @@ class Intake:
                 if not trusted:
                     data[name] = self._workspace_path(name, data[name])
                 _refuse_reserved_path(name, data[name], self._state_dir)
-                _refuse_secret_path(name, data[name])
+                if data[name] not in plain:
+                    _refuse_secret_path(name, data[name])
         return data
 
     def _workspace_path(self, name: str, value: str) -> str:
@@ -382,6 +402,8 @@ def _inside(root: Path, state_dir: Path | None) -> PurePosixPath | None:
 def _refuse_reserved_path(name: str, value: str, state_dir: PurePosixPath | None) -> None:
     """The repository's own files (``.git/`` at any depth: config, hooks, refs) and the
     daemon's state dir are never workspace files: no events, no graph nodes."""
+    if ".git" not in value.casefold() and (state_dir is None or not state_dir.parts):
+        return  # the common case, without splitting the path
     path = PurePosixPath(value)
     if any(part.casefold() == ".git" for part in path.parts):
         reason = "it is inside .git, the repository's own files"
@@ -395,6 +417,25 @@ def _refuse_reserved_path(name: str, value: str, state_dir: PurePosixPath | None
         return
     raise _FieldRejected(
         ValidationResult.single(name, ErrorCode.PATH_RESERVED, f"{reason}; not recorded")
+    )
+
+
+def _plain_names(submissions: Sequence[Submission]) -> frozenset[str]:
+    """The path values of a slice that hold no credential, judged in one pass over them all
+    (:func:`redact_names`: one call per path was a third of a 20,000-path burst's intake).
+    A path the intake rewrites first (one not yet workspace-relative) is judged on its own."""
+    names = [
+        value
+        for submission in submissions
+        if isinstance(submission.data, Mapping)
+        for data in (submission.data, submission.data.get("payload"))
+        if isinstance(data, Mapping)
+        for field_names in _PATH_FIELDS.values()
+        for name in field_names
+        if isinstance(value := data.get(name), str)
+    ]
+    return frozenset(
+        name for name, redacted in zip(names, redact_names(names), strict=True) if name == redacted
     )
 
 

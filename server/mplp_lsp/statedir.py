@@ -20,7 +20,6 @@ who it is.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import logging
 import os
@@ -32,8 +31,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
-
-import platformdirs
 
 from mplp_lsp.private import check_private_dir, make_private_dir
 from mplp_lsp.protocol.envelope import utc_timestamp
@@ -106,10 +103,17 @@ class StatePaths:
 
 def default_state_dir(workspace: Path) -> Path:
     """``<user state dir>/mplp-lsp/workspaces/<slug>-<sha256(real path)[:12]>``."""
+    # Imported here: platformdirs (tempfile, shutil, urllib) is only needed by a command
+    # that names no state dir; `events --state-dir` prints its first line without it.
+    import platformdirs
+
     return _per_workspace(platformdirs.user_state_path("mplp-lsp"), workspace)
 
 
 def _per_workspace(base: Path, workspace: Path) -> Path:
+    # hashlib loads OpenSSL (~25 ms): only a store that is named after its folder needs it.
+    import hashlib
+
     real = os.path.realpath(workspace)
     digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:12]
     return base / "workspaces" / f"{_slug(real)}-{digest}"

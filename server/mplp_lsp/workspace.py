@@ -124,6 +124,7 @@ class Workspace:
                 on_learnt=lambda: self.drift.graph_learnt(),
             ),
             git_activity=self.git.notify,
+            busy=self.intake.busy,
             refuse=self._refuse,
             source_module=source_module,
         )
@@ -299,7 +300,9 @@ class Workspace:
         holds to and would remove now (a read of the log's old end, for `mplp-lsp status`
         rather than the editor's status item, which asks twice a second while recording)."""
         runtime = self.forwarding.runtime()
-        return await self._writer.read(
+        # A snapshot on the graph's read connection, not a read on the writer's thread: the
+        # editor's status item asks while a 20,000-path burst commits, and waited behind it.
+        return await self.psg.read(
             lambda conn: read_status(
                 conn,
                 self.paths,

@@ -116,8 +116,12 @@ def test_aiohttp_loads_when_the_api_gets_its_first_connection(tmp_path: Path) ->
 
 
 # What a command that only reads the store must not pay for before its first line: the
-# event loop, the daemon's libraries, the settings of a validation library, the writer.
+# event loop, the daemon's libraries, the settings of a validation library, the writer; and,
+# with its state dir named, what only naming one needs (hashlib loads OpenSSL; platformdirs
+# the user's folders) and what only a writer's dedup keys need.
 _DAEMON_ONLY = (
+    "hashlib",
+    "platformdirs",
     "asyncio",
     "pydantic",
     "jsonschema",
@@ -188,6 +192,10 @@ def test_serve_answers_initialize_before_reading_settings_or_opening_a_store(
         "sqlite3",
         "mplp_lsp.store",
         "mplp_lsp.workspace",
+        "mplp_lsp.sources.debounce",
+        "mplp_lsp.protocol.result",
+        "hashlib",
+        "platformdirs",
         "jsonschema_rs",
         "git",
         "aiohttp",

@@ -166,6 +166,35 @@ async def test_a_large_batch_keeps_order_and_stores_everything(rig: Rig) -> None
     ]
 
 
+# Paths in one batch, some holding a credential, as a watcher reports them (trusted: already
+# workspace-relative) and as an API client does (checked); the batch is judged in one pass.
+_SECRET_PATHS = (f"keys/{CANARY}.txt", "cfg/password=hunter2/a.py", "fix/token:abc123/b.py")
+
+
+@pytest.mark.parametrize("trusted", [True, False])
+async def test_each_path_holding_a_credential_is_refused_in_a_batch(
+    rig: Rig, trusted: bool
+) -> None:
+    paths = [f"src/f{i}.py" for i in range(600)]
+    for index, secret in zip((3, 300, 599), _SECRET_PATHS, strict=True):
+        paths[index] = secret
+    submissions = [
+        Submission(
+            Kind.FILE_UPDATE,
+            {**sample("file_update"), "file_path": path},
+            "ide",
+            trusted_paths=trusted,
+        )
+        for path in paths
+    ]
+    results = await rig.intake.submit_many(submissions)
+    refused = [path for path, r in zip(paths, results, strict=True) if not r.accepted]
+    assert refused == list(_SECRET_PATHS)
+    assert all(results[paths.index(path)].result.codes == ["path_secret"] for path in _SECRET_PATHS)
+    stored = [e.envelope["payload"]["file_path"] for e in await rig.stored()]
+    assert stored == [path for path in paths if path not in _SECRET_PATHS]
+
+
 async def test_non_object_input_is_rejected_not_raised(rig: Rig) -> None:
     result = await rig.intake.submit(Submission(Kind.TOOL, ["not", "a", "dict"], "http"))  # type: ignore[arg-type]
     assert result.outcome is Outcome.REJECTED
@@ -217,3 +246,13 @@ async def test_quiet_lets_the_intake_settle_after_the_last_submission(rig: Rig) 
     begin = loop.time()
     await rig.intake.quiet(settle=0.3, limit=30)
     assert loop.time() - begin >= 0.25  # from the end of the submission, not from the call
+
+
+async def test_quiet_waits_while_a_batch_is_made_ready(rig: Rig) -> None:
+    """A burst's batch is read against the store and screened before it is submitted: the
+    graph's work waits for that too, not only for the submission itself."""
+    with rig.intake.busy():
+        waiting = asyncio.ensure_future(rig.intake.quiet(settle=0, limit=30))
+        await asyncio.sleep(0.2)
+        assert not waiting.done()
+    await waiting

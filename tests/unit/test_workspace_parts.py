@@ -7,10 +7,12 @@ monitor."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,7 +52,10 @@ async def writer(tmp_path: Path) -> AsyncIterator[StoreWriter]:
 
 
 async def activity(
-    tmp_path: Path, writer: StoreWriter, settings: Settings
+    tmp_path: Path,
+    writer: StoreWriter,
+    settings: Settings,
+    busy: Any = contextlib.nullcontext,
 ) -> tuple[FileActivity, list[Submission], list[str]]:
     root = tmp_path / "ws"
     root.mkdir(exist_ok=True)
@@ -70,6 +75,7 @@ async def activity(
         ignore,
         catch_up=catch_up,
         git_activity=lambda: git.append("x"),
+        busy=busy,
     )
     return files, submitted, git
 
@@ -168,6 +174,39 @@ async def test_file_activity_settles_reports_into_submissions(
     paths = [(s.data["file_path"], s.data["change_type"]) for s in submitted]
     assert ("a.py", "created") in paths and not any(p.startswith("build/") for p, _ in paths)
     assert files.ignored == 2 and git == ["x"]
+
+
+async def test_a_batch_is_decided_and_submitted_while_the_intake_is_busy(
+    tmp_path: Path, writer: StoreWriter
+) -> None:
+    """The graph's work waits for the intake's quiet: a batch read against the store and
+    screened must count as busy from its first read to its submission, or the graph takes
+    the store's writer in between (a 20,000-path burst waited behind it)."""
+    steps: list[str] = []
+    submitted: list[Submission] = []
+
+    @contextlib.contextmanager
+    def busy() -> Iterator[None]:
+        steps.append("busy")
+        yield
+        steps.append(f"quiet after {len(submitted)} submitted")
+
+    files, submitted, _ = await activity(tmp_path, writer, Settings(debounce_ms=10), busy)
+    files.recorded.screen = _noting(files.recorded.screen, steps)  # type: ignore[method-assign]
+    (files.root / "a.py").write_text("x\n")
+    files.observe(Change.CREATED, "a.py")
+    await files.close()
+    assert [s.data["file_path"] for s in submitted] == ["a.py"]
+    assert steps == ["busy", "screened", "quiet after 1 submitted"]
+
+
+def _noting(screen: Any, steps: list[str]) -> Any:
+    async def noted(paths: Any) -> Any:
+        result = await screen(paths)
+        steps.append("screened")
+        return result
+
+    return noted
 
 
 async def test_a_new_quiet_period_takes_over_and_the_old_one_delivers(

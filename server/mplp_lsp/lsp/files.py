@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from mplp_lsp.lsp.feature import Feature, handles
 from mplp_lsp.lsp.server import MplpLanguageServer
 
 _YIELD_EVERY = 200
+_SLICE_SECONDS = 0.005
 _EVERY_FILE = types.FileOperationRegistrationOptions(
     filters=[types.FileOperationFilter(pattern=types.FileOperationPattern(glob="**/*"))]
 )
@@ -59,15 +61,18 @@ class FileOperationsFeature(Feature[MplpLanguageServer]):
     @handles(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
     async def did_change_watched(self, params: types.DidChangeWatchedFilesParams) -> None:
         # Parent directories are inspected once per slice; a slice runs without yielding, so
-        # what the cache holds is never older than the slice.
+        # what the cache holds is never older than the slice. A slice is a few milliseconds
+        # of work, however loaded the machine: a 20,000-file burst must not stall requests.
         directories: dict[str, Any] = {}
-        for index, event in enumerate(params.changes, 1):
+        yield_at = time.monotonic() + _SLICE_SECONDS
+        for event in params.changes:
             change = _WATCHED_CHANGE.get(event.type)
             if change is not None:
                 self.server.activity(change, event.uri, origin="watcher", directories=directories)
-            if index % _YIELD_EVERY == 0:
+            if time.monotonic() >= yield_at:
                 directories = {}
-                await asyncio.sleep(0)  # a 20,000-file burst must not stall requests
+                await asyncio.sleep(0)
+                yield_at = time.monotonic() + _SLICE_SECONDS
 
 
 def files_renamed_with(old_uri: str, new_path: str) -> list[tuple[str, str]]:

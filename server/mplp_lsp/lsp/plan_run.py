@@ -15,7 +15,6 @@ from lsprotocol import types
 
 from mplp_lsp.lsp.feature import Feature, handles, json_params
 from mplp_lsp.lsp.server import MplpLanguageServer
-from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 
 if TYPE_CHECKING:
     from mplp_lsp.runtime.plan_runs import PlanRunResult
@@ -32,6 +31,9 @@ class PlanRunFeature(Feature[MplpLanguageServer]):
 
 
 async def run(ls: MplpLanguageServer, params: Any) -> dict[str, Any]:
+    # Imported at the first run, as the engine is: the error codes' enum is not needed to
+    # answer initialize.
+    from mplp_lsp.protocol.result import ErrorCode, ValidationResult
     from mplp_lsp.runtime.plan_runs import PlanRunResult, parse_request
 
     if not isinstance(params, dict):

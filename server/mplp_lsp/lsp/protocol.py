@@ -20,7 +20,8 @@ first as a warning and fails with ``KeyError`` on the second; both are left at d
 from __future__ import annotations
 
 import logging
-from typing import Any, Final
+from collections.abc import Sequence
+from typing import Any, Final, overload
 from urllib.parse import unquote
 
 from lsprotocol import types
@@ -46,6 +47,8 @@ class MplpProtocol(LanguageServerProtocol):
             return ANSWERED
         if "method" in data and "params" not in data:
             data = {**data, "params": None}
+        if (watched := _watched_files(data)) is not None:
+            return watched
         try:
             return super().structure_message(data)
         except JsonRpcException as error:
@@ -83,3 +86,61 @@ class MplpProtocol(LanguageServerProtocol):
             log.debug("didChange for a document never opened: %s", params.text_document.uri)
             return
         yield from super().lsp_text_document__did_change(params)
+
+
+def _watched_files(data: dict[str, Any]) -> types.DidChangeWatchedFilesNotification | None:
+    """A watched-files notification whose changes are all plain ``{uri, type}`` objects,
+    with :class:`FileEvents` for its changes; None for any other message (pygls structures
+    it, and refuses it as before). pygls's converter made 20,000 changes into objects at
+    once, holding the event loop for 60-130 ms before the handler, which yields between
+    slices, could run."""
+    if data.get("method") != types.WORKSPACE_DID_CHANGE_WATCHED_FILES or set(data) != {
+        "jsonrpc",
+        "method",
+        "params",
+    }:
+        return None
+    params = data["params"]
+    changes = params.get("changes") if type(params) is dict and len(params) == 1 else None
+    if data["jsonrpc"] != "2.0" or type(changes) is not list:
+        return None
+    if not all(map(_plain_change, changes)):
+        return None
+    return types.DidChangeWatchedFilesNotification(
+        params=types.DidChangeWatchedFilesParams(changes=FileEvents(changes))
+    )
+
+
+_CHANGE_TYPES: Final = {kind.value: kind for kind in types.FileChangeType}
+
+
+def _plain_change(change: object) -> bool:
+    return (
+        type(change) is dict
+        and len(change) == 2
+        and type(change.get("uri")) is str
+        and type(change.get("type")) is int
+        and change["type"] in _CHANGE_TYPES
+    )
+
+
+class FileEvents(Sequence[types.FileEvent]):
+    """Checked ``{uri, type}`` changes, each a :class:`~lsprotocol.types.FileEvent` when read."""
+
+    __slots__ = ("_changes",)
+
+    def __init__(self, changes: list[dict[str, Any]]) -> None:
+        self._changes = changes
+
+    def __len__(self) -> int:
+        return len(self._changes)
+
+    @overload
+    def __getitem__(self, index: int) -> types.FileEvent: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[types.FileEvent]: ...
+    def __getitem__(self, index: int | slice) -> types.FileEvent | Sequence[types.FileEvent]:
+        if isinstance(index, slice):
+            return FileEvents(self._changes[index])
+        change = self._changes[index]
+        return types.FileEvent(uri=change["uri"], type=_CHANGE_TYPES[change["type"]])

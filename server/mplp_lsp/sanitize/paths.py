@@ -135,11 +135,13 @@ def relative_path(
     text = _as_text(raw)
     parts, absolute, had_dotdot = _lexical_parts(_posix_form(text))
     base = _deepest(root_strs, "/" + "/".join(parts)) if absolute else 0
+    # The leaf is inspected to follow it when it is a link, or to know that it exists.
+    leaf = follow_leaf or must_exist
     if base is None:
-        real, exists = _resolve("/", parts, directories, follow_leaf)
+        real, exists = _resolve("/", parts, directories, leaf)
     else:
         start = len(_split(root_strs[base])) if absolute else 0
-        real, exists = _resolve(root_strs[base], parts[start:], directories, follow_leaf)
+        real, exists = _resolve(root_strs[base], parts[start:], directories, leaf)
     found = _deepest(root_strs, real)
     if found is None:
         raise _why_outside(parts, had_dotdot, lexically_inside=base is not None, roots=root_strs)
@@ -279,7 +281,9 @@ def _resolve(
     """Follow ``parts`` from the real directory ``base``: (real path, whether it exists).
 
     Below the first missing component nothing can be a link, so the rest is kept as written,
-    which is how a deleted file still gets its workspace location.
+    which is how a deleted file still gets its workspace location. Without ``follow_leaf``
+    the leaf is not inspected at all (a watcher's report names the entry, link or not; a
+    20,000-path burst saves 20,000 ``lstat`` calls): whether it exists is then not known.
     """
     path = base
     pending = list(reversed(parts))
@@ -293,7 +297,7 @@ def _resolve(
             path = posixpath.dirname(path)
             continue
         candidate = path + name if path.endswith("/") else path + "/" + name
-        if not exists:
+        if not exists or (not pending and not follow_leaf):
             path = candidate
             continue
         if directories is None or not pending:
@@ -303,7 +307,7 @@ def _resolve(
             if found is None:
                 found = directories[candidate] = _inspect(candidate)
             exists, target = found
-        if target is None or (not pending and not follow_leaf):
+        if target is None:
             path = candidate
             continue
         links += 1

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mplp_lsp.sources.debounce import Settled
+if TYPE_CHECKING:  # the language server asks language_of before initialize: no debouncer yet
+    from mplp_lsp.sources.debounce import Settled
 
 TIMESTAMP = "timestamp"
 LANGUAGE = "language"

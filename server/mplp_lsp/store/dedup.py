@@ -29,7 +29,6 @@ What the digest covers (:func:`identity`) is what makes two submissions the same
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -77,10 +76,7 @@ def identity(kind: str, payload: Mapping[str, Any]) -> Mapping[str, Any]:
 def event_key(kind: str, payload: Mapping[str, Any]) -> bytes:
     """The dedup key of a payload of ``kind``: same identity, same key."""
     canonical = _CANONICAL.encode(identity(kind, payload))
-    digest = hashlib.blake2b(
-        f"{kind}\0{canonical}".encode(errors="surrogatepass"), digest_size=DIGEST_SIZE
-    ).digest()
-    return payload_key(digest, payload)
+    return payload_key(_digest(f"{kind}\0{canonical}"), payload)
 
 
 def stored_event_key(kind: str, body: str) -> bytes | None:
@@ -115,10 +111,15 @@ def payload_key(digest: bytes, payload: Mapping[str, Any]) -> bytes:
 
 def id_key(event_id: str, timestamp: object) -> bytes:
     """The key of an event identified by its id (an L3 event): same id, same key."""
-    digest = hashlib.blake2b(
-        f"id\0{event_id}".encode(errors="surrogatepass"), digest_size=DIGEST_SIZE
-    ).digest()
-    return _seconds(timestamp) + digest
+    return _seconds(timestamp) + _digest(f"id\0{event_id}")
+
+
+def _digest(text: str) -> bytes:
+    # Imported here: hashlib loads OpenSSL (10-25 ms), and a reader of the store (the
+    # `events` command) makes no key.
+    import hashlib
+
+    return hashlib.blake2b(text.encode(errors="surrogatepass"), digest_size=DIGEST_SIZE).digest()
 
 
 def dedup_param(key: str | bytes) -> str | bytes:

@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from mplp_lsp.protocol.result import ErrorCode, ValidationResult
-
 if TYPE_CHECKING:  # the store owner loads after the editor is served; the method names before
     from mplp_lsp.runtime.psg.changes import WriteResult
     from mplp_lsp.runtime.psg.service import PsgService
@@ -50,6 +48,7 @@ METHODS: tuple[str, ...] = tuple(PREFIX + name for name in _REQUESTS)
 
 
 async def handle(service: PsgService, method: str, params: Any) -> dict[str, Any]:
+    from mplp_lsp.protocol.result import ErrorCode, ValidationResult
     from mplp_lsp.runtime.psg.changes import WriteResult
     from mplp_lsp.runtime.psg.integrity import Rejected
 
