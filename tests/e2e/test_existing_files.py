@@ -24,7 +24,7 @@ from tests.e2e.harness import file_events, read_events, recorded_paths, server_e
 from tests.e2e.nvim_session import run
 from tests.gitrepo import Repo
 from tests.required import unavailable
-from tests.support.waiting import wait_until
+from tests.support.waiting import wait_until, wait_until_async
 
 pytestmark = [
     pytest.mark.e2e,
@@ -285,7 +285,7 @@ async def test_changes_made_while_serve_starts_are_recorded(repo: Repo, state_di
         ("scratch.txt", "modified" if birth_ns(str(workspace / "scratch.txt")) else "created"),
     }
     try:
-        await asyncio.to_thread(wait_until, lambda: stored(state_dir, expected), 30)
+        await wait_until_async(lambda: stored(state_dir, expected), timeout=30)
         await asyncio.sleep(1.0)  # an extra event would land now
     finally:
         await client.stop()
@@ -312,7 +312,7 @@ async def test_a_change_the_client_held_for_a_server_not_started_yet_is_recorded
         options["heldSince"] = since_ms
     try:
         await client.initialize(repo.path.as_uri(), options)
-        await asyncio.to_thread(wait_until, lambda: recorded_paths(state_dir) == repo.files(), 30)
+        await wait_until_async(lambda: recorded_paths(state_dir) == repo.files(), timeout=30)
         await asyncio.sleep(1.0)  # an event would land now
     finally:
         await client.stop()
@@ -355,9 +355,9 @@ async def test_a_folder_added_later_is_cut_when_it_was_added(repo: Repo, tmp_pat
             "workspace/didChangeWorkspaceFolders", {"event": {"added": [folder], "removed": []}}
         )
         state = await store_of(client, other.path)
-        await asyncio.to_thread(wait_until, lambda: recorded_paths(state) == other.files())
+        await wait_until_async(lambda: recorded_paths(state) == other.files())
         saved(client, other.path / "src/new.py", "NEW = 1\n")
-        await asyncio.to_thread(wait_until, lambda: stored(state, {("src/new.py", "created")}), 30)
+        await wait_until_async(lambda: stored(state, {("src/new.py", "created")}), timeout=30)
         await asyncio.sleep(1.0)  # an extra event would land now
     finally:
         await client.stop()
