@@ -222,7 +222,8 @@ def _status_text(workspace: Path, state: Path, *extra: str) -> str:
 
 def test_a_recording_daemon_runs_its_first_pass_once_quiet(tmp_path: Path) -> None:
     from tests.gitrepo import Repo
-    from tests.ui.daemon import Watch, base_env, wait_for
+    from tests.support.waiting import wait_until
+    from tests.ui.daemon import Watch, base_env
 
     repo = Repo.create(tmp_path / "project")
     (repo.path / "src").mkdir()
@@ -235,7 +236,7 @@ def test_a_recording_daemon_runs_its_first_pass_once_quiet(tmp_path: Path) -> No
             report = _status(repo.path, watch.state_dir)
             return report["retention"]["last_pass"]
 
-        done = wait_for("the daemon's first compaction pass", last_pass, timeout=60)
+        done = wait_until(last_pass, timeout=60, what="the daemon's first compaction pass")
         assert done["bytes_after"] > 0 and done["reason"] is None
         retention = _status(repo.path, watch.state_dir)["retention"]
         assert retention["snapshots_to_compress"] == 0
