@@ -40,16 +40,19 @@ class Api:
         return await self.workspace.writer.read(dump)
 
 
-@pytest.fixture
-async def api(tmp_path: Path) -> AsyncIterator[Api]:
+async def started_api(tmp_path: Path) -> tuple[ApiServer, Workspace]:
+    """A workspace under ``tmp_path`` and its HTTP API, started."""
     root = tmp_path / "ws"
     root.mkdir()
     workspace = await Workspace.open(root, Settings(), state_dir=tmp_path / "state")
-    server = ApiServer(
-        ApiServices.of(workspace),
-        workspace.paths,
-    )
+    server = ApiServer(ApiServices.of(workspace), workspace.paths)
     await server.start()
+    return server, workspace
+
+
+@pytest.fixture
+async def api(tmp_path: Path) -> AsyncIterator[Api]:
+    server, workspace = await started_api(tmp_path)
     try:
         async with aiohttp.ClientSession() as session:
             yield Api(server, workspace, session)

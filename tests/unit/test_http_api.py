@@ -14,15 +14,12 @@ import pytest
 
 from mplp_lsp.api.app import ROUTES, build_app, openapi_document
 from mplp_lsp.api.endpoint import read_endpoint
-from mplp_lsp.api.server import ApiServer
 from mplp_lsp.api.services import ApiServices
 from mplp_lsp.protocol.envelope import new_id
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import validate
-from mplp_lsp.settings import Settings
-from mplp_lsp.workspace import Workspace
 from tests.conftest import sample
-from tests.support.http_api import Api
+from tests.support.http_api import Api, started_api
 from tests.support.http_api import api as api  # the fixture
 from tests.support.plans import META, context_doc, plan_doc
 
@@ -383,14 +380,7 @@ def test_the_listener_binds_loopback_and_the_token_is_private(api: Api) -> None:
 
 
 async def test_stopping_removes_the_endpoint_and_token_files(tmp_path: Path) -> None:
-    root = tmp_path / "ws"
-    root.mkdir()
-    workspace = await Workspace.open(root, Settings(), state_dir=tmp_path / "state")
-    server = ApiServer(
-        ApiServices.of(workspace),
-        workspace.paths,
-    )
-    await server.start()
+    server, workspace = await started_api(tmp_path)
     await server.stop()
     await workspace.close()
     assert read_endpoint(workspace.paths) is None
