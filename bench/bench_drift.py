@@ -36,11 +36,11 @@ from pathlib import Path
 
 from benchlib.drift_tree import make_tree
 from benchlib.harness import Bench
-from mplp_lsp.runtime.drift import Strategy
-from mplp_lsp.runtime.drift.scan import safe_hash
-from mplp_lsp.settings import parse_settings
+from mplp_lsp.config.settings import parse_settings
+from mplp_lsp.drift import Strategy
+from mplp_lsp.drift.scan import safe_hash
+from mplp_lsp.engine.workspace import Workspace
 from mplp_lsp.store.database import connect
-from mplp_lsp.workspace import Workspace
 
 
 def git_status(root: Path) -> float:

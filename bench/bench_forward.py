@@ -52,6 +52,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from benchlib.harness import Bench
+from mplp_lsp.engine.workspace import _COMMIT_BATCH
 from mplp_lsp.forward import outbox
 from mplp_lsp.forward.batching import BatchLimits, encode_batch
 from mplp_lsp.forward.forwarder import Forwarder
@@ -67,7 +68,6 @@ from mplp_lsp.store.events import (
     prepare_events,
 )
 from mplp_lsp.store.writer import StoreWriter
-from mplp_lsp.workspace import _COMMIT_BATCH
 
 TOKEN = "bench-token"
 BATCH = 1000

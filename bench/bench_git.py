@@ -22,15 +22,15 @@ import time
 from pathlib import Path
 
 from benchlib.harness import Bench, percentile
-from mplp_lsp.settings import Settings
-from mplp_lsp.statedir import StatePaths
+from mplp_lsp.config.settings import Settings
+from mplp_lsp.engine.statedir import StatePaths
+from mplp_lsp.engine.workspace import Workspace
 from mplp_lsp.store.database import connect
 from mplp_lsp.store.events import EventLog
 from mplp_lsp.vcs import hooks
 from mplp_lsp.vcs.operations import commit_infos
 from mplp_lsp.vcs.repo import GitRepo
 from mplp_lsp.vcs.spool import MARKER
-from mplp_lsp.workspace import Workspace
 
 
 def fast_import(repo: Path, count: int, parent: str) -> None:

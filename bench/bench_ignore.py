@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchlib.harness import Bench
-from mplp_lsp.ignore import IgnoreRules
+from mplp_lsp.ignore.rules import IgnoreRules
 
 ROOT_GITIGNORE = """\
 # Python

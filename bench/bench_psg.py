@@ -36,12 +36,12 @@ import aiohttp
 from benchlib.harness import Bench, percentile
 from mplp_lsp.api.server import ApiServer
 from mplp_lsp.api.services import ApiServices
-from mplp_lsp.intake import Submission
+from mplp_lsp.config.settings import Settings
+from mplp_lsp.engine.intake import Submission
+from mplp_lsp.engine.workspace import Workspace
 from mplp_lsp.protocol.envelope import new_id, utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
-from mplp_lsp.settings import Settings
 from mplp_lsp.store.database import connect
-from mplp_lsp.workspace import Workspace
 
 META = {"protocol_version": "1.0.0", "schema_version": "1.0.0"}
 STATUS_TARGET = 0.3

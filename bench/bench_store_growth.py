@@ -35,14 +35,14 @@ from typing import TYPE_CHECKING, Any
 
 from benchlib.event_store import commit_payload
 from benchlib.harness import Bench
-from mplp_lsp.intake import Submission
+from mplp_lsp.config.settings import Settings
+from mplp_lsp.drift import Strategy
+from mplp_lsp.engine.intake import Submission
+from mplp_lsp.engine.workspace import Workspace
 from mplp_lsp.protocol.envelope import new_id, utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
-from mplp_lsp.runtime.drift import Strategy
-from mplp_lsp.settings import Settings
 from mplp_lsp.sources.debounce import Change
 from mplp_lsp.store import writer as store_writer
-from mplp_lsp.workspace import Workspace
 
 if TYPE_CHECKING:
     from tests.gitrepo import Repo

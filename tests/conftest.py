@@ -119,8 +119,8 @@ def _no_user_configuration(tmp_path_factory: pytest.TempPathFactory) -> None:
     git_config.write_text(TEST_GIT_CONFIG)
     os.environ["GIT_CONFIG_GLOBAL"] = str(git_config)
     os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
+    from mplp_lsp.config.settings import SETTING_NAMES
     from mplp_lsp.config.sources import env_name
-    from mplp_lsp.settings import SETTING_NAMES
 
     for name in SETTING_NAMES:
         if name != "state_dir":  # a CI may point every store elsewhere on purpose

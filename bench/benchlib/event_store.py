@@ -20,9 +20,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
+from mplp_lsp.graph.graph_events import graph_update
 from mplp_lsp.protocol.envelope import build_envelope, utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
-from mplp_lsp.runtime.psg.graph_events import graph_update
 from mplp_lsp.store.dedup import event_key, id_key
 from mplp_lsp.store.events import encode_body
 

@@ -17,11 +17,11 @@ import signal
 import sys
 from pathlib import Path
 
+from mplp_lsp.config.settings import parse_settings
+from mplp_lsp.engine.intake import Submission
+from mplp_lsp.engine.workspace import Workspace
 from mplp_lsp.forward.sender import HttpTransport
-from mplp_lsp.intake import Submission
 from mplp_lsp.protocol.kinds import Kind
-from mplp_lsp.settings import parse_settings
-from mplp_lsp.workspace import Workspace
 
 SLICE = 250
 FAST = {"forwardRetryInitialMs": 5, "forwardRetryMaxMs": 100, "forwardLingerMs": 2}

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from mplp_lsp.settings import parse_settings
+from mplp_lsp.config.settings import parse_settings
+from mplp_lsp.engine.statedir import StateDirLock, StatePaths
+from mplp_lsp.engine.workspace import Workspace
 from mplp_lsp.sources.debounce import Change
-from mplp_lsp.statedir import StateDirLock, StatePaths
-from mplp_lsp.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[2]
 

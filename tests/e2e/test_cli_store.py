@@ -15,9 +15,9 @@ from typing import IO
 
 import pytest
 
+from mplp_lsp.engine.statedir import StateDirLock, StatePaths
 from mplp_lsp.protocol.envelope import build_envelope
 from mplp_lsp.protocol.kinds import Kind
-from mplp_lsp.statedir import StateDirLock, StatePaths
 from mplp_lsp.store.database import SCHEMA_VERSION
 from mplp_lsp.store.events import EventLog, NewEvent
 from mplp_lsp.store.writer import StoreWriter

@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from mplp_lsp.handoff import deliver
-from mplp_lsp.intake import Submission
+from mplp_lsp.engine.handoff import deliver
+from mplp_lsp.engine.intake import Submission
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
 from tests.e2e.harness import server_env

@@ -13,16 +13,16 @@ from typing import Any
 
 import pytest
 
+from mplp_lsp.config.settings import Settings
+from mplp_lsp.engine.statedir import StatePaths
+from mplp_lsp.engine.workspace import Workspace
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import validate
-from mplp_lsp.settings import Settings
 from mplp_lsp.sources import git as git_source
-from mplp_lsp.statedir import StatePaths
 from mplp_lsp.store.events import EventLog
 from mplp_lsp.vcs import hooks
 from mplp_lsp.vcs.hook_names import FALLBACK_HOOKS
 from mplp_lsp.vcs.repo import GitRepo, RepoRefused
-from mplp_lsp.workspace import Workspace
 from tests.gitrepo import BASE_ENV, Repo
 from tests.support.git_history import (
     Rig,

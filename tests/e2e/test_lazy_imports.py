@@ -68,7 +68,7 @@ def test_orjson_loads_when_the_first_event_is_stored(tmp_path: Path) -> None:
         """
         import sys
         from pathlib import Path
-        import mplp_lsp.lsp.server, mplp_lsp.workspace
+        import mplp_lsp.lsp.server, mplp_lsp.engine.workspace
         from mplp_lsp.store import EventLog, NewEvent, connect
         print("orjson" in sys.modules)
         log = EventLog(connect(Path(sys.argv[1])))
@@ -88,7 +88,7 @@ def test_aiohttp_loads_when_the_api_gets_its_first_connection(tmp_path: Path) ->
         from pathlib import Path
         from mplp_lsp.api.services import ApiServices
         from mplp_lsp.api.server import ApiServer
-        from mplp_lsp.statedir import StatePaths
+        from mplp_lsp.engine.statedir import StatePaths
 
         class NoRuns:  # the plan runs a stopping API cancels: none here
             async def close(self) -> None:
@@ -186,12 +186,12 @@ def test_serve_answers_initialize_before_reading_settings_or_opening_a_store(
     assert "capabilities" in answer["result"]
     loaded = {line.split("|")[-1].strip() for line in errors.decode().splitlines()}
     later = {
-        "mplp_lsp.settings",
+        "mplp_lsp.config.settings",
         "mplp_lsp.config.resolve",
         "tomllib",
         "sqlite3",
         "mplp_lsp.store",
-        "mplp_lsp.workspace",
+        "mplp_lsp.engine.workspace",
         "mplp_lsp.sources.debounce",
         "mplp_lsp.protocol.result",
         "hashlib",
@@ -212,9 +212,9 @@ def test_an_idle_daemon_holds_no_validator_until_activity_is_reported(tmp_path: 
         """
         import asyncio, sys
         from pathlib import Path
-        from mplp_lsp.settings import Settings
+        from mplp_lsp.config.settings import Settings
         from mplp_lsp.sources.debounce import Change
-        from mplp_lsp.workspace import Workspace
+        from mplp_lsp.engine.workspace import Workspace
 
         async def main() -> None:
             root = Path(sys.argv[1])

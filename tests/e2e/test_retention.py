@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from mplp_lsp.compaction import Pass
-from mplp_lsp.runtime.drift import Strategy
+from mplp_lsp.drift import Strategy
+from mplp_lsp.engine.compaction import Pass
+from mplp_lsp.engine.workspace import Workspace
 from mplp_lsp.sources.debounce import Change
-from mplp_lsp.workspace import Workspace
 from tests.support.collector import TOKEN, Collector, free_port
 from tests.support.forwarding import accepted_ids, drained, open_workspace, submissions, truncate
 

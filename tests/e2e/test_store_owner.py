@@ -120,8 +120,8 @@ async def test_requeue_beside_a_running_daemon_goes_through_it(tmp_path: Path) -
 
 def test_the_store_is_not_written_while_its_lock_is_held(tmp_path: Path) -> None:
     # What the command line does to a locked store's file: nothing (it reads, or hands over).
-    from mplp_lsp.handoff import requeue_dead_letters
-    from mplp_lsp.statedir import StateDirLock, StatePaths
+    from mplp_lsp.engine.handoff import requeue_dead_letters
+    from mplp_lsp.engine.statedir import StateDirLock, StatePaths
 
     state = tmp_path / "state"
     state.mkdir()

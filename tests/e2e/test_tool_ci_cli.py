@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from mplp_lsp.intake import Submission
+from mplp_lsp.engine.intake import Submission
 from mplp_lsp.protocol.envelope import new_id
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import default_validator
@@ -216,7 +216,7 @@ def test_emit_remote_delivers_and_spools_while_the_remote_is_down(
 
 
 def test_duplicate_and_out_of_order_tool_reports_end_in_one_state(tmp_path: Path) -> None:
-    from mplp_lsp.handoff import deliver
+    from mplp_lsp.engine.handoff import deliver
 
     invocation = new_id()
     base = {"tool_id": "pytest-8", "tool_kind": "test_runner", "invocation_id": invocation}

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from mplp_lsp.runtime import confined
-from mplp_lsp.settings import parse_settings
+from mplp_lsp.config.settings import parse_settings
+from mplp_lsp.engine.workspace import Workspace
+from mplp_lsp.sanitize import confined
 from mplp_lsp.sources.debounce import Change
-from mplp_lsp.workspace import Workspace
 
 CLI = str(Path(sys.executable).with_name("mplp-lsp"))
 RECORDED = ("keys/authorized_keys", "deep/sub/config")

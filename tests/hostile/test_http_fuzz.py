@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from mplp_lsp.api.app import openapi_document
 from mplp_lsp.api.server import ApiServer
 from mplp_lsp.api.services import ApiServices
+from mplp_lsp.config.settings import Settings
+from mplp_lsp.engine.workspace import Workspace
 from mplp_lsp.protocol.result import ErrorCode
-from mplp_lsp.settings import Settings
-from mplp_lsp.workspace import Workspace
 
 CODES = {code.value for code in ErrorCode}
 DOCUMENT = openapi_document()

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from mplp_lsp.drift import scan
+from mplp_lsp.graph.files import file_facts
 from mplp_lsp.protocol.result import ErrorCode
-from mplp_lsp.runtime.drift import scan
-from mplp_lsp.runtime.psg.files import file_facts
 from mplp_lsp.sanitize.paths import PathRejected, relative_path, resolve_roots
 from tests.support.calls import counted
 

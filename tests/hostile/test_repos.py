@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mplp_lsp.runtime.drift.merge import head_blob
+from mplp_lsp.drift.merge import head_blob
 from mplp_lsp.vcs.repo import GitRepo, RepoRefused
 from tests.gitrepo import Repo
 from tests.support.calls import counted

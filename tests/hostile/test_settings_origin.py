@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from mplp_lsp.settings import ALLOW_WORKSPACE_SENSITIVE, SENSITIVE_SETTINGS, parse_settings
+from mplp_lsp.config.settings import ALLOW_WORKSPACE_SENSITIVE, SENSITIVE_SETTINGS, parse_settings
 
 USER = {"remoteUrl": "https://collector.example", "debounceMs": 100}
 REPOSITORY: dict[str, Any] = {

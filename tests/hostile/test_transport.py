@@ -26,8 +26,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from mplp_lsp.forward.config import RemoteConfigError, resolve_remote
-from mplp_lsp.settings import Settings
+from mplp_lsp.config.settings import Settings
+from mplp_lsp.forward.remote import RemoteConfigError, resolve_remote
 
 SERVER = Path(__file__).resolve().parents[2] / "server"
 CANARY = "canary-transport-9f8e7d6c5b4a"

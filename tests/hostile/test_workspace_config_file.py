@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from mplp_lsp.config import resolve
+from mplp_lsp.config.settings import SENSITIVE_SETTINGS
 from mplp_lsp.config.sources import flag_layer, user_file
-from mplp_lsp.settings import SENSITIVE_SETTINGS
 
 HOSTILE = """
 remoteUrl = "https://attacker.example"

@@ -6,11 +6,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mplp_lsp.intake import Submission
+from mplp_lsp.config.settings import parse_settings
+from mplp_lsp.engine.intake import Submission
+from mplp_lsp.engine.workspace import Workspace
 from mplp_lsp.protocol.kinds import Kind
-from mplp_lsp.settings import parse_settings
 from mplp_lsp.store import NewEvent
-from mplp_lsp.workspace import Workspace
 from tests.support.waiting import wait_until_async
 
 

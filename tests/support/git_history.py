@@ -10,13 +10,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mplp_lsp.bus import EventBus
-from mplp_lsp.intake import Intake
+from mplp_lsp.engine.bus import EventBus
+from mplp_lsp.engine.intake import Intake
+from mplp_lsp.engine.statedir import StatePaths
+from mplp_lsp.graph.commits import CommitGraph
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import validate
-from mplp_lsp.runtime.psg.commits import CommitGraph
 from mplp_lsp.sources.git import GitSource
-from mplp_lsp.statedir import StatePaths
 from mplp_lsp.store.database import connect
 from mplp_lsp.store.errorlog import IntegrationErrorLog
 from mplp_lsp.store.events import EventLog

@@ -11,9 +11,9 @@ import pytest
 
 from mplp_lsp.api.server import ApiServer
 from mplp_lsp.api.services import ApiServices
-from mplp_lsp.runtime.psg.inspection import dump
-from mplp_lsp.settings import Settings
-from mplp_lsp.workspace import Workspace
+from mplp_lsp.config.settings import Settings
+from mplp_lsp.engine.workspace import Workspace
+from mplp_lsp.graph.inspection import dump
 
 
 class Api:

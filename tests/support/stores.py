@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from mplp_lsp.bus import EventBus
+from mplp_lsp.engine.bus import EventBus
+from mplp_lsp.engine.intake import Intake
 from mplp_lsp.forward import outbox
-from mplp_lsp.intake import Intake
 from mplp_lsp.store import (
     EventLog,
     IntegrationErrorLog,

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from mplp_lsp.actions import ActionError, reference_executor, workspace_executor
+from mplp_lsp.config.settings import Settings
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import default_validator
-from mplp_lsp.runtime.ael import ActionError, reference_executor, workspace_executor
-from mplp_lsp.settings import Settings
 
 
 def check_events(result_events: list[Any]) -> None:

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
-from mplp_lsp.bus import EventBus
+from mplp_lsp.engine.bus import EventBus
 from mplp_lsp.store.events import StoredEvent
 
 

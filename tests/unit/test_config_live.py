@@ -16,7 +16,7 @@ from mplp_lsp.config.live import (
     LiveSettings,
     restart_settings,
 )
-from mplp_lsp.settings import Settings
+from mplp_lsp.config.settings import Settings
 from tests.conftest import REPO
 
 

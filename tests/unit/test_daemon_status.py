@@ -13,9 +13,9 @@ from aiohttp import web
 
 from mplp_lsp.api.endpoint import Endpoint
 from mplp_lsp.cli.daemon_status import daemon_status, without_live_state
-from mplp_lsp.private import write_private
-from mplp_lsp.statedir import StatePaths
-from mplp_lsp.workspace_status import WorkspaceStatus
+from mplp_lsp.engine.private import write_private
+from mplp_lsp.engine.statedir import StatePaths
+from mplp_lsp.engine.status import WorkspaceStatus
 
 TOKEN = "daemon-token"
 FORWARD = {"enabled": True, "state": "queuing", "remote": None, "depth": 3}

@@ -11,8 +11,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mplp_lsp.runtime.psg.content_hash import safe_hash
-from mplp_lsp.runtime.psg.files import FileChange
+from mplp_lsp.graph.content_hash import safe_hash
+from mplp_lsp.graph.files import FileChange
 from mplp_lsp.sources.debounce import PAIRED, Change, Settled
 from mplp_lsp.sources.disk_state import WROTE, DiskState, Facts
 from mplp_lsp.sources.temp_names import is_temp_name

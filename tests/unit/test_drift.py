@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from mplp_lsp.runtime.drift import Reason, Strategy
-from mplp_lsp.runtime.drift.merge import merge
-from mplp_lsp.runtime.drift.repository import read_state
-from mplp_lsp.runtime.drift.scan import check, safe_hash
-from mplp_lsp.settings import Settings
+from mplp_lsp.config.settings import Settings
+from mplp_lsp.drift import Reason, Strategy
+from mplp_lsp.drift.merge import merge
+from mplp_lsp.drift.repository import read_state
+from mplp_lsp.drift.scan import check, safe_hash
+from mplp_lsp.engine.workspace import Workspace
 from mplp_lsp.sources.debounce import Change
-from mplp_lsp.workspace import Workspace
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t",
@@ -311,7 +311,7 @@ async def test_repository_moves_the_daemon_recorded_are_no_drift(
 async def test_repository_changed_while_stopped_is_drift_until_caught_up(
     root: Path, tmp_path: Path
 ) -> None:
-    from mplp_lsp.runtime.drift.git_record import GitRepositoryRecord
+    from mplp_lsp.drift.git_record import GitRepositoryRecord
     from mplp_lsp.store.database import connect
 
     git(root, "commit", "-q", "--allow-empty", "-m", "one")
@@ -347,7 +347,7 @@ def test_read_state_of_packed_and_detached_heads(root: Path) -> None:
 
 
 def test_files_in_agrees_with_is_ignored(root: Path) -> None:
-    from mplp_lsp.ignore import IgnoreRules
+    from mplp_lsp.ignore.rules import IgnoreRules
 
     (root / ".gitignore").write_text("*.log\nbuild/\n!keep.log\n/top.txt\nsub/*.tmp\n")
     (root / "sub").mkdir()
@@ -361,7 +361,7 @@ def test_files_in_agrees_with_is_ignored(root: Path) -> None:
     rules = IgnoreRules(root, excludes=["*.py[co]", "vendor/"])
     paths += ["vendor/a.py", "src/a.pyc"]
     fresh = IgnoreRules(root, excludes=["*.py[co]", "vendor/"])
-    from mplp_lsp.runtime.drift.scan import per_directory
+    from mplp_lsp.drift.scan import per_directory
 
     judge = per_directory(fresh.files_in)
     assert {p: judge(p) for p in paths} == {p: rules.is_ignored(p) for p in paths}
@@ -392,7 +392,7 @@ async def test_snapshots_are_deduplicated_and_pruned(ws: Workspace) -> None:
 
 
 async def test_a_late_event_is_named_in_the_finding(ws: Workspace) -> None:
-    from mplp_lsp.intake import Submission
+    from mplp_lsp.engine.intake import Submission
     from mplp_lsp.protocol.kinds import Kind
 
     await record(ws, "a.py", "x\n")
@@ -406,7 +406,7 @@ async def test_a_late_event_is_named_in_the_finding(ws: Workspace) -> None:
 
 
 def test_a_damaged_drift_record_is_skipped_not_fatal(tmp_path: Path) -> None:
-    from mplp_lsp.runtime.drift import records
+    from mplp_lsp.drift import records
     from mplp_lsp.store.database import connect
 
     conn = connect(tmp_path / "events.db")

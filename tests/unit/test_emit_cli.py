@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 
 from mplp_lsp.cli import main
-from mplp_lsp.handoff import deliver
-from mplp_lsp.intake import Submission
+from mplp_lsp.config.settings import Settings
+from mplp_lsp.engine.handoff import deliver
+from mplp_lsp.engine.intake import Submission
+from mplp_lsp.engine.statedir import StateDirLock
+from mplp_lsp.engine.workspace import Workspace
 from mplp_lsp.protocol.kinds import Kind
-from mplp_lsp.settings import Settings
 from mplp_lsp.sources import inbox
-from mplp_lsp.statedir import StateDirLock
 from mplp_lsp.store.database import connect
 from mplp_lsp.store.events import EventLog
-from mplp_lsp.workspace import Workspace
 from tests.conftest import sample
 
 

@@ -8,7 +8,7 @@ import time
 
 HUNG_SHUTDOWN = """
 import threading, time
-from mplp_lsp.exit_bound import exit_within
+from mplp_lsp.process.exit_bound import exit_within
 exit_within(0.5)
 # What was seen after ':qa': asyncio's shutdown waiting forever on a non-daemon thread.
 threading.Thread(target=time.sleep, args=(3600,)).start()

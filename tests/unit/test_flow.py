@@ -12,24 +12,24 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mplp_lsp.intake import Submission
-from mplp_lsp.protocol.envelope import new_id, utc_timestamp
-from mplp_lsp.protocol.kinds import EVENT_FAMILY_KINDS, Kind
-from mplp_lsp.protocol.validator import default_validator
-from mplp_lsp.runtime import rollback
-from mplp_lsp.runtime.ael import PendingEvent, reference_executor, workspace_executor
-from mplp_lsp.runtime.execution import PlanExecution, topological_order
-from mplp_lsp.runtime.flow import (
+from mplp_lsp.actions import PendingEvent, reference_executor, workspace_executor
+from mplp_lsp.config.settings import Settings
+from mplp_lsp.engine.intake import Submission
+from mplp_lsp.engine.workspace import Workspace
+from mplp_lsp.plans import rollback
+from mplp_lsp.plans.execution import PlanExecution, topological_order
+from mplp_lsp.plans.flow import (
     ModuleInput,
     ModuleResult,
     RunSingleAgentFlowOptions,
     RuntimeContext,
     run_single_agent_flow,
 )
-from mplp_lsp.runtime.vsl import MemoryVsl
-from mplp_lsp.settings import Settings
+from mplp_lsp.protocol.envelope import new_id, utc_timestamp
+from mplp_lsp.protocol.kinds import EVENT_FAMILY_KINDS, Kind
+from mplp_lsp.protocol.validator import default_validator
 from mplp_lsp.store.events import EventLog, StoredEvent
-from mplp_lsp.workspace import Workspace
+from mplp_lsp.values import MemoryVsl
 from tests.support.plans import context_doc
 
 META = {"protocol_version": "1.0.0", "schema_version": "1.0.0"}
@@ -317,7 +317,7 @@ async def test_an_invalid_action_fails_its_step_with_the_schema_code(workspace: 
 
 
 async def test_an_unapproved_plan_does_not_start(workspace: Workspace) -> None:
-    from mplp_lsp.runtime.psg.integrity import Rejected
+    from mplp_lsp.graph.integrity import Rejected
 
     context = context_doc()
     plan = plan_of(context["context_id"], [step("x")])

@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from mplp_lsp.follower import Follower
-from mplp_lsp.settings import Settings
+from mplp_lsp.config.settings import Settings
+from mplp_lsp.engine.follower import Follower
+from mplp_lsp.engine.workspace import Workspace
+from mplp_lsp.engine.workspaces import Workspaces
 from mplp_lsp.sources.debounce import Change
-from mplp_lsp.workspace import Workspace
-from mplp_lsp.workspaces import Workspaces
 from tests.e2e.harness import read_events
 from tests.support.waiting import wait_until_async
 

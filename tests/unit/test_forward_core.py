@@ -19,12 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from mplp_lsp.config.settings import Settings
 from mplp_lsp.forward import outbox
 from mplp_lsp.forward.batching import encode_batch, split
-from mplp_lsp.forward.config import RemoteConfigError, resolve_remote
 from mplp_lsp.forward.outbox import Entry
+from mplp_lsp.forward.remote import RemoteConfigError, resolve_remote
 from mplp_lsp.forward.retry import Action, RetryPolicy, classify, parse_retry_after
-from mplp_lsp.settings import Settings
 from mplp_lsp.store import EventLog, connect, transaction
 from tests.support.forwarding import new_event
 

@@ -18,24 +18,24 @@ from typing import Any
 
 import pytest
 
-from mplp_lsp.protocol.invariants import InvariantSet
-from mplp_lsp.protocol.kinds import Kind
-from mplp_lsp.protocol.objects import ObjectKind, validate_object
-from mplp_lsp.protocol.schemas import schema_path
-from mplp_lsp.protocol.validator import default_validator
-from mplp_lsp.runtime.ael import reference_executor
-from mplp_lsp.runtime.execution import PlanExecution, topological_order
-from mplp_lsp.runtime.flow import (
+from mplp_lsp.actions import reference_executor
+from mplp_lsp.config.settings import Settings
+from mplp_lsp.engine.workspace import Workspace
+from mplp_lsp.plans.execution import PlanExecution, topological_order
+from mplp_lsp.plans.flow import (
     ModuleInput,
     ModuleResult,
     RunSingleAgentFlowOptions,
     RuntimeContext,
     run_single_agent_flow,
 )
-from mplp_lsp.runtime.vsl import MemoryVsl
-from mplp_lsp.settings import Settings
+from mplp_lsp.protocol.invariants import InvariantSet
+from mplp_lsp.protocol.kinds import Kind
+from mplp_lsp.protocol.objects import ObjectKind, validate_object
+from mplp_lsp.protocol.schemas import schema_path
+from mplp_lsp.protocol.validator import default_validator
 from mplp_lsp.store.events import EventLog
-from mplp_lsp.workspace import Workspace
+from mplp_lsp.values import MemoryVsl
 from tests.conftest import reference_dir, require_reference
 
 IGNORED = (

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from mplp_lsp.lsp.lifecycle import HELD_SINCE_LIMIT_NS, heard_since
-from mplp_lsp.process_start import STARTED_NS
+from mplp_lsp.process.start import STARTED_NS
 
 MS = 1_000_000
 

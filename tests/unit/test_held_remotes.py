@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from mplp_lsp.forward import held, outbox
-from mplp_lsp.forward.config import remote_identity
+from mplp_lsp.forward.remote import remote_identity
 from mplp_lsp.store import EventLog, connect
 from mplp_lsp.store.retention import Policy, horizon, remove_events
 from tests.support.forwarding import new_event

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mplp_lsp.ignore import IgnoreRules
+from mplp_lsp.ignore.rules import IgnoreRules
 
 
 def git_env(home: Path) -> dict[str, str]:

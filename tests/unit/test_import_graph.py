@@ -28,7 +28,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "server" / "mplp_lsp"
 # framework -> the places (a package directory ending in "/", or one module) allowed to import it
 ALLOWED: dict[str, tuple[str, ...]] = {
     "pygls": ("lsp/",),
-    "aiohttp": ("api/", "collector/", "forward/sender.py", "runtime/ael/http.py"),
+    "aiohttp": ("api/", "collector/", "forward/sender.py", "actions/http.py"),
 }
 
 
@@ -81,7 +81,7 @@ def test_the_package_is_really_read() -> None:
             "cli/status.py",
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import aiohttp\n",
         ),
-        ("forward/config.py", "from aiohttp import web\n"),
+        ("forward/remote.py", "from aiohttp import web\n"),
     ],
 )
 def test_an_import_in_the_wrong_place_is_found(tmp_path: Path, module: str, source: str) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from mplp_lsp.intake import Outcome, Submission
+from mplp_lsp.engine.intake import Outcome, Submission
 from mplp_lsp.protocol.envelope import FamilyForm, build_envelope, new_id
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import validate

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from mplp_lsp import ignore
-from mplp_lsp.ignore import IgnoreRules
-from mplp_lsp.ignore_judge import InOrderJudge
+from mplp_lsp.ignore import rules as ignore
+from mplp_lsp.ignore.judge import InOrderJudge
+from mplp_lsp.ignore.rules import IgnoreRules
 from mplp_lsp.lsp.app import create_server
 from tests.support.lsp import INITIALIZE, exchange, request
 

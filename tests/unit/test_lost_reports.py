@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mplp_lsp.file_rescan import enqueue
+from mplp_lsp.engine.file_rescan import enqueue
 from mplp_lsp.vcs.index import _blobs
 
 NAMES = st.text(st.characters(blacklist_characters="\0", blacklist_categories=("Cs",)), min_size=1)

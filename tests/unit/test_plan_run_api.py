@@ -10,8 +10,8 @@ from typing import Any
 import aiohttp
 import pytest
 
+from mplp_lsp.plans.runs import PlanRunRequest
 from mplp_lsp.protocol.envelope import new_id
-from mplp_lsp.runtime.plan_runs import PlanRunRequest
 from mplp_lsp.store.events import StoredEvent
 from tests.conftest import sample
 from tests.support.http_api import Api, api

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from mplp_lsp.config.settings import Settings
+from mplp_lsp.engine.workspace import Workspace
+from mplp_lsp.graph import contexts, pending, plans
+from mplp_lsp.graph.integrity import Rejected
+from mplp_lsp.plans import transitions as lifecycle
 from mplp_lsp.protocol.envelope import new_id
-from mplp_lsp.runtime import lifecycle
-from mplp_lsp.runtime.psg import contexts, pending, plans
-from mplp_lsp.runtime.psg.integrity import Rejected
-from mplp_lsp.settings import Settings
 from mplp_lsp.store.events import EventLog
-from mplp_lsp.workspace import Workspace
 from tests.support.plans import context_doc, plan_doc
 
 PLAN_TABLE = {

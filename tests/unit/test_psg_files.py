@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from mplp_lsp.bus import EventBus
-from mplp_lsp.intake import Intake, Submission
+from mplp_lsp.engine.bus import EventBus
+from mplp_lsp.engine.intake import Intake, Submission
+from mplp_lsp.graph.files import FileNodes, content_hash
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import validate
-from mplp_lsp.runtime.psg.files import FileNodes, content_hash
 from mplp_lsp.store.errorlog import IntegrationErrorLog
 from mplp_lsp.store.events import EventLog
 from mplp_lsp.store.writer import StoreWriter
@@ -117,7 +117,7 @@ async def test_a_file_gone_before_hashing_is_recorded_without_facts(rig: Rig) ->
 
 
 async def test_a_big_transaction_is_one_bulk_graph_update(rig: Rig) -> None:
-    from mplp_lsp.runtime.psg.graph_events import BULK_THRESHOLD
+    from mplp_lsp.graph.graph_events import BULK_THRESHOLD
 
     count = BULK_THRESHOLD + 10
     submissions = []

@@ -20,14 +20,14 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from mplp_lsp.graph import contexts, pending, plans, steps, traces
+from mplp_lsp.graph.changes import WriteResult
+from mplp_lsp.graph.inspection import dump
+from mplp_lsp.graph.integrity import ID_TABLES, Rejected
+from mplp_lsp.plans import transitions as lifecycle
 from mplp_lsp.protocol.envelope import new_id
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import validate
-from mplp_lsp.runtime import lifecycle
-from mplp_lsp.runtime.psg import contexts, pending, plans, steps, traces
-from mplp_lsp.runtime.psg.changes import WriteResult
-from mplp_lsp.runtime.psg.inspection import dump
-from mplp_lsp.runtime.psg.integrity import ID_TABLES, Rejected
 from mplp_lsp.store.database import connect, transaction
 
 UUID4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")

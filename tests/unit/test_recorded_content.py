@@ -13,8 +13,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mplp_lsp.file_activity import admit
-from mplp_lsp.runtime.psg.files import bytes_hash
+from mplp_lsp.engine.file_activity import admit
+from mplp_lsp.graph.files import bytes_hash
 from mplp_lsp.sources.debounce import Change
 from mplp_lsp.sources.recorded import Fingerprint, RecordedContent, scratch_name
 

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
+from mplp_lsp.config.settings import Settings
+from mplp_lsp.engine.workspace import Workspace
+from mplp_lsp.graph.inspection import dump
+from mplp_lsp.plans.runs import PlanRunRequest, PlanRuns
+from mplp_lsp.plans.sa_profile import check_sa_run, sa_invariants
 from mplp_lsp.protocol.envelope import new_id
-from mplp_lsp.runtime.plan_runs import PlanRunRequest, PlanRuns
-from mplp_lsp.runtime.psg.inspection import dump
-from mplp_lsp.runtime.sa_profile import check_sa_run, sa_invariants
-from mplp_lsp.settings import Settings
 from mplp_lsp.store.events import StoredEvent
-from mplp_lsp.workspace import Workspace
 from tests.support.plans import context_doc, plan_doc
 
 Objects = dict[str, Any]

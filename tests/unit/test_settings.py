@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft7Validator
 
-from mplp_lsp.settings import (
+from mplp_lsp.config.settings import (
     Settings,
     SettingsError,
     ToolTask,

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mplp_lsp.intake import Outcome, Submission
+from mplp_lsp.engine.intake import Outcome, Submission
 from mplp_lsp.protocol.envelope import build_envelope
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.store.database import connect

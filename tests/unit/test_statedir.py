@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from mplp_lsp.private import NotPrivate
-from mplp_lsp.statedir import (
+from mplp_lsp.engine.private import NotPrivate
+from mplp_lsp.engine.statedir import (
     DATABASE_NAME,
     ERROR_LOG_NAME,
     LOCK_NAME,
@@ -286,7 +286,7 @@ HOLDER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from mplp_lsp.statedir import StateDirLock
+    from mplp_lsp.engine.statedir import StateDirLock
     lock = StateDirLock(Path(sys.argv[1]), workspace="child-workspace")
     print("locked" if lock.acquire() else "busy", flush=True)
     sys.stdin.read()  # hold until the parent closes our stdin (or kills us)

@@ -29,7 +29,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mplp_lsp.runtime.psg import pending
+from mplp_lsp.graph import pending
 from mplp_lsp.store import (
     SCHEMA_VERSION,
     EventLog,

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mplp_lsp.graph.tool_invocations import merge, read_invocation
 from mplp_lsp.protocol.envelope import build_envelope
 from mplp_lsp.protocol.kinds import Kind
-from mplp_lsp.runtime.tool_invocations import merge, read_invocation
 from mplp_lsp.store.database import connect
 from mplp_lsp.store.events import StoredEvent
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mplp_lsp.runtime.vsl import (
+from mplp_lsp.values import (
     FileVsl,
     SqliteVsl,
     ValueStateLayer,
@@ -26,7 +26,7 @@ from mplp_lsp.runtime.vsl import (
     default_url,
     open_vsl,
 )
-from mplp_lsp.runtime.vsl.files import file_name
+from mplp_lsp.values.files import file_name
 
 BACKENDS = ("memory", "sqlite", "file")
 
@@ -182,7 +182,7 @@ _CHILD = textwrap.dedent(
     """
     import asyncio, sys
     from pathlib import Path
-    from mplp_lsp.runtime.vsl import SqliteVsl
+    from mplp_lsp.values import SqliteVsl
 
     async def main() -> None:
         vsl = SqliteVsl(Path(sys.argv[1]))

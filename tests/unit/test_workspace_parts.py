@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from mplp_lsp import file_rescan
 from mplp_lsp.config.live import Debounce, Ignore
-from mplp_lsp.file_activity import FileActivity
-from mplp_lsp.file_catch_up import CatchUp
-from mplp_lsp.intake import Submission
-from mplp_lsp.live_ignore import LiveIgnore
+from mplp_lsp.config.settings import Settings
+from mplp_lsp.engine import file_rescan
+from mplp_lsp.engine.file_activity import FileActivity
+from mplp_lsp.engine.file_catch_up import CatchUp
+from mplp_lsp.engine.intake import Submission
+from mplp_lsp.graph.content_hash import git_blob, safe_hash
+from mplp_lsp.ignore.live import LiveIgnore
 from mplp_lsp.protocol.kinds import Kind
-from mplp_lsp.runtime.psg.content_hash import git_blob, safe_hash
-from mplp_lsp.settings import Settings
 from mplp_lsp.sources.debounce import WATCHER, Change
 from mplp_lsp.store.writer import StoreWriter
 from tests.gitrepo import Repo

@@ -14,7 +14,7 @@ import { CLIENT_SETTINGS } from "./settingsSchema";
 const SECTION = "mplp";
 /** `interpreter`, `trace`, ...: the first key under `mplp.` of each extension-only setting. */
 const CLIENT_ONLY = new Set(Object.keys(CLIENT_SETTINGS).map((name) => name.split(".")[1]));
-/** Keep equal to SENSITIVE_SETTINGS in server/mplp_lsp/settings.py (less the client-only ones). */
+/** Keep equal to SENSITIVE_SETTINGS in server/mplp_lsp/config/settings.py (less the client-only ones). */
 export const SENSITIVE = [
   "tools",
   "remoteUrl",

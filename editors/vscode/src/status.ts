@@ -1,7 +1,7 @@
 /**
  * What the server reports in `mplp/status` (notification and request), summarised for the status
  * bar and written out for the status view. The server is the source of truth for the shape
- * (server/mplp_lsp/workspace_status.py, docs/forwarding.md): per workspace folder, `forward` is
+ * (server/mplp_lsp/engine/status.py, docs/forwarding.md): per workspace folder, `forward` is
  * the outbox and remote (null for a store without an outbox), `drift` the count of open drift and
  * `drift_deferred` the drift set aside with "decide later".
  *

@@ -17,13 +17,13 @@ from mplp_lsp import __version__
 from mplp_lsp.api.errors import error_response, result_response
 from mplp_lsp.api.security import BODY_TIMEOUT, MAX_BODY, guard
 from mplp_lsp.api.services import ApiServices
-from mplp_lsp.intake import Outcome, Submission
+from mplp_lsp.engine.intake import Outcome, Submission
+from mplp_lsp.graph.changes import WriteResult
+from mplp_lsp.graph.integrity import Rejected
+from mplp_lsp.plans.runs import PlanRunResult, parse_request
 from mplp_lsp.protocol import json_input
 from mplp_lsp.protocol.kinds import STORED_KINDS, Kind
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
-from mplp_lsp.runtime.plan_runs import PlanRunResult, parse_request
-from mplp_lsp.runtime.psg.changes import WriteResult
-from mplp_lsp.runtime.psg.integrity import Rejected
 from mplp_lsp.store.disk_full import MESSAGE as DISK_FULL
 from mplp_lsp.store.disk_full import FullDiskEpisodes, is_disk_full
 from mplp_lsp.store.events import EventLog

@@ -1,7 +1,7 @@
 """The local dashboard's data routes on the daemon's API (under ``/ui/api/``).
 
 Each handler parses its query and calls one read or one existing core operation: drift is
-resolved through the same :class:`~mplp_lsp.runtime.drift.DriftMonitor` call the editor's
+resolved through the same :class:`~mplp_lsp.drift.DriftMonitor` call the editor's
 quick fixes make, dead letters are requeued by the same function ``mplp-lsp outbox requeue``
 uses. Store reads go through the store writer's thread like every other API read.
 """
@@ -209,7 +209,7 @@ async def drift_list(request: web.Request) -> web.Response:
 
 
 async def drift_resolve(request: web.Request) -> web.Response:
-    from mplp_lsp.runtime.drift import Strategy
+    from mplp_lsp.drift import Strategy
 
     monitor = request.app[SERVICES].drift
     body = await _body(request)

@@ -3,7 +3,7 @@
 ``api.json`` says where the API listens (``{url, pid}``); the token is always the state
 dir's own ``api-token``, never a file that ``api.json`` or anything else names, and it is
 sent only to a loopback address. Both files are only as trustworthy as the state dir, which
-:func:`~mplp_lsp.statedir.resolve_state_dir` checks is the user's own.
+:func:`~mplp_lsp.engine.statedir.resolve_state_dir` checks is the user's own.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from mplp_lsp.statedir import StatePaths
+from mplp_lsp.engine.statedir import StatePaths
 
 __all__ = ["ENDPOINT_NAME", "TOKEN_NAME", "ApiRefused", "Endpoint", "daemon_api", "read_endpoint"]
 
@@ -34,7 +34,7 @@ class Endpoint:
 
     def is_loopback(self) -> bool:
         """Whether the token may go there: plain HTTP to a loopback address, no userinfo."""
-        from mplp_lsp.forward.config import is_loopback_host
+        from mplp_lsp.forward.remote import is_loopback_host
 
         try:
             parts = urlsplit(self.url)
@@ -59,7 +59,7 @@ def daemon_api(paths: StatePaths, endpoint: Endpoint) -> tuple[str, str]:
     Raises :class:`ApiRefused` when the URL is not loopback or the token file is not a
     private file of this user's; ``OSError`` when it cannot be read.
     """
-    from mplp_lsp.private import NotPrivate, read_private
+    from mplp_lsp.engine.private import NotPrivate, read_private
 
     if not endpoint.is_loopback():
         raise ApiRefused(f"{paths.root / ENDPOINT_NAME} names a non-loopback address")

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING
 from mplp_lsp.api.credentials import IDLE_TIMEOUT, allowed_hosts, new_token
 from mplp_lsp.api.endpoint import ENDPOINT_NAME, TOKEN_NAME, Endpoint
 from mplp_lsp.api.services import ApiServices
-from mplp_lsp.private import write_private
-from mplp_lsp.settings import Settings
-from mplp_lsp.statedir import StatePaths
-from mplp_lsp.workspace import Workspace
+from mplp_lsp.config.settings import Settings
+from mplp_lsp.engine.private import write_private
+from mplp_lsp.engine.statedir import StatePaths
+from mplp_lsp.engine.workspace import Workspace
 
 if TYPE_CHECKING:
     from aiohttp import web

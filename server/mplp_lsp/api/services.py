@@ -6,16 +6,16 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
-from mplp_lsp.intake import Intake
-from mplp_lsp.runtime.plan_runs import PlanRuns
-from mplp_lsp.runtime.psg.service import PsgService
+from mplp_lsp.engine.intake import Intake
+from mplp_lsp.engine.status import WorkspaceStatus
+from mplp_lsp.graph.service import PsgService
+from mplp_lsp.plans.runs import PlanRuns
 from mplp_lsp.store.writer import StoreWriter
-from mplp_lsp.workspace_status import WorkspaceStatus
 
 if TYPE_CHECKING:
+    from mplp_lsp.drift import DriftMonitor
+    from mplp_lsp.engine.workspace import Workspace
     from mplp_lsp.forward.service import Forwarding
-    from mplp_lsp.runtime.drift import DriftMonitor
-    from mplp_lsp.workspace import Workspace
 
 
 class ApiServices:

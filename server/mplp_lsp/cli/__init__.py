@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from importlib import import_module
 
 # Imported before the commands: its clock is the process's start where /proc does not say.
-import mplp_lsp.process_start  # noqa: F401
+import mplp_lsp.process.start  # noqa: F401
 from mplp_lsp import __version__
 from mplp_lsp.cli.common import OneLineParser, UsageError, describe
 

@@ -135,7 +135,7 @@ def run_ui(args: argparse.Namespace) -> int:
     import urllib.error
 
     from mplp_lsp.cli.ui import hand_over, request_code
-    from mplp_lsp.private import NotPrivate
+    from mplp_lsp.engine.private import NotPrivate
     from mplp_lsp.ui.login_page import collector_login_folder
 
     try:
@@ -182,7 +182,7 @@ def _insecure(url: str) -> str | None:
     that holds credentials itself."""
     from urllib.parse import urlsplit
 
-    from mplp_lsp.forward.config import is_loopback_host
+    from mplp_lsp.forward.remote import is_loopback_host
 
     try:
         parts = urlsplit(url)
@@ -212,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
     db = Path(args.db).expanduser().absolute()
     if not db.parent.is_dir():
         return fail(f"the folder of --db does not exist: {db.parent}")
-    from mplp_lsp.private import NotPrivate
+    from mplp_lsp.engine.private import NotPrivate
 
     try:
         token = _token(args, db)
@@ -253,10 +253,10 @@ def _token(args: argparse.Namespace, db: Path) -> str:
     """The token given, else the one in ``<db>.token``, else a new one written there.
 
     ``<db>.token`` is the collector's own file: it is used only if it is this user's and
-    private (:func:`~mplp_lsp.private.read_private`), since a file another user put there
+    private (:func:`~mplp_lsp.engine.private.read_private`), since a file another user put there
     first (a ``--db`` in a shared folder such as ``/tmp``) holds a token they know.
     """
-    from mplp_lsp.private import read_private
+    from mplp_lsp.engine.private import read_private
 
     given = given_token(args)
     if given is not None:

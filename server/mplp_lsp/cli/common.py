@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 if TYPE_CHECKING:
     from mplp_lsp.config import Resolved
     from mplp_lsp.config.sources import Layer
-    from mplp_lsp.statedir import StatePaths
-    from mplp_lsp.workspaces import Reconfigure
+    from mplp_lsp.engine.statedir import StatePaths
+    from mplp_lsp.engine.workspaces import Reconfigure
 
 log = logging.getLogger("mplp_lsp.config")
 
@@ -127,7 +127,7 @@ def command_line(args: argparse.Namespace, skip: tuple[str, ...] = ()) -> Layer:
 
 def store_paths(root: Path, resolved: Resolved) -> StatePaths:
     """The state dir the resolved settings name (created if missing)."""
-    from mplp_lsp.statedir import StatePaths, resolve_state_dir
+    from mplp_lsp.engine.statedir import StatePaths, resolve_state_dir
 
     return StatePaths(resolve_state_dir(root, resolved.settings.state_dir))
 
@@ -227,10 +227,10 @@ def find_workspace(args: argparse.Namespace, raw: str | None = None) -> Path:
     current directory), which may be any directory inside it: the nearest folder at or above
     it whose store exists, else the Git work tree around it, else the folder itself (as git
     finds its repository from a subdirectory). A store a setting names (``--state-dir``,
-    ``stateDir``) is the store of the folder it names (:mod:`mplp_lsp.statedir`), so the
+    ``stateDir``) is the store of the folder it names (:mod:`mplp_lsp.engine.statedir`), so the
     same look finds it."""
     from mplp_lsp.config.process import resolve_for_process
-    from mplp_lsp.statedir import DATABASE_NAME, locate_state_dir
+    from mplp_lsp.engine.statedir import DATABASE_NAME, locate_state_dir
 
     start = workspace_path(raw or getattr(args, "workspace", None) or ".")
     flags = command_line(args)
@@ -271,7 +271,7 @@ def add_log_options(parser: argparse.ArgumentParser) -> None:
 
 
 def configure_logging(level: str, log_file: str | None) -> None:
-    from mplp_lsp.log_level import set_log_level
+    from mplp_lsp.process.log_level import set_log_level
     from mplp_lsp.sanitize.log_format import FORMAT, RedactingFormatter
 
     if log_file:

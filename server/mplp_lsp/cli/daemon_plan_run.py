@@ -14,8 +14,8 @@ from mplp_lsp.cli.plan_run_output import EXIT_REFUSED, RunPrinter
 
 if TYPE_CHECKING:
     from mplp_lsp.api.endpoint import Endpoint
-    from mplp_lsp.runtime.plan_runs import PlanRunRequest
-    from mplp_lsp.statedir import StatePaths
+    from mplp_lsp.engine.statedir import StatePaths
+    from mplp_lsp.plans.runs import PlanRunRequest
 
 # Connecting to a loopback port is immediate; the run itself may take as long as its steps.
 _CONNECT_TIMEOUT: Final = 10.0

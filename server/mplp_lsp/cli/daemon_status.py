@@ -12,8 +12,8 @@ from typing import Final
 
 from mplp_lsp.api.client import ApiUnanswered, get_json
 from mplp_lsp.api.endpoint import ApiRefused, Endpoint, daemon_api
-from mplp_lsp.statedir import StatePaths
-from mplp_lsp.workspace_status import WorkspaceStatus
+from mplp_lsp.engine.statedir import StatePaths
+from mplp_lsp.engine.status import WorkspaceStatus
 
 __all__ = ["daemon_status", "without_live_state"]
 

@@ -25,8 +25,8 @@ from mplp_lsp.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from mplp_lsp.runtime.drift import DriftMonitor
-    from mplp_lsp.settings import Settings
+    from mplp_lsp.config.settings import Settings
+    from mplp_lsp.drift import DriftMonitor
 
 EXIT_CLEAN = 0
 EXIT_DRIFT = 1
@@ -58,7 +58,7 @@ def register(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from mplp_lsp.cli.store_access import state_paths
-    from mplp_lsp.statedir import StateDirLock
+    from mplp_lsp.engine.statedir import StateDirLock
 
     root = find_workspace(args)
     settings = configuration(args, root).settings
@@ -100,7 +100,7 @@ def _read_only(
     root: Path, paths: Any, wanted: list[str], owner: dict[str, Any], args: argparse.Namespace
 ) -> int:
     from mplp_lsp.cli.store_access import open_read_only
-    from mplp_lsp.runtime.drift import records
+    from mplp_lsp.drift import records
 
     daemon = f"the mplp-lsp daemon (pid {owner.get('pid')}) owns this workspace's store"
     if args.resolve:
@@ -132,8 +132,8 @@ def _selected(path: str, wanted: list[str]) -> bool:
 
 
 async def _scan(root: Path, wanted: list[str], args: argparse.Namespace, settings: Settings) -> int:
-    from mplp_lsp.runtime.drift import Strategy
-    from mplp_lsp.workspace import StateDirBusy, Workspace
+    from mplp_lsp.drift import Strategy
+    from mplp_lsp.engine.workspace import StateDirBusy, Workspace
 
     once = replace(settings, drift_interval=0)  # this scan, no periodic ones
     try:
@@ -171,8 +171,8 @@ async def _scan(root: Path, wanted: list[str], args: argparse.Namespace, setting
 
 async def _resolve_repository(monitor: DriftMonitor, strategy: str) -> dict[str, Any]:
     """Only the file system can win for a repository: the PSG does not move Git's refs."""
-    from mplp_lsp.runtime.drift import Strategy
-    from mplp_lsp.runtime.drift.reconcile import Resolution
+    from mplp_lsp.drift import Strategy
+    from mplp_lsp.drift.reconcile import Resolution
 
     if strategy != Strategy.FS:
         message = "a repository drift is resolved with fs: the PSG takes the repository's HEAD"

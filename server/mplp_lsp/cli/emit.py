@@ -1,7 +1,7 @@
 """``mplp-lsp emit KIND``: hand one event to a workspace's store.
 
 Each kind is a subcommand registered from :data:`_KINDS`; all of them end in
-:func:`mplp_lsp.handoff.deliver`, which stores the events directly when no daemon runs and
+:func:`mplp_lsp.engine.handoff.deliver`, which stores the events directly when no daemon runs and
 queues them for the daemon when one does. Input is checked first: bad input prints the
 ValidationResult and exits 1. Values that may hold credentials belong in ``--json`` input,
 not in flags, which other users can read in the process list.
@@ -29,7 +29,7 @@ from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 
 if TYPE_CHECKING:
-    from mplp_lsp.settings import Settings
+    from mplp_lsp.config.settings import Settings
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
@@ -117,8 +117,8 @@ def _read_json(name: str) -> Any:
 
 
 def _deliver(root: Path, args: argparse.Namespace, kind: Kind, data: Any) -> int:
-    from mplp_lsp.handoff import ForwardRequest, deliver, deliver_and_forward
-    from mplp_lsp.intake import Submission
+    from mplp_lsp.engine.handoff import ForwardRequest, deliver, deliver_and_forward
+    from mplp_lsp.engine.intake import Submission
 
     settings = configuration(args, root).settings
     if kind is Kind.FILE_UPDATE and _ignored(root, settings, data):
@@ -160,7 +160,7 @@ def _ignored(root: Path, settings: Settings, data: Any) -> bool:
     dir: path_reserved) is left to the validator and the intake, with their codes."""
     from pathlib import PurePosixPath
 
-    from mplp_lsp.ignore import IgnoreRules
+    from mplp_lsp.ignore.rules import IgnoreRules
     from mplp_lsp.protocol.validator import default_validator
 
     if not default_validator().validate(Kind.FILE_UPDATE, data).ok:

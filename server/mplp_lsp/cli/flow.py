@@ -30,8 +30,8 @@ from mplp_lsp.cli.plan_run_output import EXIT_REFUSED, RunPrinter
 
 if TYPE_CHECKING:
     from mplp_lsp.api.endpoint import Endpoint
-    from mplp_lsp.runtime.plan_runs import PlanRunRequest
-    from mplp_lsp.statedir import StatePaths
+    from mplp_lsp.engine.statedir import StatePaths
+    from mplp_lsp.plans.runs import PlanRunRequest
 
 
 _DESCRIPTION = (
@@ -81,8 +81,8 @@ def _load(path: str | None, what: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mplp_lsp.plans.runs import PlanRunRequest
     from mplp_lsp.protocol.objects import ObjectKind, validate_object
-    from mplp_lsp.runtime.plan_runs import PlanRunRequest
 
     plan = _load(args.plan, "plan")
     context = _load(args.context, "context")
@@ -125,7 +125,7 @@ def _running_daemon(
     """
     from mplp_lsp.api.endpoint import read_endpoint
     from mplp_lsp.cli.store_access import state_paths
-    from mplp_lsp.statedir import StateDirLock
+    from mplp_lsp.engine.statedir import StateDirLock
 
     paths = state_paths(root, state_dir)
     owner = StateDirLock(paths.lock, workspace=root).owner()
@@ -140,7 +140,7 @@ async def _run_here(
     printer: RunPrinter,
     args: argparse.Namespace,
 ) -> int:
-    from mplp_lsp.workspace import StateDirBusy, Workspace
+    from mplp_lsp.engine.workspace import StateDirBusy, Workspace
 
     try:
         workspace = await Workspace.open(root, configuration(args, root).settings)

@@ -25,11 +25,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from mplp_lsp.owner import StoreOwner
+from mplp_lsp.config.settings import Settings
+from mplp_lsp.engine.owner import StoreOwner
+from mplp_lsp.engine.statedir import StateDirLock, StatePaths, resolve_state_dir
 from mplp_lsp.sanitize.log_format import FORMAT, RedactingFormatter
-from mplp_lsp.settings import Settings
 from mplp_lsp.sources.git import GitSource
-from mplp_lsp.statedir import StateDirLock, StatePaths, resolve_state_dir
 from mplp_lsp.store.salvage import ensure_usable
 from mplp_lsp.store.writer import StoreWriter
 from mplp_lsp.vcs.spool import Spool

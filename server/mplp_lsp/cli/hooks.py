@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     root = find_workspace(args)
     if args.action == "ingest":
         return _ingest(root, args)
-    from mplp_lsp.statedir import StatePaths, resolve_state_dir
+    from mplp_lsp.engine.statedir import StatePaths, resolve_state_dir
     from mplp_lsp.vcs import hooks
     from mplp_lsp.vcs.repo import GitRepo, RepoRefused
 
@@ -94,7 +94,7 @@ INGEST_NICENESS = 5
 def _ingest(root: Path, args: argparse.Namespace) -> int:
     """Started by a hook while git commands may still run: Git's work first. Below git's
     priority, and before importing anything heavy, wait for the hooks to be quiet."""
-    from mplp_lsp.statedir import StatePaths
+    from mplp_lsp.engine.statedir import StatePaths
     from mplp_lsp.vcs.spool import Spool
 
     with contextlib.suppress(OSError, AttributeError):  # no nice() on Windows

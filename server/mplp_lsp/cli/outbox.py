@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
 
+    from mplp_lsp.engine.statedir import StatePaths
     from mplp_lsp.forward.outbox import DeadLetter
-    from mplp_lsp.statedir import StatePaths
 
 EXIT_NO_STORE = 2
 EXIT_USAGE = 2
@@ -125,7 +125,7 @@ def _from_option(parser: argparse.ArgumentParser, text: str) -> None:
 
 
 def _remote(text: str) -> str:
-    from mplp_lsp.forward.config import remote_identity
+    from mplp_lsp.forward.remote import remote_identity
 
     try:
         return remote_identity(text)
@@ -218,7 +218,7 @@ def run_held(args: argparse.Namespace) -> int:
 
 def run_requeue(args: argparse.Namespace) -> int:
     from mplp_lsp.cli.store_access import state_paths
-    from mplp_lsp.handoff import requeue_dead_letters
+    from mplp_lsp.engine.handoff import requeue_dead_letters
 
     if args.held:
         return _choose_held(args, "requeue")
@@ -279,7 +279,7 @@ def _confirmed(count: int, remote: str | None) -> bool:
 
 def _choose_held(args: argparse.Namespace, action: Literal["requeue", "drop"]) -> int:
     from mplp_lsp.cli.store_access import state_paths
-    from mplp_lsp.handoff import choose_held
+    from mplp_lsp.engine.handoff import choose_held
     from mplp_lsp.sources.inbox import HeldChoice
 
     workspace = find_workspace(args)

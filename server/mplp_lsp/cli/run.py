@@ -18,7 +18,7 @@ from mplp_lsp.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from mplp_lsp.settings import Settings
+    from mplp_lsp.config.settings import Settings
 
 _VERSIONS_FILE = "tool-versions.json"
 
@@ -81,7 +81,7 @@ class _Reporter:
         self.versions = _load_versions(self._versions_path())
 
     def _versions_path(self) -> Path | None:
-        from mplp_lsp.statedir import resolve_state_dir
+        from mplp_lsp.engine.statedir import resolve_state_dir
 
         try:
             return resolve_state_dir(self._workspace, self._settings.state_dir) / _VERSIONS_FILE
@@ -89,8 +89,8 @@ class _Reporter:
             return None
 
     async def __call__(self, payload: dict[str, Any]) -> None:
-        from mplp_lsp.handoff import deliver
-        from mplp_lsp.intake import Submission
+        from mplp_lsp.engine.handoff import deliver
+        from mplp_lsp.engine.intake import Submission
         from mplp_lsp.protocol.kinds import Kind
 
         submission = Submission(Kind.TOOL, payload, "cli.run")

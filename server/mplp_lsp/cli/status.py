@@ -14,9 +14,9 @@ from mplp_lsp.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from mplp_lsp.settings import Settings
-    from mplp_lsp.statedir import StatePaths
-    from mplp_lsp.workspace_status import WorkspaceStatus
+    from mplp_lsp.config.settings import Settings
+    from mplp_lsp.engine.statedir import StatePaths
+    from mplp_lsp.engine.status import WorkspaceStatus
 
 
 def register(commands: Any) -> None:
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from mplp_lsp.api.endpoint import TOKEN_NAME, read_endpoint
     from mplp_lsp.cli.daemon_status import daemon_status, without_live_state
     from mplp_lsp.cli.store_access import state_paths
-    from mplp_lsp.statedir import StateDirLock
+    from mplp_lsp.engine.statedir import StateDirLock
 
     workspace = find_workspace(args)
     settings = configuration(args, workspace).settings
@@ -94,8 +94,8 @@ def run(args: argparse.Namespace) -> int:
 def _stored_status(paths: StatePaths, settings: Settings) -> WorkspaceStatus:
     """What the store alone tells (a store not created yet: nothing)."""
     from mplp_lsp.cli.store_access import open_read_only
-    from mplp_lsp.compaction import policy_of
-    from mplp_lsp.workspace_status import WorkspaceStatus, read_status
+    from mplp_lsp.engine.compaction import policy_of
+    from mplp_lsp.engine.status import WorkspaceStatus, read_status
 
     conn = open_read_only(paths)
     if conn is None:

@@ -1,6 +1,6 @@
 """Read access to a workspace's store from the command line (the daemon may be running).
 
-The command line writes a store only through its owner (:mod:`mplp_lsp.handoff`).
+The command line writes a store only through its owner (:mod:`mplp_lsp.engine.handoff`).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from mplp_lsp.statedir import StateDirLock, StatePaths, locate_state_dir
+from mplp_lsp.engine.statedir import StateDirLock, StatePaths, locate_state_dir
 from mplp_lsp.store.database import SCHEMA_VERSION, connect, schema_version
 
 # How long a reader waits for the store's owner to bring the schema up to date.

@@ -24,8 +24,8 @@ from mplp_lsp.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from mplp_lsp.runtime.drift.model import Drift
-    from mplp_lsp.workspace import Workspace
+    from mplp_lsp.drift.model import Drift
+    from mplp_lsp.engine.workspace import Workspace
 
 
 def register(commands: Any) -> None:
@@ -66,11 +66,11 @@ def run(args: argparse.Namespace) -> int:
 
 async def _watch(root: Path, args: argparse.Namespace) -> int:
     from mplp_lsp.api.server import api_port, start_api
-    from mplp_lsp.exit_bound import stop_on_signals
-    from mplp_lsp.file_activity import WATCH_MODULE
-    from mplp_lsp.folder_watch import watch_folder
-    from mplp_lsp.workspace import StateDirBusy, Workspace
-    from mplp_lsp.workspaces import Workspaces
+    from mplp_lsp.engine.file_activity import WATCH_MODULE
+    from mplp_lsp.engine.folder_watch import watch_folder
+    from mplp_lsp.engine.workspace import StateDirBusy, Workspace
+    from mplp_lsp.engine.workspaces import Workspaces
+    from mplp_lsp.process.exit_bound import stop_on_signals
 
     resolved = configuration(args, root)
     settings = resolved.settings

@@ -39,10 +39,10 @@ from typing import Any, Final, TypeVar
 import orjson
 from psycopg import AsyncConnection, AsyncCursor
 
+from mplp_lsp.graph.changes import pipeline_stage
+from mplp_lsp.graph.graph_events import BULK_SAMPLE, UpdateKind, graph_update
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
-from mplp_lsp.runtime.psg.changes import pipeline_stage
-from mplp_lsp.runtime.psg.graph_events import BULK_SAMPLE, UpdateKind, graph_update
 
 __all__ = [
     "CLOCK_AHEAD_BOUND",

@@ -1,6 +1,6 @@
 """The configuration of a workspace: settings resolved from files, editor, environment, flags.
 
-:mod:`mplp_lsp.settings` defines what a setting is (one frozen model, its values checked
+:mod:`mplp_lsp.config.settings` defines what a setting is (one frozen model, its values checked
 against the JSON schema the VS Code manifest and docs/settings.md follow); this package says
 where values come from
 (:mod:`.sources`), which wins (:mod:`.resolve`) and how a running daemon takes changes

@@ -1,7 +1,8 @@
 """A running daemon takes configuration changes: its files are watched, and each part of the
 daemon subscribes to the section of the settings it can change live.
 
-A section is a small frozen dataclass naming some of :class:`~mplp_lsp.settings.Settings`' fields
+A section is a small frozen dataclass naming some of :class:`~mplp_lsp.config.settings.Settings`'
+fields
 (the same attribute names); a subscriber gets the new and the previous value of its section,
 only when that section changed. Settings in no live section need a restart, and
 docs/settings.md says which (a test keeps the two equal).
@@ -31,14 +32,14 @@ __all__ = [
     "set_log_level",
 ]
 
-from mplp_lsp.log_level import set_log_level
+from mplp_lsp.process.log_level import set_log_level
 
 if TYPE_CHECKING:
     import asyncio
 
     # The settings load where they are compared, not at import: a command that only sets
     # its log level here (serve, before it answers initialize) does not read the schema.
-    from mplp_lsp.settings import EmailPolicy, EventFamily, LogLevel, Settings
+    from mplp_lsp.config.settings import EmailPolicy, EventFamily, LogLevel, Settings
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ class GitPolling(Section):
 
 @dataclass(frozen=True, slots=True)
 class Recording(Section):
-    """What the store's owner applies (mplp_lsp.owner.StoreOwner.apply_settings)."""
+    """What the store's owner applies (mplp_lsp.engine.owner.StoreOwner.apply_settings)."""
 
     event_family: EventFamily
     snapshot_max_bytes: int
@@ -132,7 +133,7 @@ LIVE_SECTIONS: Final[tuple[type[Section], ...]] = (
 
 def restart_settings() -> list[str]:
     """Wire names of the settings a running daemon takes only when it starts again."""
-    from mplp_lsp.settings import SETTING_NAMES, wire_name
+    from mplp_lsp.config.settings import SETTING_NAMES, wire_name
 
     live = {name for section in LIVE_SECTIONS for name in section.names()} | _READ_AT_USE
     return [wire_name(name) for name in SETTING_NAMES if name not in live]
@@ -179,7 +180,7 @@ class LiveSettings:
 
 
 def _attribute(wire: str) -> str:
-    from mplp_lsp.settings import setting_name
+    from mplp_lsp.config.settings import setting_name
 
     name = setting_name(wire)
     assert name is not None

@@ -3,7 +3,7 @@
 Such a process has no editor to ask, so it takes the editor's values as the store's owner
 (an editor's ``serve``) last recorded them: a commit made from a terminal reports with the
 ``gitAuthorEmail`` the editor has now, without restarting anything. Only settings a workspace
-may set are recorded (:data:`~mplp_lsp.settings.SENSITIVE_SETTINGS` never are): what runs a
+may set are recorded (:data:`~mplp_lsp.config.settings.SENSITIVE_SETTINGS` never are): what runs a
 program, reads a file or sends data comes to a CLI process from the user's file, the
 environment or its flags.
 """
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from mplp_lsp.config.resolve import RECORDED_EDITOR, Resolved, resolve
+from mplp_lsp.config.settings import SENSITIVE_SETTINGS, Settings, wire_name
 from mplp_lsp.config.sources import Layer
-from mplp_lsp.settings import SENSITIVE_SETTINGS, Settings, wire_name
 
 __all__ = ["EDITOR_META_KEY", "editor_record", "recorded_editor", "resolve_for_process"]
 
@@ -72,7 +72,7 @@ def recorded_editor(database: Path) -> dict[str, Any] | None:
 
 
 def _database(root: Path, settings: Settings) -> Path:
-    from mplp_lsp.statedir import DATABASE_NAME, default_state_dir
+    from mplp_lsp.engine.statedir import DATABASE_NAME, default_state_dir
 
     base = Path(settings.state_dir).expanduser() if settings.state_dir else default_state_dir(root)
     return base.absolute() / DATABASE_NAME

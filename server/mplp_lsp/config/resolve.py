@@ -2,7 +2,7 @@
 
 Sources, lowest first (each key from the highest source that sets it):
 
-1. the defaults of :class:`~mplp_lsp.settings.Settings`;
+1. the defaults of :class:`~mplp_lsp.config.settings.Settings`;
 2. the user's file (``$XDG_CONFIG_HOME/mplp-lsp/config.toml``);
 3. the workspace's file (``.mplp-lsp.toml``, else ``[tool.mplp-lsp]`` in ``pyproject.toml``);
 4. the editor's settings (for a CLI process: those the store's owner last recorded);
@@ -10,7 +10,8 @@ Sources, lowest first (each key from the highest source that sets it):
 6. command-line flags.
 
 Workspace-level sources (the workspace's file, the editor's workspace and folder entries)
-cannot set :data:`~mplp_lsp.settings.SENSITIVE_SETTINGS` unless the user's own sources (2, the
+cannot set :data:`~mplp_lsp.config.settings.SENSITIVE_SETTINGS` unless the user's own sources (2,
+the
 editor's user-level entries, 5, 6) turned ``allowWorkspaceSensitiveSettings`` on, the highest
 of them deciding; the switch itself never comes from a workspace-level source.
 """
@@ -23,6 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from mplp_lsp.config.settings import (
+    SETTING_NAMES,
+    Settings,
+    checked,
+    editor_values,
+    setting_name,
+    wire_name,
+    workspace_level_only,
+)
 from mplp_lsp.config.sources import (
     Layer,
     config_files,
@@ -31,15 +41,6 @@ from mplp_lsp.config.sources import (
     shadowed_pyproject,
     user_file,
     workspace_file,
-)
-from mplp_lsp.settings import (
-    SETTING_NAMES,
-    Settings,
-    checked,
-    editor_values,
-    setting_name,
-    wire_name,
-    workspace_level_only,
 )
 
 __all__ = ["DEFAULT", "EDITOR", "RECORDED_EDITOR", "Resolved", "resolve"]
@@ -79,7 +80,7 @@ def resolve(
 ) -> Resolved:
     """The configuration of the workspace at ``root`` (None: user-level sources only).
 
-    ``editor`` is what the editor sent (any form :func:`~mplp_lsp.settings.parse_settings`
+    ``editor`` is what the editor sent (any form :func:`~mplp_lsp.config.settings.parse_settings`
     accepts), ``flags`` the command line's layer. Never raises for bad input: each bad value
     costs its own key, with a warning naming its source, key and reason.
     """

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from mplp_lsp.settings import (
+from mplp_lsp.config.settings import (
     SETTING_NAMES,
     Settings,
     checked,

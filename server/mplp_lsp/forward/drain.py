@@ -13,10 +13,10 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from mplp_lsp.bus import EventBus
+from mplp_lsp.config.settings import Settings
+from mplp_lsp.engine.bus import EventBus
 from mplp_lsp.forward import outbox
 from mplp_lsp.forward.service import Forwarding
-from mplp_lsp.settings import Settings
 from mplp_lsp.store.writer import StoreWriter
 
 _POLL = 0.02

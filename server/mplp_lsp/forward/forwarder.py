@@ -71,7 +71,7 @@ class Forwarder:
         remote: str | None = None,
     ) -> None:
         """``remote``: the identity of the remote the transport sends to
-        (:func:`~mplp_lsp.forward.config.remote_identity`); the outbox becomes its queue
+        (:func:`~mplp_lsp.forward.remote.remote_identity`); the outbox becomes its queue
         (:mod:`.held`). None leaves the outbox's remote as it is."""
         self._writer = writer
         self._remote = remote

@@ -1,7 +1,7 @@
 """Envelopes held for a remote that is not the one configured now (docs/forwarding.md).
 
 The outbox is the queue of one remote: the one named in ``meta`` (``forward.remote``, a
-normalised URL without credentials, :func:`mplp_lsp.forward.config.remote_identity`). When
+normalised URL without credentials, :func:`mplp_lsp.forward.remote.remote_identity`). When
 forwarding starts with another remote, :func:`claim` moves the queue's entries to
 ``outbox_held`` under the remote they were queued for, and puts back the entries held for
 the new remote: a remote never sends what was queued for another, and nothing is dropped.

@@ -18,7 +18,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from mplp_lsp.settings import EmailPolicy
+from mplp_lsp.config.settings import EmailPolicy
 from mplp_lsp.vcs.operations import author_email
 from mplp_lsp.vcs.repo import GitRepo, RepoRefused
 

@@ -12,8 +12,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mplp_lsp.bus import EventBus
-from mplp_lsp.forward.config import (
+from mplp_lsp.config.settings import Settings
+from mplp_lsp.engine.bus import EventBus
+from mplp_lsp.forward.forwarder import Forwarder
+from mplp_lsp.forward.identity import StreamIdentity, identify
+from mplp_lsp.forward.remote import (
     RemoteConfig,
     RemoteConfigError,
     batch_limits,
@@ -21,9 +24,6 @@ from mplp_lsp.forward.config import (
     resolve_remote,
     retry_policy,
 )
-from mplp_lsp.forward.forwarder import Forwarder
-from mplp_lsp.forward.identity import StreamIdentity, identify
-from mplp_lsp.settings import Settings
 from mplp_lsp.store.events import StoredEvent
 from mplp_lsp.store.salvage import read_report
 from mplp_lsp.store.writer import StoreWriter

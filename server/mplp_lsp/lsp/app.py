@@ -11,7 +11,6 @@ import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from mplp_lsp.exit_bound import exit_within, stop_on_signals
 from mplp_lsp.lsp.configuration import ConfigurationFeature
 from mplp_lsp.lsp.dashboard import DashboardFeature
 from mplp_lsp.lsp.documents import DocumentsFeature
@@ -28,6 +27,7 @@ from mplp_lsp.lsp.server import MplpLanguageServer
 from mplp_lsp.lsp.status import StatusFeature
 from mplp_lsp.lsp.stdio import serve_stdio
 from mplp_lsp.lsp.tools import ToolsFeature
+from mplp_lsp.process.exit_bound import exit_within, stop_on_signals
 
 if TYPE_CHECKING:
     from mplp_lsp.config.sources import Layer

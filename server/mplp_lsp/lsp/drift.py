@@ -25,8 +25,8 @@ from mplp_lsp.lsp.feature import Feature, command, handles
 from mplp_lsp.lsp.server import MplpLanguageServer
 
 if TYPE_CHECKING:
-    from mplp_lsp.runtime.drift import Drift
-    from mplp_lsp.workspace import Workspace
+    from mplp_lsp.drift import Drift
+    from mplp_lsp.engine.workspace import Workspace
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 from pygls.lsp.server import LanguageServer
 
 if TYPE_CHECKING:
-    from mplp_lsp.workspace import Workspace
+    from mplp_lsp.engine.workspace import Workspace
 
 _MARK = "_mplp_lsp_handles"
 Fn = TypeVar("Fn", bound=Callable[..., Any])

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from mplp_lsp.graph.requests import METHODS as PSG_METHODS
 from mplp_lsp.lsp.feature import Feature, Handler, json_params
 from mplp_lsp.lsp.server import MplpLanguageServer
-from mplp_lsp.runtime.psg.requests import METHODS as PSG_METHODS
 
 _NO_WORKSPACE = {
     "ok": False,
@@ -22,7 +22,7 @@ class GraphRequestsFeature(Feature[MplpLanguageServer]):
 
     def _answer(self, method: str) -> Callable[[Any], Any]:
         async def answer(params: Any) -> dict[str, Any]:
-            from mplp_lsp.runtime.psg.requests import handle
+            from mplp_lsp.graph.requests import handle
 
             await self.server.ready.wait()
             plain = json_params(params)

@@ -22,7 +22,7 @@ INSTALL_COMMAND = "mplp.installHooks"
 def install_in(root: Path, state_dir: Path) -> dict[str, Any]:
     """Install the hooks in the repository of ``root``; the outcome as JSON (never raises
     for a folder that is not a usable repository or a hooks dir that cannot be written)."""
-    from mplp_lsp.statedir import StatePaths
+    from mplp_lsp.engine.statedir import StatePaths
     from mplp_lsp.vcs import hooks
     from mplp_lsp.vcs.repo import GitRepo, RepoRefused
 

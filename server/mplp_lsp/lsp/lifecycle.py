@@ -24,11 +24,11 @@ from typing import Any
 
 from lsprotocol import types
 
-from mplp_lsp.exit_bound import exit_within
 from mplp_lsp.lsp.feature import Feature, handles
 from mplp_lsp.lsp.server import MplpLanguageServer
 from mplp_lsp.lsp.stdio import watch_parent
-from mplp_lsp.process_start import STARTED_NS
+from mplp_lsp.process.exit_bound import exit_within
+from mplp_lsp.process.start import STARTED_NS
 
 # Named on their own, so a client that leaves dot-directories out of "**/*" still reports them.
 # A change there makes the Git source poll at once (Workspace.observe).

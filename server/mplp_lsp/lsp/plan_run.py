@@ -17,7 +17,7 @@ from mplp_lsp.lsp.feature import Feature, handles, json_params
 from mplp_lsp.lsp.server import MplpLanguageServer
 
 if TYPE_CHECKING:
-    from mplp_lsp.runtime.plan_runs import PlanRunResult
+    from mplp_lsp.plans.runs import PlanRunResult
 
 METHOD = "mplp/plan/run"
 _CALL_FIELDS = frozenset({"plan_id", "workspace", "workDoneToken"})
@@ -33,8 +33,8 @@ class PlanRunFeature(Feature[MplpLanguageServer]):
 async def run(ls: MplpLanguageServer, params: Any) -> dict[str, Any]:
     # Imported at the first run, as the engine is: the error codes' enum is not needed to
     # answer initialize.
+    from mplp_lsp.plans.runs import PlanRunResult, parse_request
     from mplp_lsp.protocol.result import ErrorCode, ValidationResult
-    from mplp_lsp.runtime.plan_runs import PlanRunResult, parse_request
 
     if not isinstance(params, dict):
         return ValidationResult.single("", ErrorCode.TYPE, "params must be an object").to_dict()

@@ -27,9 +27,9 @@ from mplp_lsp.lsp.server import MplpLanguageServer
 if TYPE_CHECKING:
     from pygls.workspace import TextDocument
 
-    from mplp_lsp.runtime.drift import Strategy
-    from mplp_lsp.runtime.drift.reconcile import Proposal, Resolution
-    from mplp_lsp.workspace import Workspace
+    from mplp_lsp.drift import Strategy
+    from mplp_lsp.drift.reconcile import Proposal, Resolution
+    from mplp_lsp.engine.workspace import Workspace
 
 RESOLVE_COMMAND = "mplp.resolveDrift"
 EDITED_COMMAND = "mplp.driftEdited"
@@ -82,8 +82,8 @@ class QuickFixesFeature(Feature[MplpLanguageServer]):
         """Give a rewriting action its edit for the editor's buffer (and the command that
         tells the server the editor applied it); left as it is when that cannot be done,
         so it runs as a command."""
-        from mplp_lsp.runtime.drift import Strategy
-        from mplp_lsp.runtime.drift.reconcile import Proposal
+        from mplp_lsp.drift import Strategy
+        from mplp_lsp.drift.reconcile import Proposal
 
         data = action.data if isinstance(action.data, dict) else _plain(action.data)
         uri, strategy = data.get("uri"), data.get("strategy")
@@ -107,7 +107,7 @@ class QuickFixesFeature(Feature[MplpLanguageServer]):
     @command(EDITED_COMMAND)
     async def edited(self, *args: Any) -> dict[str, Any]:
         """The editor applied a rewriting action's edit: its save completes the resolution."""
-        from mplp_lsp.runtime.drift import Strategy
+        from mplp_lsp.drift import Strategy
 
         uri, strategy, conflicts = [*args, None, None, None][:3]
         if not (
@@ -128,7 +128,7 @@ class QuickFixesFeature(Feature[MplpLanguageServer]):
 
     @command(RESOLVE_COMMAND)
     async def resolve(self, *args: Any) -> dict[str, Any]:
-        from mplp_lsp.runtime.drift import Strategy
+        from mplp_lsp.drift import Strategy
 
         uri, strategy = [*args, None, None][:2]
         if not isinstance(uri, str) or strategy not in {s.value for s in Strategy}:
@@ -153,7 +153,7 @@ class QuickFixesFeature(Feature[MplpLanguageServer]):
     ) -> Resolution:
         """The command's way through the editor: ``workspace/applyEdit``. Content that is not
         text is written on disk as before."""
-        from mplp_lsp.runtime.drift.reconcile import NOT_TEXT, Proposal, Resolution
+        from mplp_lsp.drift.reconcile import NOT_TEXT, Proposal, Resolution
 
         proposal = await workspace.drift.propose(path, strategy, document.source)
         if not isinstance(proposal, Proposal):

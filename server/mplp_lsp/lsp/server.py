@@ -28,9 +28,9 @@ if TYPE_CHECKING:
     from mplp_lsp.api.server import ApiServers
     from mplp_lsp.config import Resolved
     from mplp_lsp.config.sources import Layer
+    from mplp_lsp.engine.workspace import Workspace
+    from mplp_lsp.engine.workspaces import Workspaces
     from mplp_lsp.sanitize.paths import PathRejected
-    from mplp_lsp.workspace import Workspace
-    from mplp_lsp.workspaces import Workspaces
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +173,7 @@ class MplpLanguageServer(LanguageServer):
             self.flags = await loop.run_in_executor(None, self._configure)
         # The engine's imports run off the loop: requests keep flowing.
         await loop.run_in_executor(None, _warm_up)
-        from mplp_lsp.workspaces import Workspaces
+        from mplp_lsp.engine.workspaces import Workspaces
 
         workspaces = Workspaces(
             state_dir=self.state_dir,
@@ -215,7 +215,7 @@ class MplpLanguageServer(LanguageServer):
         """Record a folder; ``named_ns``: since when the server can hear of it (when the editor
         added it while the server ran; for a folder of ``initialize``, the process's start
         unless the client held activity since earlier)."""
-        from mplp_lsp.workspace import Workspace
+        from mplp_lsp.engine.workspace import Workspace
 
         settings = await self._settings_for(folder_uri)
         workspace = await workspaces.add(root, settings, named_ns=named_ns)
@@ -357,7 +357,7 @@ def _is_file_uri(uri: str, previous: str | None, workspaces: Workspaces) -> bool
 def _warm_up() -> None:
     # The whole engine; the validators are compiled at the first activity, not before
     # (intake.Intake.prepare): an idle daemon does not hold them.
-    from mplp_lsp.workspaces import Workspaces  # noqa: F401
+    from mplp_lsp.engine.workspaces import Workspaces  # noqa: F401
 
 
 def _supports(capabilities: Any, *path: str) -> bool:

@@ -12,7 +12,7 @@ from mplp_lsp.lsp.feature import Feature, handles
 from mplp_lsp.lsp.server import MplpLanguageServer
 
 if TYPE_CHECKING:
-    from mplp_lsp.workspace import Workspace
+    from mplp_lsp.engine.workspace import Workspace
 
 STATUS_METHOD = "mplp/status"
 _INTERVAL = 0.5

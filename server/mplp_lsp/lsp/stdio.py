@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 from pygls.exceptions import JsonRpcException
 from pygls.io_ import StdoutWriter
 
-from mplp_lsp.exit_bound import exit_within
+from mplp_lsp.process.exit_bound import exit_within
 
 log = logging.getLogger(__name__)
 

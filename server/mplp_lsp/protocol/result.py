@@ -69,7 +69,7 @@ class ErrorCode(StrEnum):
     DUPLICATE_ID = "duplicate_id"
     TRACE_SEGMENT_IMMUTABLE = "trace_segment_immutable"
     NOT_FOUND = "not_found"
-    # The action execution layer (runtime/ael): why an action failed.
+    # The action execution layer (actions): why an action failed.
     ACTION_FAILED = "action_failed"  # the action raised something unexpected
     ACTION_TIMEOUT = "action_timeout"
     ACTION_CANCELLED = "action_cancelled"

@@ -6,7 +6,7 @@ Reports are hints: a watcher's arrive out of order, late, or not at all (see
 be followed by no write at all). So every window's change is decided here from the window's
 final state: one ``lstat`` of the path, and what the graph records for it (or what this
 process sent and the graph has not applied yet). The graph knows every file from the first
-start on (the baseline, :mod:`mplp_lsp.runtime.psg.baseline`), so "the graph has no node"
+start on (the baseline, :mod:`mplp_lsp.graph.baseline`), so "the graph has no node"
 means "the path held no file when the window opened":
 
 ==========================  =====================  ========================================
@@ -42,8 +42,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 
-from mplp_lsp.runtime.psg.content_hash import safe_hash
-from mplp_lsp.runtime.psg.files import FileChange
+from mplp_lsp.graph.content_hash import safe_hash
+from mplp_lsp.graph.files import FileChange
 from mplp_lsp.sources.debounce import PAIRED, Change, Settled
 
 WROTE = "wrote"  # Observation.extra key: an editor reported a write of this path

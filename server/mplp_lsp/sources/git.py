@@ -33,9 +33,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from mplp_lsp.intake import Intake, Submission
+from mplp_lsp.config.settings import EmailPolicy
+from mplp_lsp.engine.intake import Intake, Submission
 from mplp_lsp.protocol.kinds import Kind
-from mplp_lsp.settings import EmailPolicy
 from mplp_lsp.sources.git_diff import diff_updates, message_lookup
 from mplp_lsp.sources.git_spool import SpoolReader
 from mplp_lsp.sources.git_state import Recorded, load, save

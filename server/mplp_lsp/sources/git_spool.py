@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from mplp_lsp.settings import EmailPolicy
+from mplp_lsp.config.settings import EmailPolicy
 from mplp_lsp.sources.git_diff import message_lookup
 from mplp_lsp.sources.git_state import Recorded, as_current
 from mplp_lsp.vcs.operations import git_events

@@ -1,7 +1,7 @@
 """The inbox: what CLI processes handed over while a daemon owned the store.
 
 A CLI process that finds the state dir locked writes its submissions to one file in
-``<state dir>/inbox`` (temporary name, fsync, atomic rename, see :mod:`mplp_lsp.handoff`);
+``<state dir>/inbox`` (temporary name, fsync, atomic rename, see :mod:`mplp_lsp.engine.handoff`);
 ``mplp-lsp outbox requeue`` writes its requeue of dead letters, and ``requeue --held`` /
 ``drop --held`` their choice for envelopes held for another remote, the same way.
 Whoever owns the store drains it: the daemon on a short stat poll, or a CLI process that
@@ -24,9 +24,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
+from mplp_lsp.engine.intake import Intake, Submission
 from mplp_lsp.forward.held import drop_held, requeue_held
 from mplp_lsp.forward.outbox import requeue_chosen
-from mplp_lsp.intake import Intake, Submission
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 

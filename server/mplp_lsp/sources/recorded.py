@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from mplp_lsp.runtime.psg.content_hash import safe_hash
-from mplp_lsp.runtime.psg.files import HASH_SIZE_CAP, bytes_hash
+from mplp_lsp.graph.content_hash import safe_hash
+from mplp_lsp.graph.files import HASH_SIZE_CAP, bytes_hash
 
 SCRATCH_PREFIX: Final = ".mplp-restore-"
 _SENT_LIMIT: Final = 16_384  # paths remembered; older ones fall back on the graph

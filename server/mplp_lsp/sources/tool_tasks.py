@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mplp_lsp.intake import Intake, Submission
+from mplp_lsp.config.settings import ToolTask
+from mplp_lsp.engine.intake import Intake, Submission
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.sanitize.paths import PathRejected, relative_path
-from mplp_lsp.settings import ToolTask
 from mplp_lsp.sources.tool_run import ToolRun, run_tool
 
 

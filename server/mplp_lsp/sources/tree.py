@@ -10,8 +10,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
-from mplp_lsp.ignore import IgnoreRules
-from mplp_lsp.runtime.drift.scan import per_directory
+from mplp_lsp.drift.scan import per_directory
+from mplp_lsp.ignore.rules import IgnoreRules
 from mplp_lsp.sources.fswatch import files_under
 
 SLICE = 1024  # paths decided, stored or learnt together: what bounds memory in a rescan

@@ -106,7 +106,7 @@ CREATE TABLE psg_files (
 """
 
 _TOOL_INVOCATIONS: Final = """
--- The merged state of each tool invocation (runtime/tool_invocations.py).
+-- The merged state of each tool invocation (graph/tool_invocations.py).
 CREATE TABLE tool_invocations (
     invocation_id  TEXT PRIMARY KEY,
     tool_id        TEXT NOT NULL,
@@ -438,7 +438,7 @@ INSERT OR IGNORE INTO meta (key, value)
 
 _PENDING_GRAPH_EVENTS: Final = """
 -- psg_outbox was one of three things called "outbox"; these rows are graph events waiting for
--- the intake (mplp_lsp.runtime.psg.pending). Renamed in place: pending rows are kept.
+-- the intake (mplp_lsp.graph.pending). Renamed in place: pending rows are kept.
 ALTER TABLE psg_outbox RENAME TO psg_pending_events;
 """
 
@@ -463,7 +463,7 @@ INSERT OR REPLACE INTO meta (key, value)
 """
 
 _GIT_TAGS: Final = """
--- PSG tag nodes (runtime/psg/commits.py): a tag names a commit node, as every reference does.
+-- PSG tag nodes (graph/commits.py): a tag names a commit node, as every reference does.
 CREATE TABLE psg_tags (
     ref_name  TEXT PRIMARY KEY,
     commit_id TEXT NOT NULL REFERENCES psg_commits (commit_id),
@@ -502,7 +502,7 @@ INSERT OR REPLACE INTO meta (key, value)
 """  # noqa: S608 (only constants are formatted in)
 
 _SNAPSHOT_CODEC: Final = """
--- File snapshots are compressed after they are recorded (mplp_lsp.runtime.psg.snapshots):
+-- File snapshots are compressed after they are recorded (mplp_lsp.graph.snapshots):
 -- codec NULL is the content as read, waiting for the owner's compaction; 'zlib' compressed;
 -- 'raw' kept as read for good (it does not compress). A burst of saves never waits for it.
 ALTER TABLE psg_snapshots ADD COLUMN codec TEXT;

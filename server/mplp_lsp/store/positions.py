@@ -4,7 +4,7 @@ The bus is in memory: an event is committed, then published to its consumers (PS
 Git, tools, CI). A crash in between would leave the graph behind the log for good. So each
 of those consumers records the highest ``seq`` it has handled (meta ``consumer.<name>``)
 after each batch, and at start reads the events after it from the log before taking new
-ones (:class:`mplp_lsp.bus.EventBus`). A batch handled but not yet recorded is handled
+ones (:class:`mplp_lsp.engine.bus.EventBus`). A batch handled but not yet recorded is handled
 again after a crash: the consumers apply an event idempotently (a node takes an event's
 state; a late event never moves it back).
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from mplp_lsp.private import make_private_dir, write_private
+from mplp_lsp.engine.private import make_private_dir, write_private
 
 __all__ = ["PAGE_NAME", "LoginCode", "collector_login_folder", "write_login_page"]
 

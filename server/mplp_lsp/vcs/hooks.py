@@ -35,7 +35,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from mplp_lsp.statedir import StatePaths
+from mplp_lsp.engine.statedir import StatePaths
 from mplp_lsp.vcs.hook_names import FALLBACK_HOOKS, HOOK_NAMES, TRANSACTION_HOOK
 from mplp_lsp.vcs.refs import read_snapshot
 from mplp_lsp.vcs.replay import baseline_lines

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from mplp_lsp.config.settings import EmailPolicy
 from mplp_lsp.protocol.envelope import utc_timestamp
-from mplp_lsp.settings import EmailPolicy
 from mplp_lsp.vcs.objects import tag_infos
 from mplp_lsp.vcs.refs import HEAD, ZERO
 from mplp_lsp.vcs.repo import GitRepo

@@ -159,7 +159,7 @@ local function owned(folders)
 end
 
 --- The status summed over workspace folders, read as the server sends it
---- (server/mplp_lsp/workspace_status.py): `forward` = {state, remote, depth, ...} or null,
+--- (server/mplp_lsp/engine/status.py): `forward` = {state, remote, depth, ...} or null,
 --- `drift` and `drift_deferred` numbers. Fields the server does not report stay nil.
 function M.summary(status)
   if type(status) ~= 'table' then

@@ -1,0 +1,165 @@
+"""Where to forward and with which credential: settings, ``--remote`` and the environment.
+
+The URL comes from ``--remote`` (front ends pass it in), else ``MPLP_LSP_REMOTE_URL``, else
+the ``remoteUrl`` setting; none of them means forwarding is off. The bearer token comes from
+``MPLP_LSP_REMOTE_TOKEN``, else the file named by ``remoteTokenFile``; it is never taken
+from the command line (other users can read a process's arguments) and never logged.
+
+HTTPS always verifies certificates. Plain HTTP is allowed to a loopback host only, unless
+``remoteAllowInsecureHttp`` is set. A URL with a user name or password in it is refused:
+credentials belong in the token, not in a string that ends up in logs and status output.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+from urllib.parse import urlsplit, urlunsplit
+
+from mplp_lsp.config.settings import Settings
+from mplp_lsp.config.sources import ways_to_set
+from mplp_lsp.forward.batching import BatchLimits
+from mplp_lsp.forward.retry import RetryPolicy
+
+__all__ = [
+    "REMOTE_TOKEN_ENV",
+    "RemoteConfig",
+    "RemoteConfigError",
+    "batch_limits",
+    "remote_identity",
+    "resolve_remote",
+    "retry_policy",
+]
+
+REMOTE_TOKEN_ENV: Final = "MPLP_LSP_REMOTE_TOKEN"  # noqa: S105 (a variable name)
+ENDPOINT_PATH: Final = "/events"
+REPORT_PATH: Final = "/streams/report"
+_MAX_TOKEN_BYTES: Final = 4096
+
+
+class RemoteConfigError(ValueError):
+    """The remote is configured but unusable (bad URL, insecure, unreadable token file)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteConfig:
+    url: str  # the base URL as configured (no credentials in it)
+    endpoint: str  # where batches are POSTed
+    report_endpoint: str  # where the stream's reports are POSTed
+    token: str | None = field(default=None, repr=False)
+    budget_bytes: int = 1024 * 2**20
+
+
+def resolve_remote(
+    settings: Settings, remote_url: str | None = None, env: Mapping[str, str] = os.environ
+) -> RemoteConfig | None:
+    """The remote to forward to, or None when forwarding is off. Raises RemoteConfigError.
+
+    ``remote_url`` is a URL given for this call alone (``emit --remote``); otherwise the
+    setting, which already took MPLP_LSP_REMOTE_URL in its place among the sources (reading
+    the variable here too would let it win over ``--no-remote``)."""
+    url = remote_url or settings.remote_url
+    if not url:
+        return None
+    base = _checked_url(url, allow_insecure=settings.remote_allow_insecure_http)
+    return RemoteConfig(
+        url=base,
+        endpoint=base.rstrip("/") + ENDPOINT_PATH,
+        report_endpoint=base.rstrip("/") + REPORT_PATH,
+        token=_token(settings, env),
+        budget_bytes=settings.forward_disk_budget_mb * 2**20,
+    )
+
+
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+
+
+def remote_identity(url: str) -> str:
+    """Which remote envelopes are queued for: ``url`` as ``scheme://host[:port]/path``, the
+    scheme and host in lower case, a default port and a trailing slash left out, and never
+    a user name, password, query or fragment (docs/forwarding.md). Raises ValueError for
+    what is not an http(s) URL with a host."""
+    parts = urlsplit(url.strip())
+    host, port = parts.hostname, parts.port  # the port raises on a bad one
+    if parts.scheme.lower() not in _DEFAULT_PORTS or not host:
+        raise ValueError(f"not an http:// or https:// URL with a host: {url!r}")
+    scheme = parts.scheme.lower()
+    netloc = f"[{host}]" if ":" in host else host  # hostname is lower case, without brackets
+    if port is not None and port != _DEFAULT_PORTS[scheme]:
+        netloc += f":{port}"
+    return urlunsplit((scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
+def batch_limits(settings: Settings) -> BatchLimits:
+    return BatchLimits(
+        max_count=settings.forward_batch_size,
+        max_bytes=settings.forward_batch_bytes,
+        linger=settings.forward_linger_ms / 1000,
+    )
+
+
+def retry_policy(settings: Settings) -> RetryPolicy:
+    initial = settings.forward_retry_initial_ms / 1000
+    return RetryPolicy(
+        initial_delay=initial, max_delay=max(initial, settings.forward_retry_max_ms / 1000)
+    )
+
+
+def _checked_url(url: str, *, allow_insecure: bool) -> str:
+    try:
+        parts = urlsplit(url.strip())
+        host = parts.hostname
+        _ = parts.port  # raises on a bad port
+    except ValueError as error:
+        raise RemoteConfigError(f"remote URL is not valid: {error}") from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise RemoteConfigError("remote URL must be http:// or https:// with a host")
+    if parts.username is not None or parts.password is not None:
+        raise RemoteConfigError(
+            "remote URL must not contain credentials; use MPLP_LSP_REMOTE_TOKEN or remoteTokenFile"
+        )
+    if parts.query or parts.fragment:
+        raise RemoteConfigError("remote URL must not have a query or fragment")
+    if parts.scheme == "http" and not allow_insecure and not is_loopback_host(host):
+        raise RemoteConfigError(
+            "plain http:// is allowed to a loopback host only; use https://, or "
+            + ways_to_set("remoteAllowInsecureHttp", "true")
+        )
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` (a URL's host name, brackets removed) is this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _token(settings: Settings, env: Mapping[str, str]) -> str | None:
+    token = env.get(REMOTE_TOKEN_ENV)
+    if token:
+        return token.strip()
+    if settings.remote_token_file is None:
+        return None
+    path = Path(settings.remote_token_file).expanduser()
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(_MAX_TOKEN_BYTES + 1)
+    except OSError as error:
+        raise RemoteConfigError(f"cannot read the token file {path}: {error.strerror}") from None
+    if len(raw) > _MAX_TOKEN_BYTES:
+        raise RemoteConfigError(f"the token file {path} is too big for a token")
+    try:
+        text = raw.decode().strip()
+    except UnicodeDecodeError:
+        raise RemoteConfigError(f"the token file {path} is not UTF-8 text") from None
+    if not text or any(c in text for c in "\r\n"):
+        raise RemoteConfigError(f"the token file {path} must hold one token on one line")
+    return text

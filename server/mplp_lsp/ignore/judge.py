@@ -1,0 +1,80 @@
+"""Judging paths against the ignore rules on the event loop without reading a file there.
+
+A path whose directories' ignore files are cached is judged at once. Otherwise the files are
+read in a thread and the path is judged then, and every path submitted after it waits its
+turn, so what is handed on keeps the order it came in (the debouncer relies on it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections import deque
+from collections.abc import Callable
+
+from mplp_lsp.ignore.rules import IgnoreRules
+
+__all__ = ["InOrderJudge"]
+
+log = logging.getLogger(__name__)
+
+
+class InOrderJudge:
+    """Hands on the paths that ``rules()`` does not ignore, in the order they came."""
+
+    _BATCH = 2_000  # paths whose files one thread hop reads
+
+    def __init__(self, rules: Callable[[], IgnoreRules], on_ignored: Callable[[], None]) -> None:
+        self._rules = rules
+        self._on_ignored = on_ignored
+        self._waiting: deque[tuple[str, Callable[[], None]]] = deque()
+        self._drain: asyncio.Task[None] | None = None
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    def submit(self, path: str, admit: Callable[[], None]) -> bool | None:
+        """Call ``admit()`` unless ``path`` is ignored: now, returning whether it was, or
+        after the files it needs are read (None)."""
+        rules = self._rules()
+        if not self._waiting and not rules.unread(path):
+            return self._judge(rules, path, admit)
+        self._waiting.append((path, admit))
+        if self._drain is None:
+            self._drain = asyncio.get_running_loop().create_task(
+                self._read_and_judge(), name="mplp-ignore-files"
+            )
+        return None
+
+    def _judge(self, rules: IgnoreRules, path: str, admit: Callable[[], None]) -> bool:
+        if rules.is_ignored(path):
+            self._on_ignored()
+            return False
+        admit()
+        return True
+
+    async def settled(self) -> None:
+        """Wait until every path submitted so far is judged."""
+        while self._drain is not None:
+            await asyncio.shield(self._drain)
+
+    async def _read_and_judge(self) -> None:
+        try:
+            while self._waiting:
+                rules = self._rules()
+                batch = [path for path, _ in itertools.islice(self._waiting, self._BATCH)]
+                rules.learn(await asyncio.to_thread(rules.read, batch))
+                rules = self._rules()
+                # What could not be learnt (rules forgotten meanwhile) is read again.
+                while self._waiting and not rules.unread(self._waiting[0][0]):
+                    path, admit = self._waiting.popleft()
+                    self._judge(rules, path, admit)
+        except Exception:
+            log.exception("reading ignore files failed; judging the waiting paths directly")
+            while self._waiting:  # nothing submitted is lost
+                path, admit = self._waiting.popleft()
+                self._judge(self._rules(), path, admit)
+        finally:
+            self._drain = None

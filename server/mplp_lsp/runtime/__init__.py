@@ -1,1 +1,0 @@
-"""The L3 runtime: project semantic graph, lifecycle, value state, actions, drift."""
