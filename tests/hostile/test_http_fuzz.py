@@ -26,6 +26,7 @@ from mplp_lsp.api.services import ApiServices
 from mplp_lsp.config.settings import Settings
 from mplp_lsp.engine.workspace import Workspace
 from mplp_lsp.protocol.result import ErrorCode
+from tests.support.properties import examples
 
 CODES = {code.value for code in ErrorCode}
 DOCUMENT = openapi_document()
@@ -150,7 +151,7 @@ def concrete(path: str, ids: list[str]) -> str:
     return path.replace("{kind}", "file")
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     route=st.sampled_from(ROUTES),
     kind=st.sampled_from(["file", "git", "ci", "tool", "nope", "..%2f"]),

@@ -27,6 +27,7 @@ from mplp_lsp.forward.remote import RemoteConfigError, resolve_remote
 from mplp_lsp.forward.retry import Action, RetryPolicy, classify, parse_retry_after
 from mplp_lsp.store import EventLog, connect, transaction
 from tests.support.forwarding import new_event
+from tests.support.properties import examples
 
 # -- retry table -----------------------------------------------------------------------------
 
@@ -292,7 +293,9 @@ class OutboxModel(RuleBasedStateMachine):
         assert (state.pending, state.pending_bytes) == _counted_from_table(self.conn)
 
 
-OutboxModel.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+OutboxModel.TestCase.settings = settings(
+    max_examples=examples(60), stateful_step_count=30, deadline=None
+)
 test_outbox_model = OutboxModel.TestCase
 
 
@@ -301,7 +304,7 @@ def _counted_from_table(conn: sqlite3.Connection) -> tuple[int, int]:
     return int(count), int(size)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     batches=st.lists(st.integers(1, 12), min_size=1, max_size=8),
     budget_entries=st.integers(1, 20),

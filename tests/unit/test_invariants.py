@@ -21,6 +21,7 @@ from mplp_lsp.protocol.invariants import (
 )
 from mplp_lsp.protocol.schemas import schema_root
 from tests.conftest import sample
+from tests.support.properties import examples
 
 INVARIANT_FILES = sorted((schema_root() / "v2" / "invariants").glob("*.yaml"))
 CONTEXT_ID = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
@@ -381,7 +382,7 @@ def _mutated(scope: str) -> st.SearchStrategy[Any]:
 
 
 @pytest.mark.parametrize("scope", sorted(_LOADED.scopes))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(data=st.data())
 def test_the_quick_test_of_valid_input_agrees_with_the_full_check(
     scope: str, data: st.DataObject

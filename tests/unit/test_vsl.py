@@ -27,6 +27,7 @@ from mplp_lsp.values import (
     open_vsl,
 )
 from mplp_lsp.values.files import file_name
+from tests.support.properties import examples
 
 BACKENDS = ("memory", "sqlite", "file")
 
@@ -167,7 +168,7 @@ def test_urls_pick_the_backend(tmp_path: Path) -> None:
             open_vsl(bad)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(min_size=1, max_size=300))
 def test_file_names_are_safe_and_distinct(key: str) -> None:
     name = file_name(key)
