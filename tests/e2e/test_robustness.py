@@ -11,11 +11,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.benchlib.jsonrpc_client import RawClient
 from lsprotocol import types
 from pygls.protocol import default_converter
 from pytest_lsp import LanguageClient
 
+from benchlib.jsonrpc_client import RawClient
 from tests.e2e.harness import lsp_session, read_events, server_env, watch_argv
 
 
