@@ -11,7 +11,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
 
@@ -38,9 +38,23 @@ def wait_until(
         time.sleep(_INTERVAL)
 
 
+# Two signatures, not one ``Callable[[], Awaitable[T] | T]``: from that union mypy cannot tell
+# which part a coroutine function's result binds, and infers T as Never.
+@overload
 async def wait_until_async(
-    check: Callable[[], Awaitable[T] | T], *, timeout: float = 60.0, what: object = "the condition"
-) -> T:
+    check: Callable[[], Awaitable[T]], *, timeout: float = 60.0, what: object = "the condition"
+) -> T: ...
+
+
+@overload
+async def wait_until_async(
+    check: Callable[[], T], *, timeout: float = 60.0, what: object = "the condition"
+) -> T: ...
+
+
+async def wait_until_async(
+    check: Callable[[], Any], *, timeout: float = 60.0, what: object = "the condition"
+) -> Any:
     """:func:`wait_until` on the event loop: ``check`` may be a coroutine function."""
     deadline = time.monotonic() + timeout
     while True:
@@ -48,7 +62,7 @@ async def wait_until_async(
         if inspect.isawaitable(value):
             value = await value
         if value:
-            return value  # type: ignore[no-any-return]
+            return value
         if time.monotonic() > deadline:
             raise _timed_out(what, timeout, value)
         await asyncio.sleep(_INTERVAL)
