@@ -38,8 +38,8 @@ from benchlib.drift_tree import make_tree
 from benchlib.harness import Bench
 from mplp_lsp.config.settings import parse_settings
 from mplp_lsp.drift import Strategy
-from mplp_lsp.drift.scan import safe_hash
 from mplp_lsp.engine.workspace import Workspace
+from mplp_lsp.graph.content_hash import safe_hash
 from mplp_lsp.store.database import connect
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from mplp_lsp.drift import scan
+from mplp_lsp.graph.content_hash import safe_hash
 from mplp_lsp.graph.files import file_facts
 from mplp_lsp.protocol.result import ErrorCode
 from mplp_lsp.sanitize.paths import PathRejected, relative_path, resolve_roots
@@ -140,12 +141,12 @@ def test_fifo_and_device_are_not_opened(root: Path) -> None:
     worker.join(5)
     assert done == [None], "opening a FIFO would block the worker forever"
     assert file_facts(Path("/dev/zero"), snapshot_cap=1024) is None
-    assert scan.safe_hash(str(fifo)) is None
+    assert safe_hash(str(fifo)) is None
 
 
 def test_vanished_file_is_handled(root: Path) -> None:
     assert file_facts(root / "gone.py", snapshot_cap=1024) is None
-    assert scan.safe_hash(str(root / "gone.py")) is None
+    assert safe_hash(str(root / "gone.py")) is None
     # A deleted file still maps to its workspace path (deletions are reported).
     assert relative_path("src/gone.py", resolve_roots([root]))[1] == "src/gone.py"
     with pytest.raises(PathRejected) as caught:
