@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import queue
+import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, overload
+from typing import IO, Any, TypeVar, overload
 
 T = TypeVar("T")
 
@@ -66,3 +68,16 @@ async def wait_until_async(
         if time.monotonic() > deadline:
             raise _timed_out(what, timeout, value)
         await asyncio.sleep(_INTERVAL)
+
+
+def line_reader(stream: IO[str], *, timeout: float = 30.0) -> Callable[[], str]:
+    """The next line of a child's output, each awaited at most ``timeout`` seconds (then
+    ``queue.Empty``), so a silent child fails the test instead of hanging it."""
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        for line in stream:
+            lines.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lambda: lines.get(timeout=timeout)
