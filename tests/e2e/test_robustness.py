@@ -100,9 +100,9 @@ async def test_a_bad_notification_is_logged_not_shown_and_the_server_goes_on(
             ("workspace/didChangeWatchedFiles", {"changes": "nope"}),
         ):
             body = json.dumps({"jsonrpc": "2.0", "method": method, "params": params}).encode()
-            session.client.protocol.writer.write(
-                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-            )
+            writer = session.client.protocol.writer
+            assert writer is not None  # the session is started: its writer is set
+            writer.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
         session.save("src/after_bad.py", "x\n")
         events = await session.wait_for_events(1)
         errors = [m for m in session.client.messages if m.type == types.MessageType.Error]
