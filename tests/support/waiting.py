@@ -26,10 +26,11 @@ def _timed_out(what: object, timeout: float, last: object) -> AssertionError:
 
 
 def wait_until(
-    check: Callable[[], T], *, timeout: float = 60.0, what: object = "the condition"
+    check: Callable[[], T | None], *, timeout: float = 60.0, what: object = "the condition"
 ) -> T:
     """The first truthy value of ``check()``, polled every 50 ms; an AssertionError naming
-    ``what`` (a string, or a callable saying what is missing) past ``timeout`` seconds."""
+    ``what`` (a string, or a callable saying what is missing) past ``timeout`` seconds.
+    Never None (a falsy value), so a check that returns ``X | None`` gives an ``X``."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()
@@ -44,13 +45,16 @@ def wait_until(
 # which part a coroutine function's result binds, and infers T as Never.
 @overload
 async def wait_until_async(
-    check: Callable[[], Awaitable[T]], *, timeout: float = 60.0, what: object = "the condition"
+    check: Callable[[], Awaitable[T | None]],
+    *,
+    timeout: float = 60.0,
+    what: object = "the condition",
 ) -> T: ...
 
 
 @overload
 async def wait_until_async(
-    check: Callable[[], T], *, timeout: float = 60.0, what: object = "the condition"
+    check: Callable[[], T | None], *, timeout: float = 60.0, what: object = "the condition"
 ) -> T: ...
 
 
