@@ -19,7 +19,7 @@ import pytest
 
 from mplp_lsp.drift import scan
 from mplp_lsp.graph.content_hash import safe_hash
-from mplp_lsp.graph.files import file_facts
+from mplp_lsp.graph.files import FileFacts, file_facts
 from mplp_lsp.protocol.result import ErrorCode
 from mplp_lsp.sanitize.paths import PathRejected, relative_path, resolve_roots
 from tests.support.calls import counted
@@ -169,7 +169,7 @@ def test_file_swapped_for_a_fifo_mid_read_never_blocks(root: Path) -> None:
             os.replace(fifo, target)
 
     swapper = threading.Thread(target=swap, daemon=True)
-    results: list[object] = []
+    results: list[FileFacts | None] = []
 
     def read() -> None:
         for _ in range(20_000):
@@ -185,7 +185,7 @@ def test_file_swapped_for_a_fifo_mid_read_never_blocks(root: Path) -> None:
     # daemon thread and ends with the test process.
     assert not reader.is_alive(), "file_facts blocked on a FIFO swapped in after its stat"
     assert len(results) == 20_000
-    assert all(r is None or r.content in (None, b"racy\n") for r in results)  # type: ignore[attr-defined]
+    assert all(r is None or r.content in (None, b"racy\n") for r in results)
 
 
 def test_directory_of_200000_files_is_bounded(
