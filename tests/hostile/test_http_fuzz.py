@@ -11,6 +11,7 @@ import asyncio
 import json
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -147,7 +148,7 @@ def concrete(path: str, ids: list[str]) -> str:
     for index, name in enumerate(
         ["context_id", "plan_id", "step_id", "confirm_id", "trace_id", "segment_id"]
     ):
-        path = path.replace("{" + name + "}", urllib.request.quote(ids[index % len(ids)], safe=""))
+        path = path.replace("{" + name + "}", urllib.parse.quote(ids[index % len(ids)], safe=""))
     return path.replace("{kind}", "file")
 
 

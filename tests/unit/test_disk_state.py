@@ -23,7 +23,7 @@ OPS = st.tuples(st.sampled_from(["write", "delete", "mkdir", "fifo", "rename"]),
                 st.sampled_from(NAMES), st.sampled_from(NAMES))  # fmt: skip
 
 
-def settled(path: str, change: Change, previous: str | None = None, **extra: object) -> Settled:
+def settled(path: str, change: Change, previous: str | None = None, /, **extra: object) -> Settled:
     return Settled(path, change, previous, 0.0, 0.0, 1, extra)
 
 

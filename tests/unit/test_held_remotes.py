@@ -51,6 +51,7 @@ class QueueForRemotes(RuleBasedStateMachine):
         stored = self.log.append([new_event(self.next_id + n) for n in range(count)])
         self.next_id += count
         for event in stored:
+            assert event is not None  # every event is new: none is a duplicate
             self.owner[event.seq] = self.queue_for
 
     @rule(remote=remotes)

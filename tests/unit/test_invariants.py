@@ -87,10 +87,14 @@ def set_first(obj: Any, invariant: Invariant, value: Any) -> None:
     obj[where[-1]] = value
 
 
-CASES = [
-    pytest.param(path, invariant, id=invariant.id)
+INVARIANTS = [
+    (path, invariant)
     for path in INVARIANT_FILES
     for invariant in InvariantSet.load(path).invariants
+]
+CASES = [pytest.param(path, invariant, id=invariant.id) for path, invariant in INVARIANTS]
+WHEN_PRESENT = [
+    case for case, (_, invariant) in zip(CASES, INVARIANTS, strict=True) if invariant.when_present
 ]
 
 
@@ -125,7 +129,7 @@ def test_invariant_passes_and_fails(path: Path, invariant: Invariant) -> None:
     assert [f.code for f in failures] == [str(invariant.rule.code)]
 
 
-@pytest.mark.parametrize(("path", "invariant"), [c for c in CASES if c.values[1].when_present])  # type: ignore[attr-defined]
+@pytest.mark.parametrize(("path", "invariant"), WHEN_PRESENT)
 def test_when_present_rules_skip_absent_fields(path: Path, invariant: Invariant) -> None:
     subject = subject_for(invariant)
     where, _ = next(locate(subject, invariant.parts))

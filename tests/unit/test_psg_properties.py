@@ -160,7 +160,7 @@ class PsgMachine(RuleBasedStateMachine):
             if deps:
                 step["dependencies"] = deps
             steps.append(step)
-        plan = {
+        plan: dict[str, Any] = {
             "meta": META,
             "plan_id": new_id(),
             "context_id": context_id,

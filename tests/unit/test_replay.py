@@ -7,6 +7,7 @@ refs the repository has."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -94,7 +95,9 @@ operation = st.one_of(
 
 @settings(deadline=None, max_examples=examples(150))
 @given(st.lists(operation, max_size=25))
-def test_the_replay_yields_what_happened_and_nothing_else(operations: list[tuple]) -> None:
+def test_the_replay_yields_what_happened_and_nothing_else(
+    operations: list[tuple[Any, ...]],
+) -> None:
     git = Git({"refs/heads/main": COMMITS[0]})
     start = dict(git.refs)
     for name, *args in operations:

@@ -1072,7 +1072,7 @@ async def test_an_append_that_meets_damage_is_retried_on_the_salvaged_store(
 async def test_damage_that_sqlite_does_not_confirm_is_not_salvaged(writer: StoreWriter) -> None:
     def fails_as_damaged(conn: sqlite3.Connection) -> None:
         error = sqlite3.DatabaseError("database disk image is malformed")
-        error.sqlite_errorcode = sqlite3.SQLITE_CORRUPT  # type: ignore[attr-defined]
+        error.sqlite_errorcode = sqlite3.SQLITE_CORRUPT
         raise error
 
     with pytest.raises(sqlite3.DatabaseError):

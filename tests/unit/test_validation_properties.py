@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import HealthCheck, assume, given, settings
@@ -60,7 +61,7 @@ json_values = st.recursive(
     max_leaves=20,
 )
 KINDS = list(Kind)
-PERTURBATIONS = [
+PERTURBATIONS: list[Callable[[str], str]] = [
     lambda s: s + "\n",
     str.upper,
     lambda s: s[:-1],
