@@ -40,8 +40,11 @@ def make_store(db: Path, count: int, refusals: dict[int, tuple[int | None, str, 
     try:
         outbox.enable(conn, budget_bytes=2**30)
         EventLog(conn).append([new_event(n) for n in range(1, count + 1)])
-        for seq, (status, reason, at) in refusals.items():
-            assert outbox.dead_letter(conn, [seq], status=status, reason=reason, at=at) == 1
+        refused: dict[tuple[int | None, str, str], list[int]] = {}
+        for seq, refusal in refusals.items():
+            refused.setdefault(refusal, []).append(seq)
+        for (status, reason, at), seqs in refused.items():  # one transaction per kind
+            assert outbox.dead_letter(conn, seqs, status=status, reason=reason, at=at) == len(seqs)
     finally:
         conn.close()
 

@@ -18,6 +18,7 @@ parts is no cycle).
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -32,9 +33,20 @@ ALLOWED: dict[str, tuple[str, ...]] = {
 }
 
 
-def imported_modules(source: str) -> Iterator[tuple[int, str]]:
-    """(line, top-level module) for every absolute import anywhere in ``source``."""
-    for node in ast.walk(ast.parse(source)):
+def import_nodes(path: Path) -> tuple[ast.Import | ast.ImportFrom, ...]:
+    """Every import statement anywhere in the file (parsed once for all the tests here)."""
+    return _import_nodes(path, path.stat().st_mtime_ns)
+
+
+@functools.cache
+def _import_nodes(path: Path, _version: int) -> tuple[ast.Import | ast.ImportFrom, ...]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return tuple(node for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom))
+
+
+def imported_modules(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, top-level module) for every absolute import anywhere in the file."""
+    for node in import_nodes(path):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name.split(".")[0]
@@ -50,7 +62,7 @@ def violations(package: Path) -> list[str]:
     found = []
     for path in sorted(package.rglob("*.py")):
         module = path.relative_to(package).as_posix()
-        for line, name in imported_modules(path.read_text(encoding="utf-8")):
+        for line, name in imported_modules(path):
             places = ALLOWED.get(name)
             if places is not None and not allowed(module, places):
                 found.append(f"{module}:{line} imports {name}")
@@ -66,7 +78,7 @@ def test_the_package_is_really_read() -> None:
     seen = {
         (path.relative_to(PACKAGE).as_posix(), name)
         for path in PACKAGE.rglob("*.py")
-        for _, name in imported_modules(path.read_text(encoding="utf-8"))
+        for _, name in imported_modules(path)
     }
     assert ("lsp/server.py", "pygls") in seen
     assert ("forward/sender.py", "aiohttp") in seen
@@ -113,7 +125,7 @@ def imports_of(module: str, path: Path, known: Mapping[str, Path]) -> set[str]:
     """The package's modules ``module`` imports, anywhere in it."""
     here = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in import_nodes(path):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
