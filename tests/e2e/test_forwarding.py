@@ -526,6 +526,7 @@ async def test_a_poison_envelope_is_requeued_to_a_running_daemon_and_arrives(
             return poison_id in {item["envelope"]["event_id"] for item in server.stored}
 
         await wait_until_async(arrived)
+        await drained(ws)  # the remote stores the batch before its answer reaches the daemon
         status = (await ws.status()).forward
     finally:
         await ws.close()
