@@ -138,3 +138,14 @@ TEST_GIT_CONFIG = """\
 
 def pytest_report_header() -> str:
     return describe()
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """Workers for ``-n auto``: none for a run narrowed to files or tests, the cores otherwise.
+
+    Starting workers costs a few seconds, which a tier (``pytest -m unit``) wins back many
+    times over and a single file does not; a narrowed run also keeps ``-s`` and breakpoints
+    simple. ``None`` leaves the count to pytest-xdist (the machine's cores).
+    """
+    narrowed = any("::" in arg or not Path(arg).is_dir() for arg in config.args)
+    return 0 if narrowed else None
