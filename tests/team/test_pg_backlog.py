@@ -80,8 +80,10 @@ async def test_the_backlog_behind_each_batch_is_shown_per_stream(
     ((stream,),) = store_rows(state, f"SELECT value FROM meta WHERE key = '{STREAM_META_KEY}'")
     queued = store_rows(
         state,
-        "SELECT o.seq, e.received_at, e.body FROM outbox AS o JOIN events AS e USING (seq)"
-        " ORDER BY o.seq",
+        # The collector sink's queue: its rows and the events after its cursor.
+        "SELECT e.seq, e.received_at, e.body FROM events AS e, outbox_sinks AS s"
+        " WHERE s.name = 'collector' AND (e.seq > s.cursor"
+        " OR e.seq IN (SELECT seq FROM outbox WHERE sink = s.id)) ORDER BY e.seq",
     )
     first_paths = {json.loads(body)["payload"].get("file_path") for _, _, body in queued[:BATCH]}
     held_path = next(

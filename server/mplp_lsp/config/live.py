@@ -100,6 +100,11 @@ class Remote(Section):
     forward_retry_max_ms: int
     forward_disk_budget_mb: int
     forward_report_s: int
+    otlp_endpoint: str | None
+    otlp_token_file: str | None
+    otlp_encoding: str
+    otlp_compression: str
+    otlp_send_host_name: bool
 
 
 @dataclass(frozen=True, slots=True)

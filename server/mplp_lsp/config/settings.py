@@ -49,6 +49,8 @@ __all__ = [
     "EmailPolicy",
     "EventFamily",
     "LogLevel",
+    "OtlpCompression",
+    "OtlpEncoding",
     "Problem",
     "Settings",
     "SettingsError",
@@ -66,6 +68,8 @@ EventFamily = Literal["spec", "upstream"]
 LogLevel = Literal["error", "warning", "info", "debug"]
 EmailPolicy = Literal["keep", "hash", "drop"]
 DriftSeverity = Literal["error", "warning", "information", "hint"]
+OtlpEncoding = Literal["json", "protobuf"]
+OtlpCompression = Literal["gzip", "none"]
 ToolKind = Literal["linter", "formatter", "test_runner", "generator", "other"]
 
 _SECTION = "mplp"
@@ -82,6 +86,9 @@ SENSITIVE_SETTINGS = frozenset(
         "remoteUrl",
         "remoteTokenFile",
         "remoteAllowInsecureHttp",
+        "otlpEndpoint",
+        "otlpTokenFile",
+        "otlpSendHostName",
         "stateDir",
         "vslUrl",
         "llmEndpointUrl",
@@ -148,6 +155,12 @@ class Settings:
     forward_retry_max_ms: int = 300_000
     forward_disk_budget_mb: int = 1024
     forward_report_s: int = 30
+    # An OTLP/HTTP logs sink beside the collector (docs/forwarding.md#opentelemetry).
+    otlp_endpoint: str | None = None
+    otlp_token_file: str | None = None
+    otlp_encoding: OtlpEncoding = "json"
+    otlp_compression: OtlpCompression = "gzip"
+    otlp_send_host_name: bool = False
     drift_interval: int = 60
     drift_severity: DriftSeverity = "warning"
     snapshot_max_bytes: int = 1_048_576

@@ -1,9 +1,12 @@
 """Where to forward and with which credential: settings, ``--remote`` and the environment.
 
-The URL comes from ``--remote`` (front ends pass it in), else ``MPLP_LSP_REMOTE_URL``, else
-the ``remoteUrl`` setting; none of them means forwarding is off. The bearer token comes from
-``MPLP_LSP_REMOTE_TOKEN``, else the file named by ``remoteTokenFile``; it is never taken
-from the command line (other users can read a process's arguments) and never logged.
+Each configured remote is a sink (:mod:`.sinks`). The collector's URL comes from ``--remote``
+(front ends pass it in), else ``MPLP_LSP_REMOTE_URL``, else the ``remoteUrl`` setting; its
+bearer token from ``MPLP_LSP_REMOTE_TOKEN``, else the file named by ``remoteTokenFile``. An
+OTLP receiver's URL is the ``otlpEndpoint`` setting (``MPLP_LSP_OTLP_ENDPOINT`` among its
+sources), its token ``MPLP_LSP_OTLP_TOKEN``, else ``otlpTokenFile``. None of them means that
+sink is off. A token is never taken from the command line (other users can read a
+process's arguments) and never logged.
 
 HTTPS always verifies certificates. Plain HTTP is allowed to a loopback host only, unless
 ``remoteAllowInsecureHttp`` is set. A URL with a user name or password in it is refused:
@@ -26,18 +29,19 @@ from mplp_lsp.forward.batching import BatchLimits
 from mplp_lsp.forward.retry import RetryPolicy
 
 __all__ = [
+    "OTLP_TOKEN_ENV",
     "REMOTE_TOKEN_ENV",
     "RemoteConfig",
     "RemoteConfigError",
     "batch_limits",
     "remote_identity",
+    "resolve_otlp",
     "resolve_remote",
     "retry_policy",
 ]
 
 REMOTE_TOKEN_ENV: Final = "MPLP_LSP_REMOTE_TOKEN"  # noqa: S105 (a variable name)
-ENDPOINT_PATH: Final = "/events"
-REPORT_PATH: Final = "/streams/report"
+OTLP_TOKEN_ENV: Final = "MPLP_LSP_OTLP_TOKEN"  # noqa: S105 (a variable name)
 _MAX_TOKEN_BYTES: Final = 4096
 
 
@@ -48,8 +52,7 @@ class RemoteConfigError(ValueError):
 @dataclass(frozen=True, slots=True)
 class RemoteConfig:
     url: str  # the base URL as configured (no credentials in it)
-    endpoint: str  # where batches are POSTed
-    report_endpoint: str  # where the stream's reports are POSTed
+    kind: str = "collector"  # the sink kind (mplp_lsp.forward.sinks)
     token: str | None = field(default=None, repr=False)
     budget_bytes: int = 1024 * 2**20
 
@@ -68,9 +71,22 @@ def resolve_remote(
     base = _checked_url(url, allow_insecure=settings.remote_allow_insecure_http)
     return RemoteConfig(
         url=base,
-        endpoint=base.rstrip("/") + ENDPOINT_PATH,
-        report_endpoint=base.rstrip("/") + REPORT_PATH,
-        token=_token(settings, env),
+        kind="collector",
+        token=_token(REMOTE_TOKEN_ENV, settings.remote_token_file, env),
+        budget_bytes=settings.forward_disk_budget_mb * 2**20,
+    )
+
+
+def resolve_otlp(settings: Settings, env: Mapping[str, str] = os.environ) -> RemoteConfig | None:
+    """The OTLP receiver to forward to beside the collector, or None. Raises
+    RemoteConfigError, as :func:`resolve_remote` does, under the same rules."""
+    if not settings.otlp_endpoint:
+        return None
+    base = _checked_url(settings.otlp_endpoint, allow_insecure=settings.remote_allow_insecure_http)
+    return RemoteConfig(
+        url=base,
+        kind="otlp",
+        token=_token(OTLP_TOKEN_ENV, settings.otlp_token_file, env),
         budget_bytes=settings.forward_disk_budget_mb * 2**20,
     )
 
@@ -142,13 +158,13 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
-def _token(settings: Settings, env: Mapping[str, str]) -> str | None:
-    token = env.get(REMOTE_TOKEN_ENV)
+def _token(variable: str, token_file: str | None, env: Mapping[str, str]) -> str | None:
+    token = env.get(variable)
     if token:
         return token.strip()
-    if settings.remote_token_file is None:
+    if token_file is None:
         return None
-    path = Path(settings.remote_token_file).expanduser()
+    path = Path(token_file).expanduser()
     try:
         with path.open("rb") as handle:
             raw = handle.read(_MAX_TOKEN_BYTES + 1)
