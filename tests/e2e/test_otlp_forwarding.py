@@ -1,0 +1,278 @@
+"""Forwarding to an OTLP/HTTP receiver on 127.0.0.1 (decoded with the official
+opentelemetry-proto messages), alone and beside the collector; and the upgrade of a store
+the previous release wrote, whose queue still reaches its remote."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from mplp_lsp.engine.intake import Submission
+from mplp_lsp.protocol.kinds import Kind
+from tests.support.collector import TOKEN, Collector
+from tests.support.forwarding import open_workspace, submissions
+from tests.support.otlp import Receiver, Record
+from tests.support.waiting import wait_until_async
+
+pytestmark = pytest.mark.e2e
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "stores" / "schema17-forwarding.db.gz"
+COMMIT = "0c1f7d2e9b8a7c6d5e4f3a2b1c0d9e8f7a6b5c4d"
+
+
+@pytest.fixture(autouse=True)
+def remote_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MPLP_LSP_REMOTE_TOKEN", TOKEN)
+
+
+@pytest.fixture
+def collector(tmp_path: Path) -> Iterator[Collector]:
+    running = Collector(tmp_path / "collector.db")
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    running = await Receiver().start()
+    yield running
+    await running.stop()
+
+
+def activity() -> list[Submission]:
+    """A save, a commit, a tool run and a CI run, as the editor, the hooks, ``run`` and
+    ``emit ci`` submit them."""
+    return [
+        Submission(
+            Kind.FILE_UPDATE,
+            {
+                "file_path": "src/app.py",
+                "change_type": "modified",
+                "timestamp": "2026-03-02T08:01:00.000Z",
+                "lines_added": 3,
+            },
+            "ide",
+        ),
+        Submission(
+            Kind.GIT,
+            {
+                "repo_url": "https://git.example.org/team/app.git",
+                "commit_id": COMMIT,
+                "ref_name": "refs/heads/main",
+                "event_kind": "commit",
+                "timestamp": "2026-03-02T08:02:00+01:00",
+            },
+            "git",
+        ),
+        Submission(
+            Kind.TOOL,
+            {
+                "tool_id": "ruff",
+                "tool_kind": "linter",
+                "invocation_id": "3f1c2a4e-8b7d-4c2e-9a1f-0d5e6b7c8a90",
+                "status": "failed",
+                "started_at": "2026-03-02T08:00:00.000Z",
+                "completed_at": "2026-03-02T08:00:01.250Z",
+                "exit_code": 1,
+            },
+            "tool",
+        ),
+        Submission(
+            Kind.CI,
+            {
+                "ci_provider": "gitlab-ci",
+                "pipeline_id": "build",
+                "run_id": "4711",
+                "status": "succeeded",
+                "started_at": "2026-03-02T08:03:00Z",
+                "branch_name": "main",
+                "commit_id": COMMIT,
+                "run_url": "https://ci.example.org/team/app/-/pipelines/4711",
+            },
+            "ci",
+        ),
+    ]
+
+
+def by_type(records: list[Record]) -> dict[str, Record]:
+    return {record.envelope["event_type"]: record for record in records}
+
+
+@pytest.mark.parametrize(("encoding", "compression"), [("json", "gzip"), ("protobuf", "none")])
+async def test_activity_arrives_as_log_records_with_the_mapped_attributes(
+    tmp_path: Path, receiver: Receiver, encoding: str, compression: str
+) -> None:
+    workspace = await open_workspace(
+        tmp_path / "ws",
+        tmp_path / "state",
+        None,
+        otlpEndpoint=receiver.url,
+        otlpEncoding=encoding,
+        otlpCompression=compression,
+    )
+    try:
+        results = await workspace.intake.submit_many(activity())
+        accepted = [result.event.event_id for result in results if result.event is not None]
+        assert len(accepted) == 4
+
+        def arrived() -> bool:
+            return set(accepted) <= set(receiver.event_ids())
+
+        await wait_until_async(arrived, timeout=30, what="four log records")
+    finally:
+        await workspace.close()
+    assert receiver.content_types == {
+        "application/json" if encoding == "json" else "application/x-protobuf"
+    }
+    assert receiver.encodings == {"gzip" if compression == "gzip" else "identity"}
+    records = by_type([r for r in receiver.records if r.envelope["event_id"] in accepted])
+    save, commit = records["file_update"], records["git_operation"]
+    tool, ci = records["tool_execution"], records["ci_pipeline"]
+    assert save.attributes["code.file.path"] == "src/app.py"
+    assert save.event_name == "mplp.file_update" == save.attributes["event.name"]
+    # The event's own time: 08:02+01:00 is 07:02 UTC.
+    assert commit.time_unix_nano == 1772434920 * 10**9
+    assert {k: v for k, v in commit.attributes.items() if k.startswith("vcs.")} == {
+        "vcs.repository.url.full": "https://git.example.org/team/app.git",
+        "vcs.ref.head.name": "main",
+        "vcs.ref.head.type": "branch",
+        "vcs.ref.head.revision": COMMIT,
+    }
+    assert tool.attributes["process.exit.code"] == 1
+    assert tool.time_unix_nano == 1772438401250 * 10**6  # completed_at
+    assert {k: v for k, v in ci.attributes.items() if k.startswith("cicd.")} == {
+        "cicd.pipeline.name": "build",
+        "cicd.pipeline.run.id": "4711",
+        "cicd.pipeline.run.url.full": "https://ci.example.org/team/app/-/pipelines/4711",
+        "cicd.pipeline.result": "success",
+    }
+    resource = save.resource
+    assert resource["service.name"] == "mplp-lsp" and resource["service.version"]
+    assert resource["service.instance.id"] and resource["mplp.workspace.origin"]
+    assert "host.name" not in resource  # only when otlpSendHostName allows it
+    received = receiver.event_ids()
+    assert len(received) == len(set(received))  # each once
+    assert [event_id for event_id in received if event_id in accepted] == accepted
+
+
+async def test_partial_success_503_and_an_outage_lose_nothing_and_duplicate_nothing(
+    tmp_path: Path,
+) -> None:
+    # Request 1: one record of its batch rejected; 2: 503 with Retry-After; 3: a batch of
+    # one rejected whole; then down for a while, then up again.
+    def respond(number: int, records: list[Record]) -> tuple[int, dict[str, str], int]:
+        if number == 1:
+            return 200, {}, 1
+        if number == 2:
+            return 503, {"Retry-After": "1"}, 0
+        if number == 3 and len(records) == 1:
+            return 200, {}, 1
+        return 200, {}, 0
+
+    receiver = await Receiver(respond).start()
+    port = int(receiver.url.rsplit(":", 1)[1])
+    workspace = await open_workspace(
+        tmp_path / "ws",
+        tmp_path / "state",
+        None,
+        otlpEndpoint=receiver.url,
+        forwardBatchSize=5,
+    )
+    try:
+        first = await workspace.intake.submit_many(submissions(5))
+        await wait_until_async(lambda: receiver.requests >= 1, timeout=30, what="batch 1")
+        second = await workspace.intake.submit_many(submissions(1, first=5))
+        await wait_until_async(lambda: receiver.requests >= 3, timeout=30, what="503")
+        await receiver.stop()  # the receiver is down
+        before_outage = receiver
+        third = await workspace.intake.submit_many(submissions(7, first=6))
+
+        async def retrying() -> bool:
+            sink = ((await workspace.status()).forward or {})["sinks"]["otlp"]
+            return bool(sink["failed_attempts"] >= 2)
+
+        await wait_until_async(retrying, timeout=30, what="retries while down")
+        receiver = await Receiver().start(port)  # back
+
+        async def drained() -> bool:
+            sink = ((await workspace.status()).forward or {})["sinks"]["otlp"]
+            return bool(sink["depth"] == 0)
+
+        await wait_until_async(drained, timeout=60, what="the backlog drained")
+        status = (await workspace.status()).forward or {}
+    finally:
+        await workspace.close()
+        await receiver.stop()
+    otlp = status["sinks"]["otlp"]
+    accepted = [r.event.event_id for r in [*first, *second, *third] if r.event is not None]
+    assert len(accepted) == 13
+    received = [*before_outage.event_ids(), *receiver.event_ids()]
+    rejected = [r.envelope["event_id"] for r in [*before_outage.rejected, *receiver.rejected]]
+    assert len(received) == len(set(received))  # nothing twice
+    # Every envelope arrived, or the receiver said it rejected it: nothing lost on the way.
+    assert set(accepted) <= set(received) | set(rejected)
+    # Rejected in part: acknowledged and counted; rejected whole: a dead letter.
+    assert otlp["rejected"] + otlp["dead_letters"] == len(rejected) >= 1
+    assert otlp["failed_attempts"] >= 3  # the 503 and the outage
+
+
+async def test_the_collector_and_an_otlp_receiver_each_get_every_envelope_once(
+    tmp_path: Path, collector: Collector, receiver: Receiver
+) -> None:
+    workspace = await open_workspace(
+        tmp_path / "ws", tmp_path / "state", collector.url, otlpEndpoint=receiver.url
+    )
+    try:
+        results = await workspace.intake.submit_many([*submissions(300), *activity()])
+        accepted = {r.event.event_id for r in results if r.event is not None}
+
+        async def both() -> bool:
+            sinks = ((await workspace.status()).forward or {})["sinks"]
+            return all(sinks[name]["depth"] == 0 for name in ("collector", "otlp"))
+
+        await wait_until_async(both, timeout=60, what="both sinks drained")
+    finally:
+        await workspace.close()
+    received = receiver.event_ids()
+    assert len(received) == len(set(received))
+    stored = [event["envelope"]["event_id"] for event in collector.events()]
+    assert sorted(received) == sorted(stored)  # the same envelopes, each once at each
+    assert accepted <= set(received)
+
+
+async def test_an_old_stores_queue_reaches_its_remote_after_the_upgrade(
+    tmp_path: Path, collector: Collector
+) -> None:
+    """The fixture was written by the previous release (schema 17): 15 envelopes queued for
+    a remote, 5 held for another, 2 dead letters. Its queue's remote is named as the
+    collector's URL here (the fixture's port cannot be this run's)."""
+    state = tmp_path / "state"
+    state.mkdir()
+    with gzip.open(FIXTURE) as packed, (state / "events.db").open("wb") as out:
+        shutil.copyfileobj(packed, out)
+    conn = sqlite3.connect(state / "events.db")
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'forward.remote'", (collector.url,))
+    queued = [seq for (seq,) in conn.execute("SELECT seq FROM outbox ORDER BY seq")]
+    conn.commit()
+    conn.close()
+    assert len(queued) == 15
+    workspace = await open_workspace(tmp_path / "ws", state, collector.url)
+    try:
+
+        async def drained() -> bool:
+            return bool(((await workspace.status()).forward or {})["depth"] == 0)
+
+        await wait_until_async(drained, timeout=30, what="the old queue sent")
+        forward = (await workspace.status()).forward or {}
+    finally:
+        await workspace.close()
+    seqs = {event["seq"] for event in collector.events()}
+    assert set(queued) <= seqs  # every pending row of the old queue
+    assert seqs.isdisjoint({1, 2, 3, 4, 5, 6, 7, 8, 9, 10})  # held, delivered, dead: not sent
+    assert forward["dead_letters"] == 2 and forward["held"] == {"http://127.0.0.1:7001": 5}
+    assert forward["delivered"] >= 3 + 15  # the old counter kept, the old queue added
