@@ -56,6 +56,7 @@ from mplp_lsp.engine.workspace import _COMMIT_BATCH
 from mplp_lsp.forward import outbox
 from mplp_lsp.forward.batching import BatchLimits, encode_batch
 from mplp_lsp.forward.forwarder import Forwarder
+from mplp_lsp.forward.sinks.collector import CollectorSink
 from mplp_lsp.protocol.envelope import build_envelope, utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.store.database import connect, reclaim_free_pages, transaction
@@ -110,7 +111,7 @@ def fill(path: Path, count: int, *, forwarding: bool) -> int:
     """A store with ``count`` events (queued if ``forwarding``); returns JSON bytes stored."""
     conn = connect(path)
     if forwarding:
-        outbox.enable(conn, budget_bytes=2**40)
+        outbox.enable(conn, _sink(conn), budget_bytes=2**40)
     log = EventLog(conn)
     total = 0
     for start in range(0, count, 10_000):
@@ -135,7 +136,7 @@ async def durable_enqueue(
     writer = StoreWriter(path, max_batch=_COMMIT_BATCH)
     await writer.start()
     if forwarding:
-        await writer.run(lambda conn: outbox.enable(conn, budget_bytes=2**40))
+        await writer.run(lambda conn: outbox.enable(conn, _sink(conn), budget_bytes=2**40))
     before = writer.commits
     queue = iter(batches)
 
@@ -266,6 +267,17 @@ def bench_enqueue(size: int, work: Path, prefill: int) -> None:
 # -- drain -------------------------------------------------------------------------------------
 
 
+def _sink(conn: sqlite3.Connection) -> int:
+    """The collector sink's id (every store has it)."""
+    found = outbox.sink_id(conn, outbox.COLLECTOR)
+    assert found is not None
+    return found
+
+
+def _collector_state(conn: sqlite3.Connection) -> outbox.OutboxState:
+    return outbox.read_state(conn, _sink(conn))
+
+
 def start_collector(db: Path) -> tuple[subprocess.Popen[str], str]:
     env = dict(os.environ, MPLP_LSP_COLLECTOR_TOKEN=TOKEN)
     process = subprocess.Popen(
@@ -299,12 +311,13 @@ async def drain(path: Path, url: str) -> float:
     forwarder = Forwarder(
         writer,
         HttpTransport(url + "/events", TOKEN),
+        CollectorSink(),
         budget_bytes=2**40,
         limits=BatchLimits(max_count=BATCH, max_bytes=4 * 2**20, linger=0),
     )
     started = time.perf_counter()
     await forwarder.start()
-    while (await writer.read(outbox.read_state)).pending:
+    while (await writer.read(_collector_state)).pending:
         await asyncio.sleep(0.005)
     elapsed = time.perf_counter() - started
     await forwarder.close()
@@ -343,7 +356,9 @@ def bench_drain(size: int, work: Path) -> None:
     conn = connect(path)
     bodies = []
     last = 0
-    while entries := outbox.peek(conn, after_seq=last, max_count=BATCH, max_bytes=4 * 2**20):
+    while entries := outbox.peek(
+        conn, _sink(conn), after_seq=last, max_count=BATCH, max_bytes=4 * 2**20
+    ):
         bodies.append(encode_batch("s", entries).body)
         last = entries[-1].seq
     conn.close()
@@ -383,7 +398,7 @@ async def main(path, port, with_forwarder):
     await writer.start()
     forwarder = None
     if with_forwarder:
-        forwarder = Forwarder(writer, HttpTransport(f"http://127.0.0.1:{port}/events", None),
+        forwarder = Forwarder(writer, HttpTransport(f"http://127.0.0.1:{port}/events", None), CollectorSink(),
                               budget_bytes=2**40, policy=RetryPolicy(initial_delay=0.05, max_delay=0.2))
         await forwarder.start()
     peak = 0.0
@@ -391,7 +406,7 @@ async def main(path, port, with_forwarder):
     while time.monotonic() < deadline:
         await asyncio.sleep(0.1)
         peak = max(peak, rss_mb())
-    state = await writer.read(outbox.read_state)
+    state = await writer.read(_collector_state)
     print(peak, state.pending, state.failed_attempts)
     if forwarder:
         await forwarder.close()
@@ -439,8 +454,8 @@ def bench_size(size: int, work: Path) -> None:
         if _has_dbstat(conn)
         else on - off
     )
-    while entries := outbox.peek(conn, max_count=BATCH, max_bytes=2**30):
-        outbox.ack(conn, [e.seq for e in entries])
+    while entries := outbox.peek(conn, _sink(conn), max_count=BATCH, max_bytes=2**30):
+        outbox.ack(conn, _sink(conn), [e.seq for e in entries])
     reclaim_free_pages(conn)  # what the forwarder does once the outbox is drained
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
