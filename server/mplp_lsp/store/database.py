@@ -561,8 +561,10 @@ INSERT INTO outbox_sinks (id, name, remote, enabled, cursor, budget_bytes, pendi
 DELETE FROM meta WHERE key = 'forward.remote';
 
 DROP TRIGGER outbox_removed;
+-- sink 1 is the collector's, made first by this migration: an older store's rows that a
+-- salvage copies (they have no sink) are the collector's, as they were.
 CREATE TABLE outbox_rows (
-    sink  INTEGER NOT NULL REFERENCES outbox_sinks (id),
+    sink  INTEGER NOT NULL DEFAULT 1 REFERENCES outbox_sinks (id),
     seq   INTEGER NOT NULL,      -- events.seq, at or before the sink's cursor
     bytes INTEGER NOT NULL,      -- length of the envelope's JSON, for the disk budget
     PRIMARY KEY (sink, seq)
@@ -573,7 +575,7 @@ ALTER TABLE outbox_rows RENAME TO outbox;
 CREATE INDEX outbox_seq ON outbox (seq);
 
 CREATE TABLE outbox_dead_sinks (
-    sink    INTEGER NOT NULL REFERENCES outbox_sinks (id),
+    sink    INTEGER NOT NULL DEFAULT 1 REFERENCES outbox_sinks (id),
     seq     INTEGER NOT NULL,    -- events.seq of the dead-lettered envelope
     status  INTEGER,             -- the HTTP status that refused it
     reason  TEXT NOT NULL,

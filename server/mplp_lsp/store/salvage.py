@@ -424,9 +424,20 @@ def _restore_outbox(new: sqlite3.Connection, quarantined: int, report: SalvageRe
             or any(entry.startswith(f"{name}:") for entry in report.unreadable_tables)
             for name in ("outbox", "outbox_sinks")
         )
-        if new.execute("SELECT 1 FROM outbox_sinks LIMIT 1").fetchone() is None:
-            # The sinks were lost: the collector's (every store had it) queues everything.
-            new.execute("INSERT INTO outbox_sinks (name, enabled) VALUES (?, 1)", (COLLECTOR,))
+        if not report.copied.get("outbox_sinks"):
+            # Every store has a sink row (the collector's): none copied means they were lost.
+            # As when the queue was lost, the collector queues every event not dead-lettered
+            # nor held: re-sending is safe, losing is not.
+            outbox_damaged = True
+            new.execute(
+                "INSERT INTO outbox_sinks (name) VALUES (?) ON CONFLICT (name) DO NOTHING",
+                (COLLECTOR,),
+            )
+            new.execute(
+                "UPDATE outbox_sinks SET enabled = 1,"
+                " cursor = (SELECT coalesce(max(seq), 0) FROM events) WHERE name = ?",
+                (COLLECTOR,),
+            )
         # Events stored after a salvage take the seqs the lost ones had: no cursor may
         # stand beyond the log's end, or it would pass over them.
         new.execute(
