@@ -5,19 +5,26 @@ the previous release wrote, whose queue still reaches its remote."""
 from __future__ import annotations
 
 import gzip
+import json
 import shutil
+import signal
 import sqlite3
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from mplp_lsp.engine.intake import Submission
 from mplp_lsp.protocol.kinds import Kind
+from tests.e2e.harness import read_events, watching
+from tests.gitrepo import Repo
 from tests.support.collector import TOKEN, Collector
+from tests.support.daemon import mplp
 from tests.support.forwarding import open_workspace, submissions
-from tests.support.otlp import Receiver, Record
-from tests.support.waiting import wait_until_async
+from tests.support.otlp import Receiver, Record, receiving_in_a_thread
+from tests.support.waiting import wait_until, wait_until_async
 
 pytestmark = pytest.mark.e2e
 
@@ -276,3 +283,75 @@ async def test_an_old_stores_queue_reaches_its_remote_after_the_upgrade(
     assert seqs.isdisjoint({1, 2, 3, 4, 5, 6, 7, 8, 9, 10})  # held, delivered, dead: not sent
     assert forward["dead_letters"] == 2 and forward["held"] == {"http://127.0.0.1:7001": 5}
     assert forward["delivered"] >= 3 + 15  # the old counter kept, the old queue added
+
+
+# -- real processes: a watch daemon, the CLI, git ----------------------------------------------
+
+INTEGRATION = {"file_update", "git_operation", "tool_execution", "ci_pipeline"}
+CI_RUN = ("--provider", "local", "--pipeline-id", "build", "--run-id", "7", "--status", "succeeded")
+FAST_SET = ("--set", "forwardRetryInitialMs=5", "--set", "forwardRetryMaxMs=100")
+
+
+def _status(repo: Repo, state: Path) -> dict[str, Any]:
+    done = mplp(repo.path, "status", "--json", "--state-dir", str(state))
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout)["forward"])
+
+
+def _stored_ids(state: Path) -> set[str]:
+    return {event["event_id"] for event in read_events(state)}
+
+
+def test_a_daemon_forwards_saves_a_commit_a_run_and_emit_ci_to_both_and_survives_kill_9(
+    tmp_path: Path, collector: Collector
+) -> None:
+    repo = Repo.existing(tmp_path / "ws")
+    state = tmp_path / "state"
+    with receiving_in_a_thread() as receiver:
+        env = {"MPLP_LSP_OTLP_ENDPOINT": receiver.url, "MPLP_LSP_REMOTE_TOKEN": TOKEN}
+        flags = ("--remote", collector.url, *FAST_SET)
+        with watching(repo.path, state, *flags, env=env, api=True) as watch:
+            repo.write("src/new_module.py", "VALUE = 1\n")  # a save
+            repo.git("add", "--", "src/new_module.py")
+            repo.git("commit", "-q", "-m", "Add a module")  # a commit
+            done = mplp(
+                repo.path, "run", "--state-dir", str(state), "--", sys.executable, "-c", "0"
+            )
+            assert done.returncode == 0, done.stderr
+            done = mplp(repo.path, "emit", "ci", *CI_RUN, "--state-dir", str(state))
+            assert done.returncode == 0, done.stderr
+
+            def every_kind_arrived() -> bool:
+                return {r.envelope["event_type"] for r in receiver.records} >= INTEGRATION
+
+            wait_until(every_kind_arrived, timeout=60, what="each kind as a log record")
+            for n in range(300):  # saves while both forward, then kill -9 mid-stream
+                repo.write(f"burst/f{n}.py", f"N = {n}\n")
+
+            def burst_on_the_wire() -> bool:
+                paths = {r.attributes.get("code.file.path", "") for r in receiver.records}
+                return any(str(path).startswith("burst/") for path in paths)
+
+            wait_until(burst_on_the_wire, timeout=60, what="the burst being forwarded")
+            watch.process.send_signal(signal.SIGKILL)
+            watch.process.wait(30)
+        with watching(repo.path, state, *flags, env=env, api=True):
+
+            def both_drained() -> bool:
+                forward = _status(repo, state)
+                return all(forward["sinks"][name]["depth"] == 0 for name in ("collector", "otlp"))
+
+            wait_until(both_drained, timeout=120, what="both sinks drained after the kill")
+        records = list(receiver.records)
+    stored = _stored_ids(state)
+    at_collector = {event["envelope"]["event_id"] for event in collector.events()}
+    at_receiver = {record.envelope["event_id"] for record in records}
+    assert stored <= at_collector and stored <= at_receiver  # nothing lost at either
+    by_kind = {r.envelope["event_type"]: r for r in records}
+    commit = by_kind["git_operation"]
+    assert commit.attributes["vcs.ref.head.name"] == "main"
+    assert commit.attributes["vcs.ref.head.revision"] == repo.git("rev-parse", "HEAD").strip()
+    assert by_kind["tool_execution"].attributes["process.exit.code"] == 0
+    assert by_kind["ci_pipeline"].attributes["cicd.pipeline.result"] == "success"
+    saves = [r for r in records if r.envelope["event_type"] == "file_update"]
+    assert "src/new_module.py" in {r.attributes["code.file.path"] for r in saves}

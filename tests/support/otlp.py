@@ -4,8 +4,11 @@ and answers as a test scripts it (partial success, 503 with Retry-After, ...).""
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,3 +115,21 @@ def _records(message: ExportLogsServiceRequest) -> Any:
 def _value(value: Any) -> Any:
     kind = value.WhichOneof("value")
     return None if kind is None else getattr(value, kind)
+
+
+@contextmanager
+def receiving_in_a_thread(respond: Respond | None = None) -> Iterator[Receiver]:
+    """A :class:`Receiver` on an event loop of its own thread, for a test that waits on real
+    processes with blocking calls."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="otlp-receiver", daemon=True)
+    thread.start()
+    receiver = Receiver(respond) if respond is not None else Receiver()
+    asyncio.run_coroutine_threadsafe(receiver.start(), loop).result(30)
+    try:
+        yield receiver
+    finally:
+        asyncio.run_coroutine_threadsafe(receiver.stop(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(30)
+        loop.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 from mplp_lsp.config.settings import Settings
 from mplp_lsp.engine.bus import EventBus
+from mplp_lsp.forward import outbox
 from mplp_lsp.forward.forwarder import Forwarder
 from mplp_lsp.forward.identity import StreamIdentity, identify
 from mplp_lsp.forward.outbox import COLLECTOR
@@ -31,6 +33,7 @@ from mplp_lsp.forward.remote import (
 from mplp_lsp.forward.sinks.collector import CollectorSink
 from mplp_lsp.forward.sinks.kind import SinkKind
 from mplp_lsp.forward.sinks.otlp import OTLP, OtlpSink, ProtobufMissing
+from mplp_lsp.store.database import transaction
 from mplp_lsp.store.events import StoredEvent
 from mplp_lsp.store.salvage import read_report
 from mplp_lsp.store.writer import StoreWriter
@@ -113,6 +116,10 @@ class Forwarding:
                     self.remotes[name] = remote
             if not self.remotes:
                 return
+            # One transaction for every sink: an event accepted while they start is queued
+            # for all of them or for none, so each receives every envelope from then on.
+            queues = {name: remote.budget_bytes for name, remote in self.remotes.items()}
+            await writer.run(partial(_enable_together, queues=queues))
             identity = await _identity(writer, settings, root)
             for name, remote in self.remotes.items():
                 try:
@@ -162,6 +169,13 @@ class Forwarding:
         await asyncio.gather(
             *(forwarder.close(SHUTDOWN_GRACE) for forwarder in self.forwarders.values())
         )
+
+
+def _enable_together(conn: sqlite3.Connection, *, queues: dict[str, int]) -> None:
+    """Start queuing for every sink in ``queues`` (name: its disk budget) at one commit."""
+    with transaction(conn):
+        for name, budget in queues.items():
+            outbox.enable(conn, outbox.ensure_sink(conn, name), budget_bytes=budget)
 
 
 def _forwarder(
