@@ -41,7 +41,8 @@ Respond = Callable[[int, list[Record]], tuple[int, dict[str, str], int]]
 
 @dataclass
 class Receiver:
-    respond: Respond = field(default=lambda _n, _records: (200, {}, 0))
+    respond: Respond | None = None  # None: answer every request with ``status``
+    status: int = 200
     records: list[Record] = field(default_factory=list)  # accepted, in arrival order
     rejected: list[Record] = field(default_factory=list)
     requests: int = 0
@@ -77,7 +78,9 @@ class Receiver:
             json_format.Parse(raw.decode(), message)
         records = list(_records(message))
         self.requests += 1
-        status, headers, reject = self.respond(self.requests, records)
+        status, headers, reject = (
+            (self.status, {}, 0) if self.respond is None else self.respond(self.requests, records)
+        )
         if not 200 <= status < 300:
             return web.Response(status=status, headers=headers, text="scripted refusal")
         kept = records[: len(records) - reject] if reject else records
@@ -124,7 +127,7 @@ def receiving_in_a_thread(respond: Respond | None = None) -> Iterator[Receiver]:
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="otlp-receiver", daemon=True)
     thread.start()
-    receiver = Receiver(respond) if respond is not None else Receiver()
+    receiver = Receiver(respond)
     asyncio.run_coroutine_threadsafe(receiver.start(), loop).result(30)
     try:
         yield receiver
