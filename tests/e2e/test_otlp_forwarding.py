@@ -355,3 +355,42 @@ def test_a_daemon_forwards_saves_a_commit_a_run_and_emit_ci_to_both_and_survives
     assert by_kind["ci_pipeline"].attributes["cicd.pipeline.result"] == "success"
     saves = [r for r in records if r.envelope["event_type"] == "file_update"]
     assert "src/new_module.py" in {r.attributes["code.file.path"] for r in saves}
+
+
+async def test_a_remotes_list_adds_named_sinks_each_with_its_own_dead_letters(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    refusing = await Receiver(status=403).start()
+    remotes = [
+        {"kind": "otlp", "url": refusing.url, "name": "vendor", "options": {"encoding": "protobuf"}}
+    ]
+    state = tmp_path / "state"
+    (tmp_path / "ws").mkdir()
+    workspace = await open_workspace(
+        tmp_path / "ws", state, None, otlpEndpoint=receiver.url, remotes=remotes
+    )
+    try:
+        results = await workspace.intake.submit_many(activity())
+        accepted = {r.event.event_id for r in results if r.event is not None}
+
+        async def settled() -> bool:
+            sinks = ((await workspace.status()).forward or {})["sinks"]
+            return bool(sinks["otlp"]["depth"] == 0 == sinks["vendor"]["depth"])
+
+        await wait_until_async(settled, timeout=60, what="both sinks settled")
+        sinks = ((await workspace.status()).forward or {})["sinks"]
+    finally:
+        await workspace.close()
+        await refusing.stop()
+    assert accepted <= set(receiver.event_ids())
+    assert refusing.content_types == {"application/x-protobuf"}  # the entry's own option
+    assert sinks["vendor"]["dead_letters"] >= len(accepted) and sinks["otlp"]["dead_letters"] == 0
+    where = ("--state-dir", str(state), "--workspace", str(tmp_path / "ws"))
+    done = mplp(tmp_path, "outbox", "dead", "--json", "--sink", "vendor", *where)
+    assert done.returncode == 0, done.stderr
+    letters = [json.loads(line) for line in done.stdout.splitlines()]
+    assert {letter["sink"] for letter in letters} == {"vendor"}
+    assert accepted <= {letter["event_id"] for letter in letters}
+    assert all(letter["status"] == 403 for letter in letters)
+    done = mplp(tmp_path, "outbox", "dead", "--json", "--sink", "otlp", *where)
+    assert (done.returncode, done.stdout) == (0, "")

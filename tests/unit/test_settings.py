@@ -150,6 +150,16 @@ def test_a_full_valid_object_is_taken_as_is() -> None:
         "otlpEncoding": "protobuf",
         "otlpCompression": "none",
         "otlpSendHostName": True,
+        "remotes": [
+            {
+                "kind": "otlp",
+                "url": "https://otel.example:4318",
+                "name": "vendor",
+                "tokenEnv": "VENDOR_TOKEN",
+                "options": {"encoding": "json", "sendHostName": False},
+            },
+            {"kind": "collector", "url": "https://team.example/mplp", "tokenFile": "~/t"},
+        ],
         "driftInterval": 0,
         "driftSeverity": "hint",
         "snapshotMaxBytes": 0,

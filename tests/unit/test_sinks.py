@@ -19,8 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from mplp_lsp.config.settings import parse_settings
 from mplp_lsp.forward import held, outbox
 from mplp_lsp.forward.batching import Batch
+from mplp_lsp.forward.remote import configured_remotes
 from mplp_lsp.forward.retry import Action
 from mplp_lsp.forward.sinks.otlp import OtlpSink
 from mplp_lsp.forward.sinks.otlp_records import attributes, log_record
@@ -259,3 +261,39 @@ def test_otlp_requests_are_gzip_by_default_and_name_their_encoding() -> None:
     assert record["body"]["stringValue"] == entry.body
     plain = OtlpSink(compression="none").encode(Stream("s"), [entry], None)
     assert "Content-Encoding" not in plain.headers and json.loads(plain.body) == request
+
+
+# -- which sinks the settings configure --------------------------------------------------------
+
+
+def test_the_short_forms_and_the_remotes_list_each_make_a_named_sink(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("from-file\n")
+    settings, warnings = parse_settings(
+        {
+            "remoteUrl": "https://team.example/mplp",
+            "otlpEndpoint": "http://127.0.0.1:4318",
+            "remotes": [
+                {"kind": "otlp", "url": "https://otel.example", "name": "vendor",
+                 "tokenEnv": "VENDOR_TOKEN", "options": {"encoding": "protobuf"}},
+                {"kind": "collector", "url": "https://backup.example", "name": "backup",
+                 "tokenFile": str(token_file)},
+                {"kind": "otlp", "url": "https://again.example"},  # "otlp" is taken
+                {"kind": "otlp", "url": "http://192.0.2.1:4318", "name": "plain"},
+            ],
+        }
+    )  # fmt: skip
+    assert warnings == []
+    env = {"VENDOR_TOKEN": "from-env", "MPLP_LSP_REMOTE_TOKEN": "team-secret"}
+    found, problems = configured_remotes(settings, None, env)
+    assert {name: (r.kind, r.url, r.token) for name, r in found.items()} == {
+        "collector": ("collector", "https://team.example/mplp", "team-secret"),
+        "otlp": ("otlp", "http://127.0.0.1:4318", None),
+        "vendor": ("otlp", "https://otel.example", "from-env"),
+        "backup": ("collector", "https://backup.example", "from-file"),
+    }
+    assert found["vendor"].options == {"encoding": "protobuf"}
+    assert set(problems) == {"otlp (remotes)", "plain"}
+    assert "give this remotes entry a name" in problems["otlp (remotes)"]
+    assert "remoteAllowInsecureHttp" in problems["plain"]  # the same URL rules as remoteUrl
+    assert "team-secret" not in repr(found) and "from-env" not in repr(found)

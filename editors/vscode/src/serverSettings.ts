@@ -23,6 +23,7 @@ export const SENSITIVE = [
   "otlpEndpoint",
   "otlpTokenFile",
   "otlpSendHostName",
+  "remotes",
   "stateDir",
   "vslUrl",
   "llmEndpointUrl",

@@ -78,6 +78,7 @@ export const RESTRICTED_SETTINGS = [
   "mplp.otlpEndpoint",
   "mplp.otlpTokenFile",
   "mplp.otlpSendHostName",
+  "mplp.remotes",
   "mplp.stateDir",
   "mplp.llmEndpointUrl",
   "mplp.llmModel",

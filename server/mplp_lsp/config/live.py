@@ -39,7 +39,13 @@ if TYPE_CHECKING:
 
     # The settings load where they are compared, not at import: a command that only sets
     # its log level here (serve, before it answers initialize) does not read the schema.
-    from mplp_lsp.config.settings import EmailPolicy, EventFamily, LogLevel, Settings
+    from mplp_lsp.config.settings import (
+        EmailPolicy,
+        EventFamily,
+        LogLevel,
+        RemoteEntry,
+        Settings,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +111,7 @@ class Remote(Section):
     otlp_encoding: str
     otlp_compression: str
     otlp_send_host_name: bool
+    remotes: tuple[RemoteEntry, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,12 +18,13 @@ from __future__ import annotations
 import ipaddress
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
-from mplp_lsp.config.settings import Settings
+from mplp_lsp.config.settings import RemoteEntry, Settings
 from mplp_lsp.config.sources import ways_to_set
 from mplp_lsp.forward.batching import BatchLimits
 from mplp_lsp.forward.retry import RetryPolicy
@@ -34,6 +35,7 @@ __all__ = [
     "RemoteConfig",
     "RemoteConfigError",
     "batch_limits",
+    "configured_remotes",
     "remote_identity",
     "resolve_otlp",
     "resolve_remote",
@@ -55,6 +57,8 @@ class RemoteConfig:
     kind: str = "collector"  # the sink kind (mplp_lsp.forward.sinks)
     token: str | None = field(default=None, repr=False)
     budget_bytes: int = 1024 * 2**20
+    name: str = ""  # the sink's name (the kind's for the short forms)
+    options: Mapping[str, Any] = field(default_factory=dict)  # the kind's, by wire name
 
 
 def resolve_remote(
@@ -74,6 +78,55 @@ def resolve_remote(
         kind="collector",
         token=_token(REMOTE_TOKEN_ENV, settings.remote_token_file, env),
         budget_bytes=settings.forward_disk_budget_mb * 2**20,
+    )
+
+
+def configured_remotes(
+    settings: Settings, remote_url: str | None = None, env: Mapping[str, str] = os.environ
+) -> tuple[dict[str, RemoteConfig], dict[str, str]]:
+    """Every sink the settings configure, by name, and why each refused one is refused:
+    the collector (``remoteUrl``, ``--remote``), the OTLP receiver (``otlpEndpoint``), then
+    each ``remotes`` entry. One refused sink leaves the others on."""
+    found: dict[str, RemoteConfig] = {}
+    problems: dict[str, str] = {}
+    short_forms = (
+        ("collector", partial(resolve_remote, settings, remote_url, env)),
+        ("otlp", partial(resolve_otlp, settings, env)),
+    )
+    for name, resolve in short_forms:
+        try:
+            remote = resolve()
+        except RemoteConfigError as error:
+            problems[name] = str(error)
+            continue
+        if remote is not None:
+            found[name] = replace(remote, name=name)
+    for entry in settings.remotes:
+        name = entry.name or entry.kind
+        if name in found or name in problems:
+            problems[f"{name} (remotes)"] = (
+                f"a sink named {name} is configured already: give this remotes entry a name"
+            )
+            continue
+        try:
+            found[name] = _entry(settings, entry, name, env)
+        except RemoteConfigError as error:
+            problems[name] = str(error)
+    return found, problems
+
+
+def _entry(
+    settings: Settings, entry: RemoteEntry, name: str, env: Mapping[str, str]
+) -> RemoteConfig:
+    base = _checked_url(entry.url, allow_insecure=settings.remote_allow_insecure_http)
+    token = env.get(entry.token_env) if entry.token_env else None
+    return RemoteConfig(
+        url=base,
+        kind=entry.kind,
+        token=token.strip() if token else _token_file(entry.token_file),
+        budget_bytes=settings.forward_disk_budget_mb * 2**20,
+        name=name,
+        options=dict(entry.options),
     )
 
 
@@ -162,6 +215,10 @@ def _token(variable: str, token_file: str | None, env: Mapping[str, str]) -> str
     token = env.get(variable)
     if token:
         return token.strip()
+    return _token_file(token_file)
+
+
+def _token_file(token_file: str | None) -> str | None:
     if token_file is None:
         return None
     path = Path(token_file).expanduser()

@@ -23,11 +23,9 @@ from mplp_lsp.forward.identity import StreamIdentity, identify
 from mplp_lsp.forward.outbox import COLLECTOR
 from mplp_lsp.forward.remote import (
     RemoteConfig,
-    RemoteConfigError,
     batch_limits,
+    configured_remotes,
     remote_identity,
-    resolve_otlp,
-    resolve_remote,
     retry_policy,
 )
 from mplp_lsp.forward.sinks.collector import CollectorSink
@@ -101,38 +99,30 @@ class Forwarding:
             if self._closed:
                 return
             await self._stop()
-            self.remotes, self.forwarders, self.problems = {}, {}, {}
-            for name, resolve in (
-                (COLLECTOR, partial(resolve_remote, settings, remote_url)),
-                (OTLP, partial(resolve_otlp, settings)),
-            ):
-                try:
-                    remote = resolve()
-                except RemoteConfigError as error:
-                    log.error("forwarding to the %s sink is off: %s", name, error)
-                    self.problems[name] = str(error)
-                    continue
-                if remote is not None:
-                    self.remotes[name] = remote
+            self.forwarders = {}
+            self.remotes, self.problems = configured_remotes(settings, remote_url)
+            for name, problem in self.problems.items():
+                log.error("forwarding is off for the %s sink: %s", name, problem)
             if not self.remotes:
                 return
-            # One transaction for every sink: an event accepted while they start is queued
-            # for all of them or for none, so each receives every envelope from then on.
-            queues = {name: remote.budget_bytes for name, remote in self.remotes.items()}
-            await writer.run(partial(_enable_together, queues=queues))
             identity = await _identity(writer, settings, root)
+            built: dict[str, Forwarder] = {}
             for name, remote in self.remotes.items():
                 try:
-                    forwarder = _forwarder(writer, settings, remote, identity)
+                    built[name] = _forwarder(writer, settings, remote, identity)
                 except ProtobufMissing as error:
-                    log.error("forwarding to the %s sink is off: %s", name, error)
+                    log.error("forwarding is off for the %s sink: %s", name, error)
                     self.problems[name] = str(error)
-                    continue
-                await forwarder.start()
-                self.forwarders[name] = forwarder
-                log.info("forwarding to %s (%s)", remote.url, name)
             for name in self.problems:
                 self.remotes.pop(name, None)
+            # One transaction for every sink: an event accepted while they start is queued
+            # for all of them or for none, so each receives every envelope from then on.
+            queues = {name: self.remotes[name].budget_bytes for name in built}
+            await writer.run(partial(_enable_together, queues=queues))
+            for name, forwarder in built.items():
+                await forwarder.start()
+                self.forwarders[name] = forwarder
+                log.info("forwarding to %s (%s)", self.remotes[name].url, name)
             if self.forwarders and not self._subscribed:
                 bus.subscribe("forward", self._handle)
                 self._subscribed = True
@@ -186,11 +176,13 @@ def _forwarder(
 
     kind: SinkKind
     if remote.kind == OTLP:
+        options = remote.options
+        send_host_name = options.get("sendHostName", settings.otlp_send_host_name)
         kind = OtlpSink(
-            encoding=settings.otlp_encoding,
-            compression=settings.otlp_compression,
+            encoding=options.get("encoding", settings.otlp_encoding),
+            compression=options.get("compression", settings.otlp_compression),
             origin=identity.origin,
-            host_name=identity.machine if settings.otlp_send_host_name else None,
+            host_name=identity.machine if send_host_name else None,
         )
     else:
         kind = CollectorSink()
@@ -200,6 +192,7 @@ def _forwarder(
         writer,
         HttpTransport(endpoint, remote.token, report_endpoint=report_endpoint),
         kind,
+        sink=remote.name or kind.name,
         budget_bytes=remote.budget_bytes,
         limits=batch_limits(settings),
         policy=retry_policy(settings),
