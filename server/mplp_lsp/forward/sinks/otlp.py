@@ -19,6 +19,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from mplp_lsp import __version__
 from mplp_lsp.forward.batching import Batch
 from mplp_lsp.forward.outbox import Backlog, Entry
 from mplp_lsp.forward.retry import Action
@@ -44,8 +45,6 @@ class ProtobufMissing(RuntimeError):
 def resource_attributes(stream: str, origin: str | None, host_name: str | None) -> dict[str, str]:
     """Who sends: the daemon (``service.*``), this store's stream (``service.instance.id``),
     the workspace's origin hash, and the host name only when the user allows it."""
-    from mplp_lsp import __version__
-
     found = {
         "service.name": SERVICE_NAME,
         "service.version": __version__,

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from mplp_lsp import __version__
 from mplp_lsp.forward.outbox import Entry
 from mplp_lsp.protocol.kinds import Kind, event_type_for
 
@@ -36,8 +37,6 @@ _REF_TYPES: Final = (("refs/heads/", "branch"), ("refs/tags/", "tag"))
 def logs_request(entries: Sequence[Entry], resource: Mapping[str, str]) -> dict[str, Any]:
     """An ``ExportLogsServiceRequest`` in OTLP/JSON: one resource, one scope, one record
     per entry, in ``seq`` order."""
-    from mplp_lsp import __version__
-
     return {
         "resourceLogs": [
             {
