@@ -20,7 +20,7 @@ from mplp_lsp.engine.intake import Submission
 from mplp_lsp.protocol.kinds import Kind
 from tests.e2e.harness import read_events, watching
 from tests.gitrepo import Repo
-from tests.support.collector import TOKEN, Collector
+from tests.support.collector import TOKEN, Collector, free_port
 from tests.support.daemon import mplp
 from tests.support.forwarding import open_workspace, submissions
 from tests.support.otlp import Receiver, Record, receiving_in_a_thread
@@ -292,8 +292,8 @@ CI_RUN = ("--provider", "local", "--pipeline-id", "build", "--run-id", "7", "--s
 FAST_SET = ("--set", "forwardRetryInitialMs=5", "--set", "forwardRetryMaxMs=100")
 
 
-def _status(repo: Repo, state: Path) -> dict[str, Any]:
-    done = mplp(repo.path, "status", "--json", "--state-dir", str(state))
+def _status(repo: Repo, state: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    done = mplp(repo.path, "status", "--json", "--state-dir", str(state), **(env or {}))
     assert done.returncode == 0, done.stderr
     return dict(json.loads(done.stdout)["forward"])
 
@@ -394,3 +394,49 @@ async def test_a_remotes_list_adds_named_sinks_each_with_its_own_dead_letters(
     assert all(letter["status"] == 403 for letter in letters)
     done = mplp(tmp_path, "outbox", "dead", "--json", "--sink", "otlp", *where)
     assert (done.returncode, done.stdout) == (0, "")
+
+
+def test_otlp_endpoint_changed_under_a_running_daemon_holds_the_old_queue_for_it(
+    tmp_path: Path,
+) -> None:
+    """The settings file names receiver A (down), then B: what was queued for A is held
+    for A, B gets what comes after; requeued with ``--held --sink otlp``, B gets A's too,
+    each once. Status shows the text block of the otlp sink."""
+    repo = Repo.create(tmp_path / "ws")
+    state, xdg = tmp_path / "state", tmp_path / "xdg"
+    (xdg / "mplp-lsp").mkdir(parents=True)
+    config = xdg / "mplp-lsp" / "config.toml"
+    a_url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    config.write_text(f'otlpEndpoint = "{a_url}"\n')
+    env = {"XDG_CONFIG_HOME": str(xdg)}
+    with receiving_in_a_thread() as b, watching(repo.path, state, *FAST_SET, env=env, api=True):
+        for n in range(3):
+            repo.write(f"src/a{n}.py", f"A = {n}\n")
+
+        def otlp() -> dict[str, Any]:
+            return dict(_status(repo, state, env)["sinks"]["otlp"])
+
+        wait_until(lambda: otlp()["failed_attempts"] > 0 and otlp()["depth"] >= 3, timeout=60)
+        for_a = {e["event_id"] for e in read_events(state)}
+        config.write_text(f'otlpEndpoint = "{b.url}"\n')  # the daemon keeps running
+        wait_until(lambda: otlp()["remote"] == b.url, timeout=30, what="the change applied")
+        repo.write("src/b.py", "B = 1\n")
+        wait_until(
+            lambda: "src/b.py" in {r.attributes.get("code.file.path") for r in b.records},
+            timeout=60,
+            what="B's own record",
+        )
+        assert not for_a & set(b.event_ids()), "B was sent what was queued for A"
+        held = _status(repo, state, env)["held"]
+        assert held.get(f"{a_url}/v1/logs", 0) >= len(for_a), held
+        text = mplp(repo.path, "status", "--state-dir", str(state), **env).stdout
+        assert "forwarding to otlp " in text and f"(remote {b.url})" in text, text
+        assert "forwarding to collector off" in text, text  # no collector: its block says so
+        done = mplp(
+            repo.path, "outbox", "requeue", "--held", "--sink", "otlp",
+            "--state-dir", str(state), **env,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        wait_until(lambda: for_a <= set(b.event_ids()), timeout=60, what="A's queue sent to B")
+        received = b.event_ids()
+    assert all(received.count(event_id) == 1 for event_id in for_a)

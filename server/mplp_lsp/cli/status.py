@@ -151,7 +151,7 @@ def _print_sink(label: str, forward: dict[str, Any], *, held: dict[str, int]) ->
     collector's (they belong to no sink until requeued)."""
     age = forward["oldest_pending_age_s"]
     remote = forward.get("remote")
-    print(f"{label:<14}{forward['state']}{f' (remote {remote})' if remote else ''}")
+    print(f"{label:<13} {forward['state']}{f' (remote {remote})' if remote else ''}")
     queued_for = forward.get("queued_for")
     print(
         f"  outbox depth        {forward['depth']} ({forward['pending_bytes']:,} bytes)"
