@@ -115,10 +115,6 @@ class Forwarder:
         return self._stream.id
 
     @property
-    def sink_id(self) -> int:
-        return self._sink_id
-
-    @property
     def next_attempt_in(self) -> float | None:
         """Seconds until the next retry while waiting after a failure."""
         if self._retry_at is None:
