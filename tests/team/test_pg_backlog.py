@@ -68,7 +68,9 @@ async def test_the_backlog_behind_each_batch_is_shown_per_stream(
 
         async def queued_and_quiet() -> bool:
             nonlocal last
-            (pending,) = store_rows(state, "SELECT pending FROM outbox_state")[0]
+            (pending,) = store_rows(
+                state, "SELECT pending FROM outbox_sinks WHERE name = 'collector'"
+            )[0]
             settled = pending >= FILES and pending == last
             last = pending
             return settled
