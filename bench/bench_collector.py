@@ -409,12 +409,15 @@ def run(bench: Bench, args: argparse.Namespace) -> None:
             stored = conn.execute(
                 "SELECT count(*), count(DISTINCT event_id) FROM events"
             ).fetchone()
+        assert stored is not None  # an aggregate always has its row
         print(f"  stored after two instances: {stored[0]:,} rows, {stored[1]:,} distinct")
         with psycopg.connect(cluster.psql_url("one")) as conn:
-            events, database, body = conn.execute(
+            sizes = conn.execute(
                 "SELECT pg_total_relation_size('events'), pg_database_size(current_database()),"
                 " avg(octet_length(body)) FROM events"
             ).fetchone()
+        assert sizes is not None  # an aggregate always has its row
+        events, database, body = sizes
         # What retention sizing needs (docs/team.md): the events table with its indexes,
         # and the whole database with the team graph, per stored event; the peer is the
         # envelope's own JSON.

@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import time
 from collections.abc import Callable
+from functools import partial
 
 from benchlib.harness import Bench
 from mplp_lsp.sources.debounce import Change, Debouncer, Observation, Settled
@@ -95,7 +96,7 @@ async def main(bench: Bench, args: argparse.Namespace) -> None:
         (f"{count:,} distinct paths", distinct),
         (f"{count:,} observations of one path", one_path),
     ):
-        rates[name] = best_rate(lambda o=observations: time_observe(o), count, repeat)
+        rates[name] = best_rate(partial(time_observe, observations), count, repeat)
         bench.figure(
             f"observe() calls/s, {name}",
             rates[name],
@@ -104,7 +105,7 @@ async def main(bench: Bench, args: argparse.Namespace) -> None:
             met=rates[name] >= TARGET,
             peer=(
                 "plain dict assignment",
-                best_rate(lambda o=observations: time_dict(o), count, repeat),
+                best_rate(partial(time_dict, observations), count, repeat),
             ),
         )
 

@@ -31,15 +31,15 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from benchlib.drift_tree import make_tree
 from benchlib.harness import Bench
 from mplp_lsp.config.settings import parse_settings
 from mplp_lsp.drift import Strategy
-from mplp_lsp.drift.scan import safe_hash
 from mplp_lsp.engine.workspace import Workspace
+from mplp_lsp.graph.content_hash import safe_hash
 from mplp_lsp.store.database import connect
 
 
@@ -149,7 +149,7 @@ async def main_async(bench: Bench, args: argparse.Namespace) -> None:
             target = paths[attempt * 7 % len(paths)]
             found = asyncio.get_running_loop().create_future()
 
-            def listener(changes: dict[str, object], target: str = target,
+            def listener(changes: Mapping[str, object], target: str = target,
                          found: asyncio.Future[float] = found) -> None:  # fmt: skip
                 if changes.get(target) is not None and not found.done():
                     found.set_result(time.perf_counter())

@@ -17,9 +17,13 @@ import asyncio
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchlib.harness import Bench
 from benchlib.save_latency import StoreWatcher, bare_client_saves, report_editor_saves
+
+if TYPE_CHECKING:
+    from tests.emacs.host import Client
 
 SPACING_S = 1.5
 HOOK = (
@@ -28,7 +32,9 @@ HOOK = (
 )
 
 
-def emacs_saves(bench: Bench, client: str, tmp: Path, saves: int, debounce_ms: int) -> list[float]:
+def emacs_saves(
+    bench: Bench, client: Client, tmp: Path, saves: int, debounce_ms: int
+) -> list[float]:
     from tests.e2e.nvim_session import git_repo
     from tests.emacs.host import running_emacs
 
@@ -39,7 +45,7 @@ def emacs_saves(bench: Bench, client: str, tmp: Path, saves: int, debounce_ms: i
     try:
         with (
             StoreWatcher(state / "events.db") as watcher,
-            running_emacs(client, tmp, cwd=root, env=env) as emacs,  # type: ignore[arg-type]
+            running_emacs(client, tmp, cwd=root, env=env) as emacs,
         ):
             target = root / "saved.py"
             emacs.open(target)
@@ -67,7 +73,8 @@ def main() -> None:
         tmp = Path(scratch)
         debounce = args.debounce_ms
         measured = {}
-        for client in ("eglot", "lsp-mode"):
+        clients: tuple[Client, ...] = ("eglot", "lsp-mode")
+        for client in clients:
             (tmp / client).mkdir()
             measured[client] = emacs_saves(bench, client, tmp / client, args.saves, debounce)
         peer = asyncio.run(bare_client_saves(tmp, args.saves, debounce))

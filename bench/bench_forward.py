@@ -51,7 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -160,7 +160,7 @@ async def durable_enqueue(
 
 
 def bare_append(
-    path: Path, rows: list[list[tuple[str | bytes, ...]]], schema: str, per_commit: int = 100
+    path: Path, rows: Sequence[Sequence[tuple[object, ...]]], schema: str, per_commit: int = 100
 ) -> float:
     """Batched executemany of ready-made rows into ``schema`` (the physical peers)."""
     conn = sqlite3.connect(path, isolation_level=None)
@@ -192,7 +192,7 @@ CREATE INDEX q_timestamp ON q (timestamp);
 """
 
 
-def row_of(prepared: PreparedEvent) -> tuple[str | bytes, ...]:
+def row_of(prepared: PreparedEvent) -> tuple[object, ...]:
     return prepared.row("2026-03-02T08:01:00.000Z")
 
 

@@ -24,6 +24,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from benchlib.harness import Bench, percentile
 from benchlib.jsonrpc_client import minimal_cmd, mplp_cmd, save, started, wait_ready
@@ -183,7 +184,7 @@ async def bench_burst(bench: Bench, tmp: Path, files: int) -> None:
     await wait_ready(client)
     # Written once the server records the folder: files there before it started are its
     # baseline (known to the graph, so a "created" report of them changes nothing).
-    changes = []
+    changes: list[dict[str, Any]] = []
     for i in range(files):
         path = workspace / "src" / f"b{i}.txt"
         path.write_text(str(i))

@@ -72,7 +72,7 @@ def make_events(n: int, offset: int) -> list[NewEvent]:
     return events
 
 
-def rows_of(events: list[NewEvent]) -> list[tuple[str, ...]]:
+def rows_of(events: list[NewEvent]) -> list[tuple[str | bytes, ...]]:
     now = utc_timestamp()
     return [
         (e.event_id, e.kind, e.dedup_key, e.timestamp, now, encode_body(e.envelope)) for e in events
@@ -85,7 +85,7 @@ class BarePeer:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
 
-    def batched(self, rows: list[tuple[str, ...]], batch: int = 100) -> float:
+    def batched(self, rows: list[tuple[str | bytes, ...]], batch: int = 100) -> float:
         start = time.perf_counter()
         for offset in range(0, len(rows), batch):
             self.conn.execute("BEGIN IMMEDIATE")
@@ -103,7 +103,7 @@ class BarePeer:
             self.conn.execute("COMMIT")
         return time.perf_counter() - start
 
-    def single(self, row: tuple[str, ...]) -> None:
+    def single(self, row: tuple[str | bytes, ...]) -> None:
         self.conn.execute("BEGIN IMMEDIATE")
         self.conn.execute(INSERT, row)
         self.conn.execute("COMMIT")

@@ -32,6 +32,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from unittest import mock
 
 from benchlib.event_store import commit_payload
 from benchlib.harness import Bench
@@ -101,8 +102,8 @@ async def simulate(
 
     rng = random.Random(35)
     clock = Clock()
-    real_stamp = store_writer.utc_timestamp
-    store_writer.utc_timestamp = clock.stamp  # arrivals are stamped with the day's time
+    stamping = mock.patch.object(store_writer, "utc_timestamp", clock.stamp)
+    stamping.start()  # arrivals are stamped with the day's time
     names = [f"src/pkg{n % 12}/module_{n}.py" for n in range(files)]
     for name in names:
         (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -139,7 +140,7 @@ async def simulate(
         figures["restores"] = await drift_and_merge(ws, repo, names, revisions)
     finally:
         await ws.close()
-        store_writer.utc_timestamp = real_stamp
+        stamping.stop()
     return figures
 
 

@@ -79,7 +79,7 @@ def editor_saves(saves: int, debounce: int, tmp: Path) -> list[dict[str, float |
     settings = {**base_settings(), "mplp.debounceMs": debounce, "mplp.driftInterval": 0}
     root = code_server_dir()
     database = tmp / "state" / "events.db"
-    samples = []
+    samples: list[dict[str, float | None]] = []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
         artefacts = tmp / "artefacts"
@@ -101,10 +101,10 @@ def editor_saves(saves: int, debounce: int, tmp: Path) -> list[dict[str, float |
             notes = sent(host.server.extension_log())
         browser.close()
     for sample in samples:
-        pressed = sample["pressed"]
-        assert pressed is not None
-        sample["didSave"] = first(notes, "textDocument/didSave", pressed)
-        sample["watched"] = first(notes, "workspace/didChangeWatchedFiles", pressed)
+        at = sample["pressed"]
+        assert at is not None
+        sample["didSave"] = first(notes, "textDocument/didSave", at)
+        sample["watched"] = first(notes, "workspace/didChangeWatchedFiles", at)
     return samples
 
 
@@ -134,9 +134,9 @@ def report(
 ) -> None:
     def ms(later: str, earlier: str) -> list[float]:
         return [
-            (s[later] - s[earlier]) * 1000  # type: ignore[operator]
+            (end - start) * 1000
             for s in samples
-            if s[later] is not None and s[earlier] is not None
+            if (end := s[later]) is not None and (start := s[earlier]) is not None
         ]
 
     total = ms("stored", "pressed")

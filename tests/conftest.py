@@ -16,6 +16,7 @@ from hypothesis import settings
 from mplp_lsp.store.database import connect
 from tests.dist import Dist, build
 from tests.required import unavailable
+from tests.support.properties import describe, examples
 
 REPO = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
@@ -30,7 +31,8 @@ TIERS = ("unit", "e2e", "realhost")
 # No time limit per hypothesis example: the 200 ms default is a timing threshold, which a
 # shared or loaded machine crosses (a flaky failure that says nothing of the code); the
 # per-test timeout (pyproject.toml) still bounds a test that hangs.
-settings.register_profile("mplp-lsp", deadline=None)
+# A test without its own count tries hypothesis's default (100) in CI, a share elsewhere.
+settings.register_profile("mplp-lsp", deadline=None, max_examples=examples(100))
 settings.load_profile("mplp-lsp")
 FOLDER_TIERS = {"unit": "unit", "vscode": "realhost", "emacs": "realhost", "ui": "realhost"}
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -132,3 +134,7 @@ TEST_GIT_CONFIG = """\
 \tname = mplp-lsp tests
 \temail = tests@mplp-lsp.example
 """
+
+
+def pytest_report_header() -> str:
+    return describe()

@@ -6,7 +6,9 @@ A benchmark runs as ``python bench/NAME.py`` from the repository root, so Python
 ``sys.path`` once, so that a benchmark reaches the test suite's helpers (``tests.gitrepo``,
 ``tests.vscode``, ...) the way the tests do. Ruff sorts ``tests`` before this package, so a
 benchmark imports a ``tests`` helper inside the function that uses it, never at the top.
-Inside this package, imports are relative: the test suite imports it as ``bench.benchlib``.
+Inside this package, imports are relative. The test suite imports it by the same name,
+``benchlib`` (pytest's ``pythonpath`` holds bench/), and so does mypy (``mypy_path``): one
+file under two module names would be two modules to both.
 """
 
 from __future__ import annotations

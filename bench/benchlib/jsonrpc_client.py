@@ -62,7 +62,7 @@ class RawClient:
             length = int(header.split(b"Content-Length: ")[1].split(b"\r\n")[0])
             message = json.loads(await stdout.readexactly(length))
             if "method" in message and "id" in message:  # a request from the server
-                reply = (
+                reply: list[dict[str, Any]] | None = (
                     [{}] * len(message["params"]["items"])
                     if message["method"] == "workspace/configuration"
                     else None

@@ -1,7 +1,7 @@
 """Every benchmark in bench/ starts the way the README says: ``python bench/NAME.py`` from the
 repository root, here with ``--help``, which must print the usage (with ``--quick``) and measure
 nothing. A refactor that breaks a benchmark's imports fails here; the benchmarks are found
-by bench.benchlib.benchmarks(), so a new one is covered without editing this file."""
+by benchlib.benchmarks(), so a new one is covered without editing this file."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from bench.benchlib import ROOT, benchmarks
+
+from benchlib import ROOT, benchmarks
 
 
 def test_benchmarks_are_found() -> None:

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from bench.benchlib import ROOT, benchmarks
-from bench.benchlib.harness import UNAVAILABLE
 
+from benchlib import ROOT, benchmarks
+from benchlib.harness import UNAVAILABLE
 from tests.required import unavailable
 
 pytestmark = pytest.mark.e2e

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import queue
 import sqlite3
 import subprocess
 import sys
-import threading
-from collections.abc import Callable
 from pathlib import Path
-from typing import IO
 
 import pytest
 
@@ -24,6 +20,7 @@ from mplp_lsp.store.writer import StoreWriter
 from tests.conftest import sample
 from tests.old_store import store_at_version
 from tests.support.daemon import cli
+from tests.support.waiting import line_reader
 
 
 def store_events(state: Path, *items: tuple[Kind, str]) -> None:
@@ -47,13 +44,6 @@ def store_events(state: Path, *items: tuple[Kind, str]) -> None:
         await writer.close()
 
     asyncio.run(write())
-
-
-def line_reader(stream: IO[str]) -> Callable[[], str]:
-    """Lines from a child's stdout, each awaited at most 30 s, so a silent child fails fast."""
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in stream], daemon=True).start()
-    return lambda: lines.get(timeout=30)
 
 
 @pytest.fixture

@@ -140,6 +140,7 @@ async def test_deleting_or_renaming_a_drifted_file_clears_it(
 async def test_pull_diagnostics_and_the_scan_command(workspace: Path, state_dir: Path) -> None:
     await record(workspace, state_dir, {"src/a.py": "x\n", "src/b.py": "y\n"})
     capabilities = client_capabilities("neovim")
+    assert capabilities.workspace is not None
     capabilities.workspace.diagnostics = types.DiagnosticWorkspaceClientCapabilities(
         refresh_support=True
     )
@@ -164,5 +165,6 @@ async def test_pull_diagnostics_and_the_scan_command(workspace: Path, state_dir:
                 text_document=types.TextDocumentIdentifier(uri=session.uri("src/b.py"))
             )
         )
+        assert isinstance(document, types.RelatedFullDocumentDiagnosticReport)
         assert [d.source for d in document.items] == ["mplp"]
         assert session.client.diagnostics == {}  # pulled, not pushed

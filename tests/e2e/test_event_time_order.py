@@ -6,10 +6,8 @@ a repository that has files and history before the daemon starts."""
 from __future__ import annotations
 
 import json
-import queue
 import subprocess
 import sys
-import threading
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -17,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.gitrepo import Repo
-from tests.support.waiting import wait_until
+from tests.support.waiting import line_reader, wait_until
 from tests.ui.daemon import Watch, base_env, cli
 
 # Emitted in this order; none of them happened in it.
@@ -117,14 +115,7 @@ def test_follow_goes_on_from_the_newest_with_what_is_stored_next(
     )
     try:
         assert follower.stdout is not None
-        lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(
-            target=lambda: [lines.put(x) for x in follower.stdout], daemon=True
-        ).start()
-
-        def read() -> str:
-            return lines.get(timeout=30)
-
+        read = line_reader(follower.stdout)
         assert json.loads(read())["payload"]["timestamp"] == max(TIMES)
         # Stored after the listing: printed as it arrives, though it happened long before.
         emit = ("emit", "file", "--path", "late.md", "--change", "created")

@@ -16,8 +16,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from bench.benchlib.jsonrpc_client import RawClient
 
+from benchlib.jsonrpc_client import RawClient
 from mplp_lsp.cli.outbox import EXIT_NO_STORE
 from mplp_lsp.sources.birth_time import birth_ns
 from tests.e2e.harness import file_events, read_events, recorded_paths, server_env, watching

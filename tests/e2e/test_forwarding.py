@@ -152,7 +152,9 @@ async def test_a_poison_envelope_is_dead_lettered_and_the_other_999_arrive(
         await ws.close()
     file_updates = [i for i in server.stored if "file_path" in i["envelope"].get("payload", {})]
     assert len(file_updates) == 999
-    poison_id = results[500].event.event_id
+    poison = results[500].event
+    assert poison is not None
+    poison_id = poison.event_id
     assert poison_id not in {i["envelope"]["event_id"] for i in server.stored}
     assert status is not None and status["dead_lettered"] == 1
     assert status["last_error"].startswith("HTTP 400")
@@ -508,7 +510,9 @@ async def test_a_poison_envelope_is_requeued_to_a_running_daemon_and_arrives(
     ws = await open_workspace(workspace, state_dir, server.url)
     try:
         results = await ws.intake.submit_many(submissions(20, poison=7))
-        poison_id = results[7].event.event_id
+        poison = results[7].event
+        assert poison is not None
+        poison_id = poison.event_id
 
         async def refused() -> bool:
             return [d["event_id"] for d in await dead_letters(state_dir, workspace)] == [poison_id]

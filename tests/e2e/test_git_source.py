@@ -21,7 +21,7 @@ from mplp_lsp.protocol.validator import validate
 from mplp_lsp.sources import git as git_source
 from mplp_lsp.store.events import EventLog
 from mplp_lsp.vcs import hooks
-from mplp_lsp.vcs.hook_names import FALLBACK_HOOKS
+from mplp_lsp.vcs.hook_names import FALLBACK_HOOKS, HOOK_NAMES
 from mplp_lsp.vcs.repo import GitRepo, RepoRefused
 from tests.gitrepo import BASE_ENV, Repo
 from tests.support.git_history import (
@@ -336,7 +336,7 @@ def test_hooks_chain_keep_status_and_uninstall_restores(tmp_path: Path) -> None:
     assert theirs.read_bytes() == original and theirs.stat().st_mode & 0o777 == 0o750
     assert [(s.name, s.state, s.chained) for s in states] == [
         (name, "foreign" if name == "reference-transaction" else "absent", False)
-        for name in hooks.HOOK_NAMES
+        for name in HOOK_NAMES
     ]
 
 

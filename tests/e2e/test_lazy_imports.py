@@ -174,13 +174,18 @@ def test_serve_answers_initialize_before_reading_settings_or_opening_a_store(
         env={**os.environ, "PYTHONPATH": str(SERVER)},
     )
     assert server.stdin is not None and server.stdout is not None
-    params = {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}}
+    stdout = server.stdout
+    params: dict[str, object] = {
+        "processId": None,
+        "rootUri": tmp_path.as_uri(),
+        "capabilities": {},
+    }
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
     server.stdin.write(f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
     server.stdin.flush()
-    lines = iter(lambda: server.stdout.readline().strip(), b"")  # type: ignore[union-attr]
+    lines = iter(lambda: stdout.readline().strip(), b"")
     headers = dict(line.split(b": ", 1) for line in lines)
-    answer = json.loads(server.stdout.read(int(headers[b"Content-Length"])))
+    answer = json.loads(stdout.read(int(headers[b"Content-Length"])))
     server.kill()  # before initialized: nothing is loaded after the answer
     _, errors = server.communicate(timeout=30)
     assert "capabilities" in answer["result"]

@@ -37,7 +37,9 @@ class Daemon:
     url: str
     token: str
 
-    def flow_run(self, plan: dict[str, Any], context: dict[str, Any] | None, *extra: str):
+    def flow_run(
+        self, plan: dict[str, Any], context: dict[str, Any] | None, *extra: str
+    ) -> subprocess.CompletedProcess[str]:
         return flow_run(self.workspace, self.state_dir, plan, context, *extra)
 
     def post(self, path: str, body: Any) -> tuple[int, str, str]:

@@ -44,11 +44,13 @@ async def test_a_plan_approved_through_its_confirm_runs_in_the_server(tmp_path: 
         )
         assert done.ok is True, done
         assert done.result.success is True and done.result.execution.plan_status == "completed"
-        reports = session.client.progress_reports[token]
+        # pytest-lsp annotates these as ProgressParams; it stores the structured values.
+        reports: list[object] = list(session.client.progress_reports[token])
         assert isinstance(reports[0], types.WorkDoneProgressBegin)
         assert isinstance(reports[-1], types.WorkDoneProgressEnd)
         assert reports[-1].message == "completed"
         middle = [r for r in reports if isinstance(r, types.WorkDoneProgressReport)]
-        assert middle and middle[-1].message.startswith(f"{done.result.events} events")
+        assert middle and middle[-1].message is not None
+        assert middle[-1].message.startswith(f"{done.result.events} events")
         again = await protocol.send_request_async("mplp/plan/run", {"plan_id": plan_id})
         assert (again.ok, again.errors[0].code) == (False, "transition_from_terminal")

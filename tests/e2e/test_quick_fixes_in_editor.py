@@ -47,6 +47,7 @@ def applied_text(edit: types.WorkspaceEdit, before: str) -> str:
     [change] = edit.document_changes or []
     assert isinstance(change, types.TextDocumentEdit)
     [text_edit] = change.edits
+    assert not isinstance(text_edit, types.SnippetTextEdit)  # plain text, no snippet syntax
     assert text_edit.range.start == types.Position(0, 0)
     assert text_edit.range.end == types.Position(len(before.splitlines()), 0)
     return text_edit.new_text
@@ -103,6 +104,7 @@ async def test_a_client_that_resolves_actions_gets_the_edit_when_it_chooses(
         assert merge.edit is None and merge.data is not None
         assert all(a.edit is None for a in found)
         resolved = await session.client.code_action_resolve_async(merge)
+        assert resolved.edit is not None
         merged = applied_text(resolved.edit, ON_DISK)
         assert "<<<<<<<" in merged and "line 2 recorded" in merged and "line 2 on disk" in merged
         assert resolved.command is not None

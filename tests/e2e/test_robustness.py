@@ -11,11 +11,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.benchlib.jsonrpc_client import RawClient
 from lsprotocol import types
 from pygls.protocol import default_converter
 from pytest_lsp import LanguageClient
 
+from benchlib.jsonrpc_client import RawClient
 from tests.e2e.harness import lsp_session, read_events, server_env, watch_argv
 
 
@@ -100,9 +100,9 @@ async def test_a_bad_notification_is_logged_not_shown_and_the_server_goes_on(
             ("workspace/didChangeWatchedFiles", {"changes": "nope"}),
         ):
             body = json.dumps({"jsonrpc": "2.0", "method": method, "params": params}).encode()
-            session.client.protocol.writer.write(
-                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-            )
+            writer = session.client.protocol.writer
+            assert writer is not None  # the session is started: its writer is set
+            writer.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
         session.save("src/after_bad.py", "x\n")
         events = await session.wait_for_events(1)
         errors = [m for m in session.client.messages if m.type == types.MessageType.Error]

@@ -18,7 +18,7 @@ from tests.e2e.harness import editor_capabilities, lsp_session
 
 
 def payloads(events: list[dict[str, object]]) -> list[tuple[object, ...]]:
-    out = []
+    out: list[tuple[object, ...]] = []
     for event in events:
         payload = event["payload"]
         assert isinstance(payload, dict)

@@ -205,7 +205,7 @@ class Emacs:
             raise EmacsError(f"{expression}: {done.stderr.strip() or done.stdout.strip()}")
         return json.loads(out.read_text(encoding="utf-8"))
 
-    def wait(self, what: str, probe: Callable[[], T], timeout: float = 60.0) -> T:
+    def wait(self, what: str, probe: Callable[[], T | None], timeout: float = 60.0) -> T:
         """Poll ``probe`` until it returns something true (an Emacs error counts as not yet);
         its value. A timeout says what Emacs showed."""
         errors: list[EmacsError] = []
@@ -222,7 +222,7 @@ class Emacs:
             error = f" (last error: {errors[0]})" if errors else ""
             return f"{what} in {self.client}{error}\n--- screen ---\n{screen}"
 
-        return wait_until(attempt, timeout=timeout, what=described)  # type: ignore[return-value]
+        return wait_until(attempt, timeout=timeout, what=described)
 
     # --- what a user does -----------------------------------------------------------------
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,11 @@ def file_events(state: Path) -> list[tuple[str, str]]:
         (e["payload"]["file_path"], e["payload"]["change_type"])
         for e in read_events(state, "file_update")
     ]
+
+
+def file_events_reach(state: Path, count: int) -> Callable[[], bool]:
+    """A probe for Emacs.wait: the store holds at least ``count`` file events."""
+    return lambda: len(file_events(state)) >= count
 
 
 def payloads(state: Path) -> list[dict[str, Any]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.emacs.host import Client, running_emacs
-from tests.emacs.store import file_events, payloads
+from tests.emacs.store import file_events, file_events_reach, payloads
 
 QUIET_MS = "200"
 
@@ -23,7 +23,7 @@ def test_each_save_is_one_event_and_no_warning(
         emacs.ready(target)
         for count in range(1, 11):
             emacs.type_and_save(f"\nb{count} = {count}")
-            emacs.wait(f"save {count} stored", lambda n=count: len(file_events(state)) >= n)
+            emacs.wait(f"save {count} stored", file_events_reach(state, count))
         assert file_events(state) == [("a.py", "modified")] * 10
         # lsp-mode warns in *Warnings* about every notification it does not know
         assert emacs.warnings() is None
@@ -68,7 +68,7 @@ def test_each_file_keeps_its_own_language(
             emacs.open(repo / name)
             emacs.ready(repo / name)
             emacs.type_and_save("\n")
-            emacs.wait(f"{name} stored", lambda n=count: len(file_events(state)) >= n)
+            emacs.wait(f"{name} stored", file_events_reach(state, count))
         emacs.quit()
     languages = {p["file_path"]: p.get("language") for p in payloads(state)}
     assert languages == {

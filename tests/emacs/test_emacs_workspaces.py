@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.e2e.nvim_session import git_repo
 from tests.emacs.host import Client, running_emacs
-from tests.emacs.store import file_events, stored_in
+from tests.emacs.store import file_events, file_events_reach, stored_in
 
 
 def test_two_emacs_on_one_repository_store_each_save_once(
@@ -26,9 +26,9 @@ def test_two_emacs_on_one_repository_store_each_save_once(
         second.ready(second_file, "follower")
         for count in range(1, 4):
             first.type_and_save(f"\nfirst{count} = {count}")
-            first.wait("the first's save", lambda n=count: len(file_events(state)) >= 2 * n - 1)
+            first.wait("the first's save", file_events_reach(state, 2 * count - 1))
             second.type_and_save(f"\nsecond{count} = {count}")
-            second.wait("the second's save", lambda n=count: len(file_events(state)) >= 2 * n)
+            second.wait("the second's save", file_events_reach(state, 2 * count))
         second.quit()
         first.quit()
     events = file_events(state)

@@ -40,7 +40,7 @@ def call(
 ) -> Answer:
     """One request; a streamed answer (server-sent events) is read only up to its head."""
     parts = urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    connection = http.client.HTTPConnection(parts.netloc, timeout=10)
     data = None if body is None else json.dumps(body).encode()
     sent = dict(headers or {})
     if data is not None:

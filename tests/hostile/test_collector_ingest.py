@@ -45,7 +45,7 @@ def bomb() -> bytes:
 
 def post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
     parts = urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
+    connection = http.client.HTTPConnection(parts.netloc, timeout=120)
     try:
         connection.request("POST", "/events", body, {"Content-Type": "application/json", **headers})
         response = connection.getresponse()
@@ -111,7 +111,7 @@ def test_concurrent_gzip_bodies_keep_the_sqlite_collector_small(tmp_path: Path) 
 
 def get(url: str, path: str) -> Any:
     parts = urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    connection = http.client.HTTPConnection(parts.netloc, timeout=30)
     try:
         connection.request("GET", path, headers={"Authorization": f"Bearer {TOKEN}"})
         return json.loads(connection.getresponse().read())

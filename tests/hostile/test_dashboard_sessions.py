@@ -87,7 +87,7 @@ def what_a_session_reaches(url: str, routes: set[Route], cookie: str) -> set[Rou
     page = {"Cookie": cookie, "Sec-Fetch-Site": "same-origin", "Origin": url}
     reached = set()
     for method, path in sorted(routes - OPEN_ROUTES):
-        body = None if method == "GET" else {}
+        body: dict[str, object] | None = None if method == "GET" else {}
         answer = call(method, url + concrete(path), body=body, headers=page)
         if answer.status not in (401, 403):
             reached.add((method, path))

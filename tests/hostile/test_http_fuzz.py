@@ -11,6 +11,7 @@ import asyncio
 import json
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from mplp_lsp.api.services import ApiServices
 from mplp_lsp.config.settings import Settings
 from mplp_lsp.engine.workspace import Workspace
 from mplp_lsp.protocol.result import ErrorCode
+from tests.support.properties import examples
 
 CODES = {code.value for code in ErrorCode}
 DOCUMENT = openapi_document()
@@ -146,11 +148,11 @@ def concrete(path: str, ids: list[str]) -> str:
     for index, name in enumerate(
         ["context_id", "plan_id", "step_id", "confirm_id", "trace_id", "segment_id"]
     ):
-        path = path.replace("{" + name + "}", urllib.request.quote(ids[index % len(ids)], safe=""))
+        path = path.replace("{" + name + "}", urllib.parse.quote(ids[index % len(ids)], safe=""))
     return path.replace("{kind}", "file")
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     route=st.sampled_from(ROUTES),
     kind=st.sampled_from(["file", "git", "ci", "tool", "nope", "..%2f"]),

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from mplp_lsp.drift import scan
-from mplp_lsp.graph.files import file_facts
+from mplp_lsp.graph.content_hash import safe_hash
+from mplp_lsp.graph.files import FileFacts, file_facts
 from mplp_lsp.protocol.result import ErrorCode
 from mplp_lsp.sanitize.paths import PathRejected, relative_path, resolve_roots
 from tests.support.calls import counted
@@ -140,12 +141,12 @@ def test_fifo_and_device_are_not_opened(root: Path) -> None:
     worker.join(5)
     assert done == [None], "opening a FIFO would block the worker forever"
     assert file_facts(Path("/dev/zero"), snapshot_cap=1024) is None
-    assert scan.safe_hash(str(fifo)) is None
+    assert safe_hash(str(fifo)) is None
 
 
 def test_vanished_file_is_handled(root: Path) -> None:
     assert file_facts(root / "gone.py", snapshot_cap=1024) is None
-    assert scan.safe_hash(str(root / "gone.py")) is None
+    assert safe_hash(str(root / "gone.py")) is None
     # A deleted file still maps to its workspace path (deletions are reported).
     assert relative_path("src/gone.py", resolve_roots([root]))[1] == "src/gone.py"
     with pytest.raises(PathRejected) as caught:
@@ -168,7 +169,7 @@ def test_file_swapped_for_a_fifo_mid_read_never_blocks(root: Path) -> None:
             os.replace(fifo, target)
 
     swapper = threading.Thread(target=swap, daemon=True)
-    results: list[object] = []
+    results: list[FileFacts | None] = []
 
     def read() -> None:
         for _ in range(20_000):
@@ -184,7 +185,7 @@ def test_file_swapped_for_a_fifo_mid_read_never_blocks(root: Path) -> None:
     # daemon thread and ends with the test process.
     assert not reader.is_alive(), "file_facts blocked on a FIFO swapped in after its stat"
     assert len(results) == 20_000
-    assert all(r is None or r.content in (None, b"racy\n") for r in results)  # type: ignore[attr-defined]
+    assert all(r is None or r.content in (None, b"racy\n") for r in results)
 
 
 def test_directory_of_200000_files_is_bounded(

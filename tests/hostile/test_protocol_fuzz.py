@@ -22,6 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.properties import examples
+
 pytestmark = pytest.mark.e2e
 SERVER = Path(__file__).resolve().parents[2] / "server"
 ANSWER_TIMEOUT = 20.0
@@ -197,7 +199,7 @@ NOTIFICATIONS = st.sampled_from(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     notifications=st.lists(st.tuples(NOTIFICATIONS, LSP_PARAMS), max_size=4),
     method=REQUESTS,
@@ -242,7 +244,7 @@ FRAMES = st.one_of(
 )
 
 
-@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(5), deadline=None, suppress_health_check=list(HealthCheck))
 @given(garbage=st.lists(FRAMES, min_size=1, max_size=3))
 def test_broken_framing_never_hangs_or_crashes(
     tmp_path_factory: pytest.TempPathFactory, garbage: list[bytes]

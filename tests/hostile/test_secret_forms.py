@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
+from functools import partial
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -88,9 +89,19 @@ ARGV_FORMS: dict[str, ArgvForm] = {
     "query": lambda s, u: [f"https://api.example.org/v1/x?user={u}&access_token={s}"],
 }  # fmt: skip
 # Every row of the table of common programs' password options, as the row's example has it.
-TABLE_ROWS = {row.example: row.example for row in (*OPTIONS, *POSITIONALS, *ARGUMENTS)}
+TABLE_ROWS = [
+    *(row.example for row in OPTIONS),
+    *(row.example for row in POSITIONALS),
+    *(row.example for row in ARGUMENTS),
+]
+
+
+def _table_argv(example: str, secret: str, _user: str) -> list[str]:
+    return shlex.split(example.replace("SECRET", secret))
+
+
 for _example in TABLE_ROWS:
-    ARGV_FORMS[_example] = lambda s, u, e=_example: shlex.split(e.replace("SECRET", s))
+    ARGV_FORMS[_example] = partial(_table_argv, _example)
 
 
 @given(
@@ -140,9 +151,15 @@ HEADER_FORMS: dict[str, Callable[[str], str]] = {
     "curl -v header": lambda s: f"> x-auth-token: {s}",
     "private-token -H": lambda s: f"curl -H 'Private-Token: {s}' https://gitlab.example.org",
 }
+
+
 # A command line quoted in text, for every row of the table.
+def _table_text(example: str, secret: str) -> str:
+    return shlex.join(_table_argv(example, secret, ""))
+
+
 for _example in TABLE_ROWS:
-    HEADER_FORMS[_example] = lambda s, e=_example: shlex.join(shlex.split(e.replace("SECRET", s)))
+    HEADER_FORMS[_example] = partial(_table_text, _example)
 
 
 @given(

@@ -132,7 +132,9 @@ async def test_no_canary_leaves_the_machine_or_reaches_a_log(
         while not plain(await client.protocol.send_request_async("mplp/status", None)).get("ready"):
             assert time.monotonic() < deadline
             await asyncio.sleep(0.05)
-        daemon_pid = client._server.pid  # type: ignore[attr-defined]
+        server = client._server  # pygls keeps the process it started under a private name
+        assert server is not None
+        daemon_pid = server.pid
 
         # File content and file names.
         content = "\n".join(f"{k} = '{v}'" for k, v in CANARIES.items()) + "\n"

@@ -68,7 +68,8 @@ async def drained(workspace: Workspace) -> None:
     async def empty() -> bool:
         forward = (await workspace.status()).forward
         assert forward is not None
-        return forward["depth"] == 0
+        depth: int = forward["depth"]
+        return depth == 0
 
     await wait_until_async(empty)
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import queue
+import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar, overload
 
 T = TypeVar("T")
 
@@ -24,10 +26,11 @@ def _timed_out(what: object, timeout: float, last: object) -> AssertionError:
 
 
 def wait_until(
-    check: Callable[[], T], *, timeout: float = 60.0, what: object = "the condition"
+    check: Callable[[], T | None], *, timeout: float = 60.0, what: object = "the condition"
 ) -> T:
     """The first truthy value of ``check()``, polled every 50 ms; an AssertionError naming
-    ``what`` (a string, or a callable saying what is missing) past ``timeout`` seconds."""
+    ``what`` (a string, or a callable saying what is missing) past ``timeout`` seconds.
+    Never None (a falsy value), so a check that returns ``X | None`` gives an ``X``."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()
@@ -38,9 +41,26 @@ def wait_until(
         time.sleep(_INTERVAL)
 
 
+# Two signatures, not one ``Callable[[], Awaitable[T] | T]``: from that union mypy cannot tell
+# which part a coroutine function's result binds, and infers T as Never.
+@overload
 async def wait_until_async(
-    check: Callable[[], Awaitable[T] | T], *, timeout: float = 60.0, what: object = "the condition"
-) -> T:
+    check: Callable[[], Awaitable[T | None]],
+    *,
+    timeout: float = 60.0,
+    what: object = "the condition",
+) -> T: ...
+
+
+@overload
+async def wait_until_async(
+    check: Callable[[], T | None], *, timeout: float = 60.0, what: object = "the condition"
+) -> T: ...
+
+
+async def wait_until_async(
+    check: Callable[[], Any], *, timeout: float = 60.0, what: object = "the condition"
+) -> Any:
     """:func:`wait_until` on the event loop: ``check`` may be a coroutine function."""
     deadline = time.monotonic() + timeout
     while True:
@@ -48,7 +68,20 @@ async def wait_until_async(
         if inspect.isawaitable(value):
             value = await value
         if value:
-            return value  # type: ignore[no-any-return]
+            return value
         if time.monotonic() > deadline:
             raise _timed_out(what, timeout, value)
         await asyncio.sleep(_INTERVAL)
+
+
+def line_reader(stream: IO[str], *, timeout: float = 30.0) -> Callable[[], str]:
+    """The next line of a child's output, each awaited at most ``timeout`` seconds (then
+    ``queue.Empty``), so a silent child fails the test instead of hanging it."""
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        for line in stream:
+            lines.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lambda: lines.get(timeout=timeout)

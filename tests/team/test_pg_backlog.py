@@ -8,6 +8,7 @@ what the first batch reported can be read from ``GET /streams`` before the drain
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import sqlite3
@@ -59,7 +60,7 @@ async def test_the_backlog_behind_each_batch_is_shown_per_stream(
     port = free_port()
     remote = f"http://127.0.0.1:{port}"
     monkeypatch.setenv("MPLP_LSP_REMOTE_TOKEN", TOKEN)
-    daemon = await start_watch(workspace, state, "--remote", remote)
+    queuing = await start_watch(workspace, state, "--remote", remote)
     try:
         await wait_for_api(state, workspace)
         for n in range(FILES):
@@ -68,16 +69,16 @@ async def test_the_backlog_behind_each_batch_is_shown_per_stream(
 
         async def queued_and_quiet() -> bool:
             nonlocal last
-            (pending,) = store_rows(
+            pending: int = store_rows(
                 state, "SELECT pending FROM outbox_sinks WHERE name = 'collector'"
-            )[0]
+            )[0][0]
             settled = pending >= FILES and pending == last
             last = pending
             return settled
 
         await wait_until_async(queued_and_quiet)
     finally:
-        await stop(daemon)
+        await stop(queuing)
 
     ((stream,),) = store_rows(state, f"SELECT value FROM meta WHERE key = '{STREAM_META_KEY}'")
     queued = store_rows(
@@ -96,7 +97,7 @@ async def test_the_backlog_behind_each_batch_is_shown_per_stream(
 
     collector = start_collector(pg_url, pg_cluster, tmp_path, port=port)
     conninfo = pg_cluster.psql_url(pg_url.rsplit("/", 1)[1])
-    daemon = None
+    daemon: asyncio.subprocess.Process | None = None
     try:
         with psycopg.connect(conninfo) as locker:
             locker.execute(

@@ -70,7 +70,7 @@ async def until_status(url: str, path: str, status: int, limit: float) -> float:
 async def until_accepted(url: str, limit: float) -> tuple[float, list[float]]:
     """Seconds until a batch is accepted, and how long each refused attempt waited."""
     began = time.monotonic()
-    waits = []
+    waits: list[float] = []
     while True:
         status, took = await post_batch(url, "recovery")
         if status == 200:

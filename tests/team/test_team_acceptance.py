@@ -140,7 +140,8 @@ async def test_three_daemons_two_instances_one_killed(
         )
 
         async def some_arrived() -> bool:
-            return pg_rows(pg_cluster, database, "SELECT count(*) FROM events")[0][0] >= 100
+            arrived: int = pg_rows(pg_cluster, database, "SELECT count(*) FROM events")[0][0]
+            return arrived >= 100
 
         await wait_until_async(some_arrived, timeout=180)
         first.kill()  # SIGKILL, mid-drain

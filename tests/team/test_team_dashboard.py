@@ -51,7 +51,10 @@ def _workspace(root: Path, name: str, author: str, collector: str, env: dict[str
     ).stdout.strip()
     # The CI run on that commit, reported through the daemon's API as a CI script would.
     started = datetime.now(UTC) + timedelta(seconds=30)
-    stamp = lambda moment: moment.strftime("%Y-%m-%dT%H:%M:%S.000Z")  # noqa: E731
+
+    def stamp(moment: datetime) -> str:
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
     watch.post(
         "/integration/ci",
         {

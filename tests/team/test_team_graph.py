@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from mplp_lsp.protocol.envelope import build_envelope
 from mplp_lsp.protocol.kinds import Kind
 from tests import postgres
+from tests.support.properties import examples
 from tests.support.team import deliver
 from tests.team.graph_dump import clear, dump
 
@@ -130,7 +131,7 @@ def per_stream(events: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, list
 
 
 @settings(
-    max_examples=25,
+    max_examples=examples(25),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -137,8 +137,10 @@ async def server() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
     async def broken(request: web.Request) -> web.Response:
         return web.Response(status=503)
 
+    answer_slow = asyncio.Event()  # set at teardown: the action times out long before
+
     async def slow(request: web.Request) -> web.Response:
-        await asyncio.sleep(5)
+        await answer_slow.wait()
         return web.Response()
 
     async def chat(request: web.Request) -> web.Response:
@@ -163,6 +165,7 @@ async def server() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     yield f"http://127.0.0.1:{port}", seen
+    answer_slow.set()
     await runner.cleanup()
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from bench.benchlib.harness import UNAVAILABLE, Bench, number, percentile
+
+from benchlib.harness import UNAVAILABLE, Bench, number, percentile
 
 
 def sized() -> Bench:

@@ -11,10 +11,18 @@ import shlex
 
 import pytest
 
-from mplp_lsp.sanitize.cli_options import ARGUMENTS, OPTIONS, POSITIONALS
+from mplp_lsp.sanitize.cli_options import (
+    ARGUMENTS,
+    OPTIONS,
+    POSITIONALS,
+    SecretArgument,
+    SecretOption,
+    SecretPositional,
+)
 from mplp_lsp.sanitize.redact import redact, redact_args
 
-ROWS = [*OPTIONS, *POSITIONALS, *ARGUMENTS]
+Row = SecretOption | SecretPositional | SecretArgument
+ROWS: list[Row] = [*OPTIONS, *POSITIONALS, *ARGUMENTS]
 SECRET = "Hx7plainword"  # a human-made password: nothing but its place says it is one
 
 
@@ -27,8 +35,8 @@ def argv_of(example: str) -> list[str]:
 
 
 @pytest.mark.parametrize("row", ROWS, ids=row_id)
-def test_each_row_hides_its_secret_in_an_argument_vector(row: object) -> None:
-    argv = argv_of(row.example)  # type: ignore[attr-defined]
+def test_each_row_hides_its_secret_in_an_argument_vector(row: Row) -> None:
+    argv = argv_of(row.example)
     redacted = redact_args(argv[1:], program=argv[0])
     assert not any(SECRET in item for item in redacted), redacted
     # Only the secret went: every other argument is as it was.
@@ -41,8 +49,8 @@ def test_each_row_hides_its_secret_in_an_argument_vector(row: object) -> None:
 
 
 @pytest.mark.parametrize("row", ROWS, ids=row_id)
-def test_each_row_hides_its_secret_in_a_command_line_in_text(row: object) -> None:
-    line = shlex.join(argv_of(row.example))  # type: ignore[attr-defined]
+def test_each_row_hides_its_secret_in_a_command_line_in_text(row: Row) -> None:
+    line = shlex.join(argv_of(row.example))
     for text in (line, f"$ {line}\nexit 0", f"ran `{line}` before the deploy", f"sh -c '{line}'"):
         redacted = redact(text)
         assert SECRET not in redacted, redacted

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from mplp_lsp.cli import main
 from mplp_lsp.forward import outbox
 from mplp_lsp.store import connect
+from tests.support.properties import examples
 from tests.support.stores import REFUSALS, assert_counters_match_tables, make_store, tables
 
 
@@ -36,7 +37,7 @@ def outbox_cli(state: Path, workspace: Path, *args: str) -> int:
 # -- the core --------------------------------------------------------------------------------
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     count=st.integers(1, 12),
     dead=st.sets(st.integers(1, 12)),

@@ -23,6 +23,7 @@ from mplp_lsp.sources.debounce import (
     Observation,
     Settled,
 )
+from tests.support.properties import examples
 
 CREATED, MODIFIED, DELETED, RENAMED = (
     Change.CREATED,
@@ -752,7 +753,9 @@ def histories(draw: st.DrawFn, *, both_sources: bool) -> History:
 # one gap per observation: at most 12 operations of up to 3 reports each
 GAPS = st.lists(st.sampled_from((0.0, 0.05, 0.3, 0.6, 2.5)), min_size=36, max_size=36)
 any_history = st.booleans().flatmap(lambda both: histories(both_sources=both))
-PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(
+    max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 @PROPERTY

@@ -16,13 +16,14 @@ from mplp_lsp.graph.files import FileChange
 from mplp_lsp.sources.debounce import PAIRED, Change, Settled
 from mplp_lsp.sources.disk_state import WROTE, DiskState, Facts
 from mplp_lsp.sources.temp_names import is_temp_name
+from tests.support.properties import examples
 
 NAMES = ["a", "b", "c"]
 OPS = st.tuples(st.sampled_from(["write", "delete", "mkdir", "fifo", "rename"]),
                 st.sampled_from(NAMES), st.sampled_from(NAMES))  # fmt: skip
 
 
-def settled(path: str, change: Change, previous: str | None = None, **extra: object) -> Settled:
+def settled(path: str, change: Change, previous: str | None = None, /, **extra: object) -> Settled:
     return Settled(path, change, previous, 0.0, 0.0, 1, extra)
 
 
@@ -59,7 +60,7 @@ def regular_files(root: Path) -> dict[str, Facts]:
     return out
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     before=st.lists(OPS, max_size=4),
     after=st.lists(OPS, min_size=1, max_size=6),

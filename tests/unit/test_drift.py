@@ -15,8 +15,9 @@ from mplp_lsp.config.settings import Settings
 from mplp_lsp.drift import Reason, Strategy
 from mplp_lsp.drift.merge import merge
 from mplp_lsp.drift.repository import read_state
-from mplp_lsp.drift.scan import check, safe_hash
+from mplp_lsp.drift.scan import check
 from mplp_lsp.engine.workspace import Workspace
+from mplp_lsp.graph.content_hash import safe_hash
 from mplp_lsp.sources.debounce import Change
 
 GIT_ENV = {

@@ -84,8 +84,9 @@ async def test_queued_while_the_daemon_owns_the_store(tmp_path: Path) -> None:
 
 def test_a_spool_left_by_a_dead_owner_is_taken_by_the_next_cli(tmp_path: Path) -> None:
     state = tmp_path / "s"
-    holder = StateDirLock(state / "daemon.lock") if state.mkdir() is None else None
-    assert holder is not None and holder.acquire()
+    state.mkdir()
+    holder = StateDirLock(state / "daemon.lock")
+    assert holder.acquire()
     [first] = deliver(tmp_path, state, [Submission(Kind.GIT, sample("git"), "cli")])
     holder.release()  # the "daemon" died without draining its inbox
     other = sample("git") | {"commit_id": "f" * 40}

@@ -22,9 +22,9 @@ from mplp_lsp.plans.flow import (
     ModuleInput,
     ModuleResult,
     RunSingleAgentFlowOptions,
-    RuntimeContext,
     run_single_agent_flow,
 )
+from mplp_lsp.plans.run_context import RuntimeContext
 from mplp_lsp.protocol.envelope import new_id, utc_timestamp
 from mplp_lsp.protocol.kinds import EVENT_FAMILY_KINDS, Kind
 from mplp_lsp.protocol.validator import default_validator
@@ -151,7 +151,7 @@ def test_topological_order_respects_dependencies_and_order_index(data: st.DataOb
 
 
 def test_order_index_breaks_ties_then_plan_order() -> None:
-    steps = [
+    steps: list[dict[str, Any]] = [
         {"step_id": "late", "order_index": 5},
         {"step_id": "none"},
         {"step_id": "early", "order_index": 1},

@@ -28,6 +28,7 @@ from mplp_lsp.forward.retry import Action, RetryPolicy, classify, parse_retry_af
 from mplp_lsp.forward.sinks.collector import CollectorSink
 from mplp_lsp.store import EventLog, connect, transaction
 from tests.support.forwarding import collector_sink, new_event, pending_entries
+from tests.support.properties import examples
 
 # -- retry table -----------------------------------------------------------------------------
 
@@ -306,7 +307,9 @@ class OutboxModel(RuleBasedStateMachine):
         assert (state.pending, state.pending_bytes) == _counted_from_table(self.conn)
 
 
-OutboxModel.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+OutboxModel.TestCase.settings = settings(
+    max_examples=examples(60), stateful_step_count=30, deadline=None
+)
 test_outbox_model = OutboxModel.TestCase
 
 
@@ -316,7 +319,7 @@ def _counted_from_table(conn: sqlite3.Connection) -> tuple[int, int]:
     return len(entries), sum(len(entry.body.encode()) for entry in entries)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     batches=st.lists(st.integers(1, 12), min_size=1, max_size=8),
     budget_entries=st.integers(1, 20),

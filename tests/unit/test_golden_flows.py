@@ -26,9 +26,9 @@ from mplp_lsp.plans.flow import (
     ModuleInput,
     ModuleResult,
     RunSingleAgentFlowOptions,
-    RuntimeContext,
     run_single_agent_flow,
 )
+from mplp_lsp.plans.run_context import RuntimeContext
 from mplp_lsp.protocol.invariants import InvariantSet
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.objects import ObjectKind, validate_object

@@ -24,6 +24,7 @@ from mplp_lsp.forward.remote import remote_identity
 from mplp_lsp.store import EventLog, connect
 from mplp_lsp.store.retention import Policy, horizon, remove_events
 from tests.support.forwarding import collector_sink, new_event, pending_seqs
+from tests.support.properties import examples
 
 REMOTES = ("http://127.0.0.1:7001", "http://127.0.0.1:7002", "https://team.example/mplp")
 remotes = st.sampled_from(REMOTES)
@@ -50,6 +51,7 @@ class QueueForRemotes(RuleBasedStateMachine):
         stored = self.log.append([new_event(self.next_id + n) for n in range(count)])
         self.next_id += count
         for event in stored:
+            assert event is not None  # every event is new: none is a duplicate
             self.owner[event.seq] = self.queue_for
 
     @rule(remote=remotes)
@@ -120,7 +122,9 @@ class QueueForRemotes(RuleBasedStateMachine):
         assert state.held == expected
 
 
-QueueForRemotes.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+QueueForRemotes.TestCase.settings = settings(
+    max_examples=examples(60), stateful_step_count=30, deadline=None
+)
 test_queue_for_remotes = QueueForRemotes.TestCase
 
 

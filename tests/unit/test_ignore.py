@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mplp_lsp.ignore.rules import IgnoreRules
+from tests.support.properties import examples
 
 
 def git_env(home: Path) -> dict[str, str]:
@@ -495,7 +496,7 @@ def all_paths(root: Path) -> list[str]:
     return sorted(found)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(tree=trees(), data=st.data())
 def test_agrees_with_git_check_ignore(
     tmp_path_factory: pytest.TempPathFactory, tree: tuple[set[str], set[str]], data: st.DataObject
@@ -515,7 +516,7 @@ def test_agrees_with_git_check_ignore(
     assert {p for p in paths if rules.is_ignored(p)} == git_ignored(repo, paths)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(tree=trees(), excludes=st.lists(patterns(), min_size=1, max_size=5))
 def test_excludes_agree_with_git_check_ignore(
     tmp_path_factory: pytest.TempPathFactory, tree: tuple[set[str], set[str]], excludes: list[str]

@@ -112,7 +112,7 @@ def module_names(package: Path) -> dict[str, Path]:
 def imports_of(module: str, path: Path, known: Mapping[str, Path]) -> set[str]:
     """The package's modules ``module`` imports, anywhere in it."""
     here = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-    found = set()
+    found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)

@@ -196,7 +196,7 @@ async def test_each_path_holding_a_credential_is_refused_in_a_batch(
 
 
 async def test_non_object_input_is_rejected_not_raised(rig: Rig) -> None:
-    result = await rig.intake.submit(Submission(Kind.TOOL, ["not", "a", "dict"], "http"))  # type: ignore[arg-type]
+    result = await rig.intake.submit(Submission(Kind.TOOL, ["not", "a", "dict"], "http"))
     assert result.outcome is Outcome.REJECTED
     assert result.result.codes == ["type"]
 

@@ -21,6 +21,7 @@ from mplp_lsp.protocol.invariants import (
 )
 from mplp_lsp.protocol.schemas import schema_root
 from tests.conftest import sample
+from tests.support.properties import examples
 
 INVARIANT_FILES = sorted((schema_root() / "v2" / "invariants").glob("*.yaml"))
 CONTEXT_ID = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
@@ -86,10 +87,14 @@ def set_first(obj: Any, invariant: Invariant, value: Any) -> None:
     obj[where[-1]] = value
 
 
-CASES = [
-    pytest.param(path, invariant, id=invariant.id)
+INVARIANTS = [
+    (path, invariant)
     for path in INVARIANT_FILES
     for invariant in InvariantSet.load(path).invariants
+]
+CASES = [pytest.param(path, invariant, id=invariant.id) for path, invariant in INVARIANTS]
+WHEN_PRESENT = [
+    case for case, (_, invariant) in zip(CASES, INVARIANTS, strict=True) if invariant.when_present
 ]
 
 
@@ -124,7 +129,7 @@ def test_invariant_passes_and_fails(path: Path, invariant: Invariant) -> None:
     assert [f.code for f in failures] == [str(invariant.rule.code)]
 
 
-@pytest.mark.parametrize(("path", "invariant"), [c for c in CASES if c.values[1].when_present])  # type: ignore[attr-defined]
+@pytest.mark.parametrize(("path", "invariant"), WHEN_PRESENT)
 def test_when_present_rules_skip_absent_fields(path: Path, invariant: Invariant) -> None:
     subject = subject_for(invariant)
     where, _ = next(locate(subject, invariant.parts))
@@ -381,7 +386,7 @@ def _mutated(scope: str) -> st.SearchStrategy[Any]:
 
 
 @pytest.mark.parametrize("scope", sorted(_LOADED.scopes))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(data=st.data())
 def test_the_quick_test_of_valid_input_agrees_with_the_full_check(
     scope: str, data: st.DataObject

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +99,7 @@ async def test_ignore_files_are_read_off_the_loop_and_paths_keep_their_order(
             ticks_before_done.append(judge.waiting)
             await asyncio.sleep(0)
 
-    answers = [judge.submit(path, lambda p=path: admitted.append(p)) for path in paths]
+    answers = [judge.submit(path, partial(admitted.append, path)) for path in paths]
     assert answers[0] is None  # its directory's .gitignore is not read yet
     await asyncio.gather(ticker(), judge.settled())
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from mplp_lsp.engine.file_rescan import enqueue
 from mplp_lsp.vcs.index import _blobs
 
-NAMES = st.text(st.characters(blacklist_characters="\0", blacklist_categories=("Cs",)), min_size=1)
+NAMES = st.text(st.characters(blacklist_characters="\0", blacklist_categories=["Cs"]), min_size=1)
 ENTRIES = st.lists(
     st.tuples(
         st.sampled_from(["100644", "100755", "120000", "160000"]),

@@ -23,6 +23,7 @@ from mplp_lsp.lsp.drift import SCAN_COMMAND
 from mplp_lsp.lsp.feature import Feature, command, handles, register
 from mplp_lsp.lsp.hooks import INSTALL_COMMAND
 from mplp_lsp.lsp.quick_fixes import EDITED_COMMAND, RESOLVE_COMMAND
+from mplp_lsp.lsp.server import MplpLanguageServer
 from mplp_lsp.lsp.tools import RUN_TOOL_COMMAND
 from tests.support.lsp import INITIALIZE, exchange, request
 
@@ -52,7 +53,8 @@ async def test_a_batch_or_a_bare_value_is_refused_and_the_loop_goes_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     batch: Any = [request(2, "mplp/status"), request(4, "mplp/status")]
-    sent = await exchange(create_server(), [INITIALIZE, batch, 7, request(3, "mplp/status")], 2)
+    bare: Any = 7
+    sent = await exchange(create_server(), [INITIALIZE, batch, bare, request(3, "mplp/status")], 2)
     assert "result" in {m["id"]: m for m in sent if "id" in m}[3]
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
@@ -119,7 +121,7 @@ async def test_a_command_gets_every_argument_and_no_server() -> None:
     assert answer["result"]["status"] == "refused"
 
 
-class _Echo(Feature):
+class _Echo(Feature[MplpLanguageServer]):
     @handles("test/echo")
     async def echo(self, params: Any) -> Any:
         return {"got": params.value, "server": self.server is not None}

@@ -18,6 +18,7 @@ from mplp_lsp.store import paging
 from mplp_lsp.store.database import transaction
 from mplp_lsp.store.events import EventLog, NewEvent, encode_body
 from tests.conftest import sample
+from tests.support.properties import examples
 
 ARRIVAL = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)
 
@@ -64,7 +65,9 @@ _items = st.lists(
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     items=_items,
@@ -90,7 +93,9 @@ def test_pages_give_every_event_of_the_window_once_in_the_order_they_happened(
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(items=_items, count=st.integers(0, 45), kinds=st.sets(st.sampled_from(["git", "tool"])))
 def test_the_newest_n_are_the_last_n_in_time_order(

@@ -341,7 +341,7 @@ def test_file_system_errors_become_rejections(
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
         return real_lstat(path)
 
-    monkeypatch.setattr(paths.os, "lstat", lstat)
+    monkeypatch.setattr(os, "lstat", lstat)
     with pytest.raises(PathRejected) as caught:
         relative_path("src/app.py", roots)
     assert caught.value.code is ErrorCode.PATH_INVALID
@@ -354,7 +354,7 @@ def test_eloop_from_the_file_system(
     def lstat(path: str) -> os.stat_result:
         raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
 
-    monkeypatch.setattr(paths.os, "lstat", lstat)
+    monkeypatch.setattr(os, "lstat", lstat)
     assert _code("src/app.py", roots) is ErrorCode.PATH_SYMLINK_LOOP
 
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from mplp_lsp.sources.git_diff import creations_after_their_commits
 from mplp_lsp.vcs.operations import RefUpdate
 from mplp_lsp.vcs.refs import ZERO
+from tests.support.properties import examples
 
 COMMITS = [ZERO, *(f"{i:040x}" for i in range(1, 5))]
 REFS = ["refs/heads/main", "refs/heads/a", "refs/heads/b", "refs/tags/v1", "HEAD"]
@@ -40,7 +41,7 @@ def creations_and_movers(updates: list[RefUpdate]) -> list[tuple[int, int]]:
     return pairs
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(updates_lists)
 def test_every_update_once_and_each_refs_in_its_order(updates: list[RefUpdate]) -> None:
     ordered = creations_after_their_commits(updates)
@@ -51,7 +52,7 @@ def test_every_update_once_and_each_refs_in_its_order(updates: list[RefUpdate]) 
         assert mine == sorted(mine)
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(updates_lists)
 def test_a_creation_follows_the_move_that_made_its_commit(updates: list[RefUpdate]) -> None:
     pairs = creations_and_movers(updates)

@@ -29,6 +29,7 @@ from mplp_lsp.protocol.envelope import new_id
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.validator import validate
 from mplp_lsp.store.database import connect, transaction
+from tests.support.properties import examples
 
 UUID4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 META = {"protocol_version": "1.0.0", "schema_version": "1.0.0"}
@@ -159,7 +160,7 @@ class PsgMachine(RuleBasedStateMachine):
             if deps:
                 step["dependencies"] = deps
             steps.append(step)
-        plan = {
+        plan: dict[str, Any] = {
             "meta": META,
             "plan_id": new_id(),
             "context_id": context_id,
@@ -304,7 +305,7 @@ class PsgMachine(RuleBasedStateMachine):
 
 
 PsgMachine.TestCase.settings = settings(
-    max_examples=40,
+    max_examples=examples(40),
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

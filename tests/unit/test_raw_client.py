@@ -7,7 +7,8 @@ import asyncio
 import sys
 
 import pytest
-from bench.benchlib.jsonrpc_client import RawClient
+
+from benchlib.jsonrpc_client import RawClient
 
 
 async def test_a_server_that_ends_leaves_no_error_in_the_reader_and_fails_a_waiting_request() -> (

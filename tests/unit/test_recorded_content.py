@@ -17,6 +17,7 @@ from mplp_lsp.engine.file_activity import admit
 from mplp_lsp.graph.files import bytes_hash
 from mplp_lsp.sources.debounce import Change
 from mplp_lsp.sources.recorded import Fingerprint, RecordedContent, scratch_name
+from tests.support.properties import examples
 
 
 def _screen(recorded: RecordedContent, paths: Sequence[str]) -> set[str]:
@@ -33,7 +34,7 @@ def _write(path: Path, content: bytes) -> None:
     os.utime(path, ns=(stamp, stamp))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.sampled_from([b"", b"a", b"b", b"ab"]), min_size=1, max_size=12))
 def test_each_write_is_one_event_however_often_it_is_reported(contents: list[bytes]) -> None:
     with tempfile.TemporaryDirectory() as scratch:

@@ -7,6 +7,7 @@ refs the repository has."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,6 +16,7 @@ from mplp_lsp.vcs.operations import RefUpdate
 from mplp_lsp.vcs.refs import HEAD, ZERO
 from mplp_lsp.vcs.replay import Replay, baseline_lines, baseline_refs, ref_lines
 from mplp_lsp.vcs.spool_records import HookRecord
+from tests.support.properties import examples
 
 COMMITS = [f"{i:040x}" for i in range(1, 9)]
 BRANCHES = ["refs/heads/main", "refs/heads/a", "refs/heads/b"]
@@ -91,9 +93,11 @@ operation = st.one_of(
 )
 
 
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=examples(150))
 @given(st.lists(operation, max_size=25))
-def test_the_replay_yields_what_happened_and_nothing_else(operations: list[tuple]) -> None:
+def test_the_replay_yields_what_happened_and_nothing_else(
+    operations: list[tuple[Any, ...]],
+) -> None:
     git = Git({"refs/heads/main": COMMITS[0]})
     start = dict(git.refs)
     for name, *args in operations:

@@ -20,6 +20,7 @@ from mplp_lsp.store.retention import (
     store_bytes,
 )
 from mplp_lsp.ui import timeline
+from tests.support.properties import examples
 
 NOW = datetime(2027, 6, 1, tzinfo=UTC)
 
@@ -76,7 +77,9 @@ def _store(conn: sqlite3.Connection, events: list[tuple[int, str]], folded: int)
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     events=st.lists(_event, min_size=1, max_size=40),

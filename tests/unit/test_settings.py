@@ -24,6 +24,7 @@ from mplp_lsp.config.settings import (
     settings_schema,
 )
 from tests.conftest import REPO
+from tests.support.properties import examples
 
 SCHEMA = settings_schema()
 PROPERTIES: dict[str, dict[str, Any]] = SCHEMA["properties"]
@@ -306,7 +307,7 @@ def test_an_invalid_folder_is_reported() -> None:
 def test_settings_are_frozen_and_hashable() -> None:
     loaded = parse_settings({"exclude": ["a"]})[0]
     with pytest.raises(dataclasses.FrozenInstanceError):
-        loaded.debounce_ms = 1
+        loaded.debounce_ms = 1  # type: ignore[misc]  # the write this test shows is refused
     assert hash(loaded) == hash(parse_settings({"exclude": ["a"]})[0])
 
 
@@ -339,7 +340,7 @@ anything = (
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(raw=anything, folder_uri=st.none() | st.text(max_size=12) | st.just("file:///w"))
 def test_never_raises_and_always_yields_schema_valid_settings(
     raw: Any, folder_uri: str | None
@@ -358,7 +359,7 @@ def _same(loaded_value: Any, given_value: Any) -> bool:
     return bool(loaded_value == given_value)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(raw=st.dictionaries(st.sampled_from(sorted(PROPERTIES)), json_values, min_size=1))
 def test_each_key_is_accepted_exactly_when_the_schema_accepts_it(raw: dict[str, Any]) -> None:
     loaded, warnings = parse_settings(raw)

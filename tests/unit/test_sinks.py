@@ -29,6 +29,7 @@ from mplp_lsp.forward.sinks.otlp_records import attributes, log_record
 from mplp_lsp.forward.transport import Reply
 from mplp_lsp.store import EventLog, connect
 from tests.support.forwarding import new_event, pending_entries
+from tests.support.properties import examples
 
 pytestmark = pytest.mark.unit
 
@@ -60,7 +61,7 @@ class TwoSinks(RuleBasedStateMachine):
         stored = self.log.append([new_event(self.next + n) for n in range(count)])
         self.next += count
         for name in SINKS:
-            self.owed[name] |= {event.seq for event in stored}
+            self.owed[name] |= {event.seq for event in stored if event is not None}
 
     @rule(name=sinks, size=st.integers(1, 5), refuse=st.booleans(), cut=st.integers(0, 4))
     def send(self, name: str, size: int, refuse: bool, cut: int) -> None:
@@ -128,7 +129,7 @@ class TwoSinks(RuleBasedStateMachine):
 
 
 test_two_sinks = TwoSinks.TestCase
-test_two_sinks.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+test_two_sinks.settings = settings(max_examples=examples(60), stateful_step_count=30, deadline=None)
 
 
 def test_a_sink_added_later_owes_only_what_was_accepted_after_it(tmp_path: Path) -> None:
@@ -231,7 +232,7 @@ _KEYS = st.sampled_from(
 )  # fmt: skip
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     kind=st.sampled_from(["git_operation", "ci_pipeline", "tool_execution", "file_update", "x"]),
     payload=st.dictionaries(_KEYS, _VALUES, max_size=8),

@@ -12,9 +12,9 @@ from mplp_lsp.vcs.spool_records import HookRecord, format_record, parse, parse_l
 
 # What git can put on a line: anything but tabs, newlines and (in names) spaces.
 words = st.text(
-    st.characters(blacklist_characters="\t\n\r ", blacklist_categories=("Cs",)), min_size=1
+    st.characters(blacklist_characters="\t\n\r ", blacklist_categories=["Cs"]), min_size=1
 )
-lines = st.text(st.characters(blacklist_characters="\t\n\r", blacklist_categories=("Cs",)))
+lines = st.text(st.characters(blacklist_characters="\t\n\r", blacklist_categories=["Cs"]))
 records = st.builds(
     HookRecord,
     hook=st.sampled_from(["reference-transaction", "post-commit", "pre-push", "baseline"]),

@@ -47,6 +47,7 @@ from mplp_lsp.store.dedup import event_key as _payload_key
 from mplp_lsp.store.dedup import id_key
 from tests.conftest import sample
 from tests.old_store import store_at_version
+from tests.support.properties import examples
 from tests.support.stores import make_event
 
 SERVER = Path(__file__).resolve().parents[2] / "server"
@@ -614,7 +615,7 @@ def numbered(batches: list[list[Draw]]) -> list[list[NewEvent]]:
     return out
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches=batches_strategy)
 def test_dedup_property_event_log(batches: list[list[Draw]]) -> None:
     fresh, stored = dedup_model(batches)
@@ -629,7 +630,7 @@ def test_dedup_property_event_log(batches: list[list[Draw]]) -> None:
         conn.close()
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches=batches_strategy)
 def test_dedup_property_concurrent_writer(batches: list[list[Draw]]) -> None:
     """Concurrent callers merged into one group still see first-come-first-stored."""
@@ -1071,7 +1072,7 @@ async def test_an_append_that_meets_damage_is_retried_on_the_salvaged_store(
 async def test_damage_that_sqlite_does_not_confirm_is_not_salvaged(writer: StoreWriter) -> None:
     def fails_as_damaged(conn: sqlite3.Connection) -> None:
         error = sqlite3.DatabaseError("database disk image is malformed")
-        error.sqlite_errorcode = sqlite3.SQLITE_CORRUPT  # type: ignore[attr-defined]
+        error.sqlite_errorcode = sqlite3.SQLITE_CORRUPT
         raise error
 
     with pytest.raises(sqlite3.DatabaseError):

@@ -15,11 +15,12 @@ def imports_of_test_modules(root: Path) -> list[str]:
     found = []
     for path in sorted(root.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = []
             if isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
             elif isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
+            else:
+                continue
             if any(name.split(".")[-1].startswith("test_") for name in names):
                 found.append(f"{path.relative_to(root)}:{node.lineno} {names[0]}")
     return found

@@ -16,6 +16,7 @@ from mplp_lsp.protocol.envelope import build_envelope
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.store.database import connect
 from mplp_lsp.store.events import StoredEvent
+from tests.support.properties import examples
 
 INVOCATION = "6f1c8f4e-1d2b-4c3a-9e8f-0a1b2c3d4e5f"
 
@@ -90,7 +91,7 @@ def test_duplicates_and_shuffles_end_in_the_same_state(conn: sqlite3.Connection)
         assert state_after(conn, deliveries) == expected
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.sampled_from(range(len(REPORTS))), min_size=1), st.randoms())
 def test_merge_is_order_independent(
     conn: sqlite3.Connection, picks: list[int], shuffler: random.Random

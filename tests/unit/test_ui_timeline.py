@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from mplp_lsp.store.database import transaction
 from mplp_lsp.ui import timeline
 from mplp_lsp.ui.login import CODE_TTL, NONCE_TTL, SESSION_TTL, BrowserLogin
+from tests.support.properties import examples
 
 START = datetime(2026, 1, 31, 22, tzinfo=UTC)
 KINDS = ("file_update", "git", "tool", "ci", "pipeline_stage", "graph_update", "runtime_execution")
@@ -54,7 +55,9 @@ _event = st.tuples(
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(40),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(first=st.lists(_event, max_size=40), later=st.lists(_event, max_size=40))
 def test_buckets_count_every_event_once_however_the_folds_fall(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import HealthCheck, assume, given, settings
@@ -13,6 +14,7 @@ from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ValidationResult
 from mplp_lsp.protocol.validator import default_validator, validate
 from tests.conftest import sample
+from tests.support.properties import examples
 
 V4 = "3f1c2a4e-8b7d-4c2e-9a1f-0d5e6b7c8a90"
 TRICKY_STRINGS = [
@@ -59,7 +61,7 @@ json_values = st.recursive(
     max_leaves=20,
 )
 KINDS = list(Kind)
-PERTURBATIONS = [
+PERTURBATIONS: list[Callable[[str], str]] = [
     lambda s: s + "\n",
     str.upper,
     lambda s: s[:-1],
@@ -106,7 +108,7 @@ def mutated(draw: st.DrawFn) -> tuple[Kind, Any]:
     return kind, data
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=examples(400), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(st.sampled_from(KINDS), json_values)
 def test_validate_is_total_on_arbitrary_json(kind: Kind, data: Any) -> None:
     result = validate(kind, data)
@@ -115,14 +117,14 @@ def test_validate_is_total_on_arbitrary_json(kind: Kind, data: Any) -> None:
     json.dumps(result.to_dict())  # always serialisable for the CLI and HTTP
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(st.text(max_size=200) | json_values.map(json.dumps))
 def test_cli_checker_is_total_on_arbitrary_text(text: str) -> None:
     for checked in check_text("input", text):
         assert isinstance(checked.result, ValidationResult)
 
 
-@settings(max_examples=1500, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=examples(1500), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(mutated())
 def test_fast_path_and_oracle_agree_near_valid_inputs(case: tuple[Kind, Any]) -> None:
     kind, data = case
@@ -132,7 +134,7 @@ def test_fast_path_and_oracle_agree_near_valid_inputs(case: tuple[Kind, Any]) ->
     assert fast == (validator.oracle_issues(kind, data) == []), data
 
 
-@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=examples(500), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(st.sampled_from(KINDS), json_values)
 def test_fast_path_and_oracle_agree_on_arbitrary_json(kind: Kind, data: Any) -> None:
     validator = default_validator()

@@ -27,6 +27,7 @@ from mplp_lsp.values import (
     open_vsl,
 )
 from mplp_lsp.values.files import file_name
+from tests.support.properties import examples
 
 BACKENDS = ("memory", "sqlite", "file")
 
@@ -160,14 +161,14 @@ async def test_persistent_backends_keep_values_across_reopen(tmp_path: Path) -> 
 def test_urls_pick_the_backend(tmp_path: Path) -> None:
     assert isinstance(open_vsl(f"sqlite://{tmp_path}/v.db"), SqliteVsl)
     assert isinstance(open_vsl(f"file://{tmp_path}/d"), FileVsl)
-    assert isinstance(open_vsl(default_url(tmp_path)), SqliteVsl)
-    assert open_vsl(default_url(tmp_path)).path == tmp_path / "vsl.sqlite3"  # type: ignore[attr-defined]
+    default = open_vsl(default_url(tmp_path))
+    assert isinstance(default, SqliteVsl) and default.path == tmp_path / "vsl.sqlite3"
     for bad in ("redis://host/0", "sqlite://relative.db", "file://remote-host/dir"):
         with pytest.raises(VslError):
             open_vsl(bad)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(min_size=1, max_size=300))
 def test_file_names_are_safe_and_distinct(key: str) -> None:
     name = file_name(key)

@@ -148,7 +148,11 @@ def test_a_save_is_one_event_and_the_status_bar_counts_it(host: Host) -> None:
 def test_drift_is_in_the_problems_panel_without_a_command(host: Host) -> None:
     for path in DRIFTED:
         name = path.rsplit("/", 1)[-1]
-        wait_until(lambda n=name: n in host.bench.problems(), what=f"{name} in the Problems panel")
+
+        def listed(name: str = name) -> bool:
+            return name in host.bench.problems()
+
+        wait_until(listed, what=f"{name} in the Problems panel")
     assert "Drift" in host.bench.problems()
 
 

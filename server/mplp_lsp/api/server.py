@@ -36,6 +36,10 @@ log = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"
 _BACKLOG = 128
+# Seconds a request still in progress at stop may take to finish before it is cancelled. Without
+# a bound, aiohttp waits up to a minute, and a client still sending a refused body (aiohttp
+# reads on for 10 s so that the client sees the 413) held every stop of the daemon that long.
+STOP_GRACE = 2.0
 
 
 class ApiServer:
@@ -104,6 +108,7 @@ class ApiServer:
             access_log=None,
             handle_signals=False,
             keepalive_timeout=IDLE_TIMEOUT,
+            shutdown_timeout=STOP_GRACE,
         )
         try:
             await runner.setup()
