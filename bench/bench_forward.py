@@ -396,9 +396,9 @@ def bench_drain(size: int, work: Path) -> None:
     )
     print(f"  ratio                                {peer / elapsed:.2f}x of the HTTP ceiling")
     for encoding, seconds in otlp.items():
+        label = f"outbox -> OTLP receiver ({encoding}, gzip)"
         print(
-            f"  outbox -> OTLP receiver ({encoding + ', gzip':<14}) {size / seconds:>10,.0f} /s"
-            f"  ({elapsed / seconds:.2f}x the collector's drain)"
+            f"  {label:<37}{size / seconds:>10,.0f} /s  ({elapsed / seconds:.2f}x the collector's)"
         )
 
 
