@@ -4,6 +4,7 @@ the previous release wrote, whose queue still reaches its remote."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import shutil
@@ -18,7 +19,7 @@ import pytest
 
 from mplp_lsp.engine.intake import Submission
 from mplp_lsp.protocol.kinds import Kind
-from tests.e2e.harness import read_events, watching
+from tests.e2e.harness import Watch, read_events, watching
 from tests.gitrepo import Repo
 from tests.support.collector import TOKEN, Collector, free_port
 from tests.support.daemon import mplp
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.e2e
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "stores" / "schema17-forwarding.db.gz"
 COMMIT = "0c1f7d2e9b8a7c6d5e4f3a2b1c0d9e8f7a6b5c4d"
+OUTAGE_S = 20.0
 
 
 @pytest.fixture(autouse=True)
@@ -195,15 +197,14 @@ async def test_partial_success_503_and_an_outage_lose_nothing_and_duplicate_noth
         await wait_until_async(lambda: receiver.requests >= 1, timeout=30, what="batch 1")
         second = await workspace.intake.submit_many(submissions(1, first=5))
         await wait_until_async(lambda: receiver.requests >= 3, timeout=30, what="503")
-        await receiver.stop()  # the receiver is down
+        await receiver.stop()  # the receiver is down for 20 s; saves go on meanwhile
         before_outage = receiver
-        third = await workspace.intake.submit_many(submissions(7, first=6))
-
-        async def retrying() -> bool:
-            sink = ((await workspace.status()).forward or {})["sinks"]["otlp"]
-            return bool(sink["failed_attempts"] >= 2)
-
-        await wait_until_async(retrying, timeout=30, what="retries while down")
+        third = []
+        for wave in range(4):
+            third += await workspace.intake.submit_many(submissions(2, first=6 + 2 * wave))
+            await asyncio.sleep(OUTAGE_S / 4)
+        sink = ((await workspace.status()).forward or {})["sinks"]["otlp"]
+        assert sink["failed_attempts"] >= 2 and sink["depth"] >= 8  # tried, kept
         receiver = await Receiver().start(port)  # back
 
         async def drained() -> bool:
@@ -217,7 +218,7 @@ async def test_partial_success_503_and_an_outage_lose_nothing_and_duplicate_noth
         await receiver.stop()
     otlp = status["sinks"]["otlp"]
     accepted = [r.event.event_id for r in [*first, *second, *third] if r.event is not None]
-    assert len(accepted) == 13
+    assert len(accepted) == 14
     received = [*before_outage.event_ids(), *receiver.event_ids()]
     rejected = [r.envelope["event_id"] for r in [*before_outage.rejected, *receiver.rejected]]
     assert len(received) == len(set(received))  # nothing twice
@@ -302,6 +303,23 @@ def _stored_ids(state: Path) -> set[str]:
     return {event["event_id"] for event in read_events(state)}
 
 
+KILLS = 3
+
+
+def _burst_then_kill_9(repo: Repo, receiver: Receiver, watch: Watch, run: int) -> None:
+    """300 saves while both sinks forward, and SIGKILL once some are on the wire."""
+    for n in range(300):
+        repo.write(f"burst{run}/f{n}.py", f"N = {n}\n")
+
+    def on_the_wire() -> bool:
+        paths = {str(r.attributes.get("code.file.path", "")) for r in receiver.records}
+        return any(path.startswith(f"burst{run}/") for path in paths)
+
+    wait_until(on_the_wire, timeout=60, what=f"burst {run} being forwarded")
+    watch.process.send_signal(signal.SIGKILL)
+    watch.process.wait(30)
+
+
 def test_a_daemon_forwards_saves_a_commit_a_run_and_emit_ci_to_both_and_survives_kill_9(
     tmp_path: Path, collector: Collector
 ) -> None:
@@ -325,16 +343,10 @@ def test_a_daemon_forwards_saves_a_commit_a_run_and_emit_ci_to_both_and_survives
                 return {r.envelope["event_type"] for r in receiver.records} >= INTEGRATION
 
             wait_until(every_kind_arrived, timeout=60, what="each kind as a log record")
-            for n in range(300):  # saves while both forward, then kill -9 mid-stream
-                repo.write(f"burst/f{n}.py", f"N = {n}\n")
-
-            def burst_on_the_wire() -> bool:
-                paths = {r.attributes.get("code.file.path", "") for r in receiver.records}
-                return any(str(path).startswith("burst/") for path in paths)
-
-            wait_until(burst_on_the_wire, timeout=60, what="the burst being forwarded")
-            watch.process.send_signal(signal.SIGKILL)
-            watch.process.wait(30)
+            _burst_then_kill_9(repo, receiver, watch, 0)
+        for run in range(1, KILLS):  # again, the daemon restarted on what the last one left
+            with watching(repo.path, state, *flags, env=env, api=True) as watch:
+                _burst_then_kill_9(repo, receiver, watch, run)
         with watching(repo.path, state, *flags, env=env, api=True):
 
             def both_drained() -> bool:
