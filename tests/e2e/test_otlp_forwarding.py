@@ -393,7 +393,6 @@ async def test_a_remotes_list_adds_named_sinks_each_with_its_own_dead_letters(
         sinks = ((await workspace.status()).forward or {})["sinks"]
     finally:
         await workspace.close()
-        await refusing.stop()
     assert accepted <= set(receiver.event_ids())
     assert refusing.content_types == {"application/x-protobuf"}  # the entry's own option
     assert sinks["vendor"]["dead_letters"] >= len(accepted) and sinks["otlp"]["dead_letters"] == 0
@@ -406,6 +405,27 @@ async def test_a_remotes_list_adds_named_sinks_each_with_its_own_dead_letters(
     assert all(letter["status"] == 403 for letter in letters)
     done = mplp(tmp_path, "outbox", "dead", "--json", "--sink", "otlp", *where)
     assert (done.returncode, done.stdout) == (0, "")
+
+    # Requeued for the vendor sink alone: the vendor gets them once, the otlp sink not again.
+    done = mplp(tmp_path, "outbox", "requeue", "--sink", "vendor", "--all", *where)
+    assert done.returncode == 0 and done.stdout == f"requeued {len(letters)} dead letters\n"
+    refusing.status = 200
+    sent_to_otlp = len(receiver.records)
+    workspace = await open_workspace(
+        tmp_path / "ws", state, None, otlpEndpoint=receiver.url, remotes=remotes
+    )
+    try:
+        await wait_until_async(
+            lambda: {letter["event_id"] for letter in letters} <= set(refusing.event_ids()),
+            timeout=60,
+            what="the requeued letters at the vendor",
+        )
+    finally:
+        await workspace.close()
+        await refusing.stop()
+    at_vendor = refusing.event_ids()
+    assert all(at_vendor.count(letter["event_id"]) == 1 for letter in letters)
+    assert not {r.envelope["event_id"] for r in receiver.records[sent_to_otlp:]} & accepted
 
 
 def test_otlp_endpoint_changed_under_a_running_daemon_holds_the_old_queue_for_it(
