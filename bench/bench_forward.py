@@ -22,7 +22,10 @@ Run from the repository root: python bench/bench_forward.py [--quick] [--size N]
 * drain: a backlog of N envelopes forwarded to a real ``mplp-lsp collector serve`` process
   (validation, dedup, FULL commit on its side), end to end until the outbox is empty.
   Target >= 20,000 envelopes/s. Peer: the same batch bodies POSTed with aiohttp to a
-  loopback server that only reads them (the HTTP ceiling at that batch size).
+  loopback server that only reads them (the HTTP ceiling at that batch size). Beside it, in
+  the same run, the same backlog drained by the OTLP sink (OTLP/JSON and protobuf, gzip) to
+  a receiver process that decodes every request into the official opentelemetry-proto
+  messages: the OTLP drain rate, and its ratio to the collector's.
 * rss: a process holding M pending entries with the remote down (connection refused,
   retrying) for 3 s. Target <= 150 MB. Peer: the same process with the store open and no
   forwarder.
@@ -48,7 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -57,6 +60,9 @@ from mplp_lsp.engine.workspace import _COMMIT_BATCH
 from mplp_lsp.forward import outbox
 from mplp_lsp.forward.batching import BatchLimits, encode_batch
 from mplp_lsp.forward.forwarder import Forwarder
+from mplp_lsp.forward.sinks.collector import CollectorSink
+from mplp_lsp.forward.sinks.kind import SinkKind
+from mplp_lsp.forward.sinks.otlp import OtlpSink
 from mplp_lsp.protocol.envelope import build_envelope, utc_timestamp
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.store.database import connect, reclaim_free_pages, transaction
@@ -107,11 +113,12 @@ def events(count: int, offset: int = 0, *, per_second: int = EVENTS_PER_SECOND) 
     return made
 
 
-def fill(path: Path, count: int, *, forwarding: bool) -> int:
-    """A store with ``count`` events (queued if ``forwarding``); returns JSON bytes stored."""
+def fill(path: Path, count: int, *, forwarding: bool, sink: str = outbox.COLLECTOR) -> int:
+    """A store with ``count`` events (queued for ``sink`` if ``forwarding``); returns JSON
+    bytes stored."""
     conn = connect(path)
     if forwarding:
-        outbox.enable(conn, budget_bytes=2**40)
+        outbox.enable(conn, outbox.ensure_sink(conn, sink), budget_bytes=2**40)
     log = EventLog(conn)
     total = 0
     for start in range(0, count, 10_000):
@@ -136,7 +143,7 @@ async def durable_enqueue(
     writer = StoreWriter(path, max_batch=_COMMIT_BATCH)
     await writer.start()
     if forwarding:
-        await writer.run(lambda conn: outbox.enable(conn, budget_bytes=2**40))
+        await writer.run(lambda conn: outbox.enable(conn, _sink(conn), budget_bytes=2**40))
     before = writer.commits
     queue = iter(batches)
 
@@ -267,6 +274,17 @@ def bench_enqueue(size: int, work: Path, prefill: int) -> None:
 # -- drain -------------------------------------------------------------------------------------
 
 
+def _sink(conn: sqlite3.Connection, name: str = outbox.COLLECTOR) -> int:
+    """The id of the sink ``name`` (every store has the collector's)."""
+    found = outbox.sink_id(conn, name)
+    assert found is not None
+    return found
+
+
+def _pending(name: str) -> Callable[[sqlite3.Connection], int]:
+    return lambda conn: outbox.read_state(conn, _sink(conn, name)).pending
+
+
 def start_collector(db: Path) -> tuple[subprocess.Popen[str], str]:
     env = dict(os.environ, MPLP_LSP_COLLECTOR_TOKEN=TOKEN)
     process = subprocess.Popen(
@@ -292,20 +310,22 @@ def start_collector(db: Path) -> tuple[subprocess.Popen[str], str]:
     return process, line.split()[3]
 
 
-async def drain(path: Path, url: str) -> float:
+async def drain(path: Path, url: str, kind: SinkKind) -> float:
+    """Seconds to drain the queue of ``kind``'s sink in the store at ``path`` to ``url``."""
     from mplp_lsp.forward.sender import HttpTransport
 
     writer = StoreWriter(path)
     await writer.start()
     forwarder = Forwarder(
         writer,
-        HttpTransport(url + "/events", TOKEN),
+        HttpTransport(kind.endpoint(url), TOKEN),
+        kind,
         budget_bytes=2**40,
         limits=BatchLimits(max_count=BATCH, max_bytes=4 * 2**20, linger=0),
     )
     started = time.perf_counter()
     await forwarder.start()
-    while (await writer.read(outbox.read_state)).pending:
+    while await writer.read(_pending(kind.name)):
         await asyncio.sleep(0.005)
     elapsed = time.perf_counter() - started
     await forwarder.close()
@@ -344,23 +364,99 @@ def bench_drain(size: int, work: Path) -> None:
     conn = connect(path)
     bodies = []
     last = 0
-    while entries := outbox.peek(conn, after_seq=last, max_count=BATCH, max_bytes=4 * 2**20):
+    while entries := outbox.peek(
+        conn, _sink(conn), after_seq=last, max_count=BATCH, max_bytes=4 * 2**20
+    ):
         bodies.append(encode_batch("s", entries).body)
         last = entries[-1].seq
     conn.close()
     peer = asyncio.run(http_ceiling(bodies))
     collector, url = start_collector(work / "collector.db")
     try:
-        elapsed = asyncio.run(drain(path, url))
+        elapsed = asyncio.run(drain(path, url, CollectorSink()))
     finally:
         collector.terminate()
         collector.wait()
-    print(f"drain ({size:,} envelopes, batches of {BATCH}, to a collector process)")
+    otlp = {}
+    for encoding in ("json", "protobuf"):
+        otlp_path = work / f"drain-otlp-{encoding}.db"
+        fill(otlp_path, size, forwarding=True, sink="otlp")
+        receiver, otlp_url = start_otlp_receiver()
+        try:
+            otlp[encoding] = asyncio.run(drain(otlp_path, otlp_url, OtlpSink(encoding=encoding)))
+            received = receiver_count(otlp_url)
+        finally:
+            receiver.terminate()
+            receiver.wait()
+        assert received == size, f"the OTLP receiver decoded {received} of {size} records"
+    print(f"drain ({size:,} envelopes, batches of {BATCH}, to a receiver process)")
     print(f"  aiohttp POST to a no-op loopback server {size / peer:>10,.0f} /s  (peer)")
     print(
         f"  outbox -> collector, end to end      {size / elapsed:>10,.0f} /s  (target >= 20,000/s)"
     )
     print(f"  ratio                                {peer / elapsed:.2f}x of the HTTP ceiling")
+    for encoding, seconds in otlp.items():
+        label = f"outbox -> OTLP receiver ({encoding}, gzip)"
+        print(
+            f"  {label:<37}{size / seconds:>10,.0f} /s  ({elapsed / seconds:.2f}x the collector's)"
+        )
+
+
+# An OTLP/HTTP logs receiver in a process of its own, as the collector is: it decodes each
+# request into the official ExportLogsServiceRequest (JSON or protobuf) and counts the
+# records; GET /count says how many.
+_OTLP_RECEIVER = """
+import sys
+from aiohttp import web
+from google.protobuf import json_format
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+count = 0
+
+async def logs(request):
+    global count
+    body = await request.read()
+    message = ExportLogsServiceRequest()
+    if request.content_type == "application/x-protobuf":
+        message.ParseFromString(body)
+    else:
+        json_format.Parse(body, message)
+    count += sum(len(s.log_records) for r in message.resource_logs for s in r.scope_logs)
+    return web.json_response({})
+
+async def counted(request):
+    return web.json_response({"count": count})
+
+app = web.Application(client_max_size=2**26)
+app.router.add_post("/v1/logs", logs)
+app.router.add_get("/count", counted)
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=lambda *_: None, access_log=None)
+"""
+
+
+def start_otlp_receiver() -> tuple[subprocess.Popen[str], str]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([sys.executable, "-c", _OTLP_RECEIVER, str(port)], text=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            receiver_count(url)
+            return process, url
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    raise RuntimeError("the OTLP receiver did not start")
+
+
+def receiver_count(url: str) -> int:
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(url + "/count", timeout=10) as answer:
+        return int(json.loads(answer.read())["count"])
 
 
 # -- rss ---------------------------------------------------------------------------------------
@@ -371,6 +467,7 @@ from pathlib import Path
 from mplp_lsp.forward.forwarder import Forwarder
 from mplp_lsp.forward.retry import RetryPolicy
 from mplp_lsp.forward.sender import HttpTransport
+from mplp_lsp.forward.sinks.collector import CollectorSink
 from mplp_lsp.store.writer import StoreWriter
 from mplp_lsp.forward import outbox
 
@@ -384,7 +481,7 @@ async def main(path, port, with_forwarder):
     await writer.start()
     forwarder = None
     if with_forwarder:
-        forwarder = Forwarder(writer, HttpTransport(f"http://127.0.0.1:{port}/events", None),
+        forwarder = Forwarder(writer, HttpTransport(f"http://127.0.0.1:{port}/events", None), CollectorSink(),
                               budget_bytes=2**40, policy=RetryPolicy(initial_delay=0.05, max_delay=0.2))
         await forwarder.start()
     peak = 0.0
@@ -392,7 +489,7 @@ async def main(path, port, with_forwarder):
     while time.monotonic() < deadline:
         await asyncio.sleep(0.1)
         peak = max(peak, rss_mb())
-    state = await writer.read(outbox.read_state)
+    state = await writer.read(lambda conn: outbox.state_of(conn, outbox.COLLECTOR))
     print(peak, state.pending, state.failed_attempts)
     if forwarder:
         await forwarder.close()
@@ -440,8 +537,8 @@ def bench_size(size: int, work: Path) -> None:
         if _has_dbstat(conn)
         else on - off
     )
-    while entries := outbox.peek(conn, max_count=BATCH, max_bytes=2**30):
-        outbox.ack(conn, [e.seq for e in entries])
+    while entries := outbox.peek(conn, _sink(conn), max_count=BATCH, max_bytes=2**30):
+        outbox.ack(conn, _sink(conn), [e.seq for e in entries])
     reclaim_free_pages(conn)  # what the forwarder does once the outbox is drained
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()

@@ -28,12 +28,14 @@ from aiohttp import web
 from mplp_lsp.forward import outbox
 from mplp_lsp.forward.forwarder import Forwarder
 from mplp_lsp.forward.sender import HttpTransport
+from mplp_lsp.forward.sinks.collector import CollectorSink
 from mplp_lsp.store import EventLog, StoreWriter, connect
 from mplp_lsp.store.database import BUSY_TIMEOUT_MS
 from tests.support.collector import TOKEN, Collector, child_env, free_port
 from tests.support.daemon import cli, start_watch, stop, wait_for_api
 from tests.support.forwarding import (
     accepted_ids,
+    collector_sink,
     drained,
     new_event,
     open_workspace,
@@ -185,7 +187,7 @@ async def test_a_drained_outbox_gives_its_pages_back_to_the_file_system(
     server = await scripted(lambda _number, _items: (200, {}))
     database = tmp_path / "events.db"
     conn = connect(database)
-    outbox.enable(conn, budget_bytes=2**30)
+    outbox.enable(conn, collector_sink(conn), budget_bytes=2**30)
     EventLog(conn).append([new_event(n) for n in range(1, 5001)])
     conn.close()
     writer = StoreWriter(database)
@@ -193,13 +195,14 @@ async def test_a_drained_outbox_gives_its_pages_back_to_the_file_system(
     forwarder = Forwarder(
         writer,
         HttpTransport(server.url + "/events", TOKEN),
+        CollectorSink(),
         budget_bytes=2**30,
         reclaim_min_pages=1,  # the default waits for 1 MiB of free pages
     )
     await forwarder.start()
 
     def free_pages(conn: sqlite3.Connection) -> tuple[int, int]:
-        pending = outbox.read_state(conn).pending
+        pending = outbox.read_state(conn, collector_sink(conn)).pending
         return pending, conn.execute("PRAGMA freelist_count").fetchone()[0]
 
     try:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 from mplp_lsp.config.settings import parse_settings
 from mplp_lsp.engine.intake import Submission
 from mplp_lsp.engine.workspace import Workspace
+from mplp_lsp.forward import outbox
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.store import NewEvent
 from tests.support.waiting import wait_until_async
@@ -18,6 +20,23 @@ def new_event(n: int, kind: str = "file_update") -> NewEvent:
     """A skeletal stored event, enough for the outbox (``id-n``, ``key-n``)."""
     envelope = {"event_id": f"id-{n}", "source": "test", "timestamp": "2026-03-02T08:00:00.000Z"}
     return NewEvent(f"id-{n}", kind, f"key-{n}", envelope["timestamp"], envelope)
+
+
+def collector_sink(conn: sqlite3.Connection) -> int:
+    """The collector sink's id (every store has it)."""
+    found = outbox.sink_id(conn, outbox.COLLECTOR)
+    assert found is not None
+    return found
+
+
+def pending_entries(conn: sqlite3.Connection, sink: int | None = None) -> list[outbox.Entry]:
+    """Every entry pending for ``sink`` (the collector's for None), in the order it is sent."""
+    chosen = collector_sink(conn) if sink is None else sink
+    return outbox.peek(conn, chosen, max_count=2**62, max_bytes=2**62)
+
+
+def pending_seqs(conn: sqlite3.Connection, sink: int | None = None) -> list[int]:
+    return [entry.seq for entry in pending_entries(conn, sink)]
 
 
 FAST = {"forwardRetryInitialMs": 5, "forwardRetryMaxMs": 50, "forwardLingerMs": 2}

@@ -19,6 +19,7 @@ from mplp_lsp.store import (
     StoreWriter,
     connect,
 )
+from tests.support.forwarding import collector_sink, pending_entries, pending_seqs
 from tests.support.forwarding import new_event as forwarded_event
 
 REFUSALS = {
@@ -38,13 +39,15 @@ def make_store(db: Path, count: int, refusals: dict[int, tuple[int | None, str, 
     """``count`` forwarded events (seq 1..count); those in ``refusals`` dead-lettered."""
     conn = connect(db)
     try:
-        outbox.enable(conn, budget_bytes=2**30)
+        sink = collector_sink(conn)
+        outbox.enable(conn, sink, budget_bytes=2**30)
         EventLog(conn).append([new_event(n) for n in range(1, count + 1)])
         refused: dict[tuple[int | None, str, str], list[int]] = {}
         for seq, refusal in refusals.items():
             refused.setdefault(refusal, []).append(seq)
         for (status, reason, at), seqs in refused.items():  # one transaction per kind
-            assert outbox.dead_letter(conn, seqs, status=status, reason=reason, at=at) == len(seqs)
+            dead = outbox.dead_letter(conn, sink, seqs, status=status, reason=reason, at=at)
+            assert dead == len(seqs)
     finally:
         conn.close()
 
@@ -53,9 +56,9 @@ def tables(db: Path) -> tuple[list[int], list[int], outbox.OutboxState]:
     """Pending seqs, dead seqs, and the counters, as stored."""
     conn = connect(db, read_only=True)
     try:
-        pending = [row[0] for row in conn.execute("SELECT seq FROM outbox ORDER BY seq")]
+        pending = pending_seqs(conn)
         dead = [row[0] for row in conn.execute("SELECT seq FROM outbox_dead ORDER BY seq")]
-        return pending, dead, outbox.read_state(conn)
+        return pending, dead, outbox.read_state(conn, collector_sink(conn))
     finally:
         conn.close()
 
@@ -63,13 +66,12 @@ def tables(db: Path) -> tuple[list[int], list[int], outbox.OutboxState]:
 def assert_counters_match_tables(db: Path) -> None:
     conn = connect(db, read_only=True)
     try:
-        count, size = conn.execute(
-            "SELECT count(*), coalesce(sum(bytes), 0) FROM outbox"
-        ).fetchone()
-        state = outbox.read_state(conn)
+        entries = pending_entries(conn)
+        state = outbox.read_state(conn, collector_sink(conn))
     finally:
         conn.close()
-    assert (state.pending, state.pending_bytes) == (count, size)
+    size = sum(len(entry.body.encode()) for entry in entries)
+    assert (state.pending, state.pending_bytes) == (len(entries), size)
 
 
 def make_event(

@@ -69,7 +69,9 @@ async def test_the_backlog_behind_each_batch_is_shown_per_stream(
 
         async def queued_and_quiet() -> bool:
             nonlocal last
-            pending: int = store_rows(state, "SELECT pending FROM outbox_state")[0][0]
+            pending: int = store_rows(
+                state, "SELECT pending FROM outbox_sinks WHERE name = 'collector'"
+            )[0][0]
             settled = pending >= FILES and pending == last
             last = pending
             return settled
@@ -81,8 +83,10 @@ async def test_the_backlog_behind_each_batch_is_shown_per_stream(
     ((stream,),) = store_rows(state, f"SELECT value FROM meta WHERE key = '{STREAM_META_KEY}'")
     queued = store_rows(
         state,
-        "SELECT o.seq, e.received_at, e.body FROM outbox AS o JOIN events AS e USING (seq)"
-        " ORDER BY o.seq",
+        # The collector sink's queue: its rows and the events after its cursor.
+        "SELECT e.seq, e.received_at, e.body FROM events AS e, outbox_sinks AS s"
+        " WHERE s.name = 'collector' AND (e.seq > s.cursor"
+        " OR e.seq IN (SELECT seq FROM outbox WHERE sink = s.id)) ORDER BY e.seq",
     )
     first_paths = {json.loads(body)["payload"].get("file_path") for _, _, body in queued[:BATCH]}
     held_path = next(

@@ -125,8 +125,9 @@ def oldest_queued(state: Path) -> str:
     conn = sqlite3.connect(state / "events.db")
     try:
         row = conn.execute(
-            "SELECT e.received_at FROM outbox AS o JOIN events AS e USING (seq)"
-            " ORDER BY o.seq LIMIT 1"
+            "SELECT e.received_at FROM events AS e, outbox_sinks AS s"
+            " WHERE s.name = 'collector' AND (e.seq > s.cursor"
+            " OR e.seq IN (SELECT seq FROM outbox WHERE sink = s.id)) ORDER BY e.seq LIMIT 1"
         ).fetchone()
     finally:
         conn.close()

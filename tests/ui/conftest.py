@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.browser import chromium, launched_browser
+from tests.support.otlp import Receiver, receiving_in_a_thread
 from tests.support.waiting import wait_until
 from tests.ui.daemon import Remote, Watch, base_env
 
@@ -43,9 +44,20 @@ def remote() -> Iterator[Remote]:
 
 
 @pytest.fixture(scope="module")
-def daemon(tmp_path_factory: pytest.TempPathFactory, remote: Remote) -> Iterator[Watch]:
-    """A watched Git workspace forwarding to a refusing remote, with one drift finding:
-    ``notes.txt`` was recorded by a first run and changed on disk before this one."""
+def otlp() -> Iterator[Receiver]:
+    """An OTLP receiver beside the remote; it refuses every batch (403) until a test says."""
+    with receiving_in_a_thread() as receiver:
+        receiver.status = 403
+        yield receiver
+
+
+@pytest.fixture(scope="module")
+def daemon(
+    tmp_path_factory: pytest.TempPathFactory, remote: Remote, otlp: Receiver
+) -> Iterator[Watch]:
+    """A watched Git workspace forwarding to a refusing remote and a refusing OTLP receiver,
+    with one drift finding: ``notes.txt`` was recorded by a first run and changed on disk
+    before this one."""
     root = tmp_path_factory.mktemp("ui")
     workspace, state = root / "workspace", root / "state"
     workspace.mkdir()
@@ -60,7 +72,9 @@ def daemon(tmp_path_factory: pytest.TempPathFactory, remote: Remote) -> Iterator
     wait_until(lambda: first.printed("commit"), what="the commit recorded")
     first.stop()
     (workspace / "notes.txt").write_text("changed while nothing watched\n")
-    watch = Watch.start(workspace, state, env, "--remote", remote.url)
+    watch = Watch.start(
+        workspace, state, {**env, "MPLP_LSP_OTLP_ENDPOINT": otlp.url}, "--remote", remote.url
+    )
     wait_until(lambda: watch.get("/ui/api/drift")["drifts"], what="the drift finding")
     yield watch
     watch.stop()

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.otlp import Receiver
 from tests.support.waiting import wait_until
 from tests.ui.daemon import Remote, Watch, cli
 
@@ -209,16 +210,44 @@ def test_a_dead_letter_is_requeued_from_the_page(daemon: Watch, page: Any, remot
     page.wait_for_selector("#forwarding-body button[data-seq]")
     # The remote's address in full, breakable after its separators only (never mid-word).
     remote_url = daemon.get("/ui/api/forwarding")["status"]["remote"]
-    card = page.locator("#forwarding-body .card.wide b")
+    card = page.locator('#forwarding-body section.sink[data-sink="collector"] .card.wide b')
     assert card.inner_text().replace("\n", "") == remote_url
     assert card.evaluate("b => b.querySelectorAll('wbr').length") >= remote_url.count("/")
-    seq = int(page.locator("#forwarding-body button[data-seq]").first.get_attribute("data-seq"))
+    collector_letters = page.locator('#forwarding-body button[data-sink="collector"]')
+    seq = int(collector_letters.first.get_attribute("data-seq"))
     remote.status = 200
-    page.locator(f'#forwarding-body button[data-seq="{seq}"]').click()
+    page.locator(f'#forwarding-body button[data-seq="{seq}"][data-sink="collector"]').click()
     wait_until(lambda: remote.stored, timeout=60, what="the requeued envelope at the remote")
     assert [item["seq"] for item in remote.stored] == [seq]
     letters = daemon.get("/ui/api/forwarding")["dead_letters"]
-    assert seq not in [letter["seq"] for letter in letters]
+    assert (seq, "collector") not in [(letter["seq"], letter["sink"]) for letter in letters]
+
+
+def test_each_sink_has_its_block_and_its_dead_letters_are_requeued_to_it(
+    daemon: Watch, page: Any, otlp: Receiver
+) -> None:
+    # The OTLP receiver refused every batch (403): dead letters of the otlp sink too.
+    def otlp_letters() -> list[dict[str, Any]]:
+        letters = daemon.get("/ui/api/forwarding")["dead_letters"]
+        return [letter for letter in letters if letter["sink"] == "otlp"]
+
+    wait_until(otlp_letters, what="the otlp sink's dead letters")
+    page.reload()
+    page.wait_for_selector('#forwarding-body button[data-sink="otlp"]')
+    assert page.locator('#forwarding-body section.sink[data-sink="collector"]').count() == 1
+    block = page.locator('#forwarding-body section.sink[data-sink="otlp"]')
+    assert block.locator("h3").inner_text() == "Sink: otlp"
+    assert block.locator(".card.wide b").inner_text().replace("\n", "") == otlp.url
+    button = page.locator('#forwarding-body button[data-sink="otlp"]').first
+    seq = int(button.get_attribute("data-seq"))
+    [letter] = [letter for letter in otlp_letters() if letter["seq"] == seq]
+    otlp.status = 200
+    button.click()
+    wait_until(
+        lambda: letter["event_id"] in otlp.event_ids(), timeout=60, what="the requeued record"
+    )
+    assert otlp.event_ids().count(letter["event_id"]) == 1
+    assert seq not in [letter["seq"] for letter in otlp_letters()]
 
 
 def test_a_plans_steps_show_in_dependency_order_with_live_status(daemon: Watch, page: Any) -> None:

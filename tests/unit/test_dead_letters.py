@@ -95,6 +95,7 @@ def test_dead_json_lists_exactly_the_dead_letters_with_their_fields(
             "status": status,
             "reason": reason,
             "dead_at": at,
+            "sink": "collector",
         }
         for seq, (status, reason, at) in sorted(REFUSALS.items())
     ]
@@ -112,9 +113,16 @@ def test_dead_table_has_one_line_per_letter_and_no_control_characters(
 ) -> None:
     assert outbox_cli(state, tmp_path, "dead") == 0
     header, *rows = capsys.readouterr().out.splitlines()
-    assert header.split() == ["seq", "event_id", "kind", "status", "dead_at", "reason"]
-    assert [row.split()[:5] for row in rows] == [
-        [str(seq), f"id-{seq}", "graph_update", "-" if status is None else str(status), at]
+    assert header.split() == ["seq", "event_id", "kind", "sink", "status", "dead_at", "reason"]
+    assert [row.split()[:6] for row in rows] == [
+        [
+            str(seq),
+            f"id-{seq}",
+            "graph_update",
+            "collector",
+            "-" if status is None else str(status),
+            at,
+        ]
         for seq, (status, _reason, at) in sorted(REFUSALS.items())
     ]
     assert rows[0].endswith("HTTP 400: invalid envelope")

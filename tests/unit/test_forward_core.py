@@ -25,8 +25,9 @@ from mplp_lsp.forward.batching import encode_batch, split
 from mplp_lsp.forward.outbox import Entry
 from mplp_lsp.forward.remote import RemoteConfigError, resolve_remote
 from mplp_lsp.forward.retry import Action, RetryPolicy, classify, parse_retry_after
+from mplp_lsp.forward.sinks.collector import CollectorSink
 from mplp_lsp.store import EventLog, connect, transaction
-from tests.support.forwarding import new_event
+from tests.support.forwarding import collector_sink, new_event, pending_entries
 from tests.support.properties import examples
 
 # -- retry table -----------------------------------------------------------------------------
@@ -112,15 +113,12 @@ def test_url_sources_in_order_and_token_from_env_or_file(tmp_path: Path) -> None
     token_file.write_text("from-file\n")
     settings = Settings(remote_url="https://a.example", remote_token_file=str(token_file))
     remote = resolve_remote(settings, None, env={})
-    assert remote is not None and remote.endpoint == "https://a.example/events"
+    assert remote is not None and CollectorSink().endpoint(remote.url) == "https://a.example/events"
     assert remote.token == "from-file" and "from-file" not in repr(remote)
     # The URL comes from the settings alone (their env layer has MPLP_LSP_REMOTE_URL).
     env = {"MPLP_LSP_REMOTE_URL": "https://b.example/x/", "MPLP_LSP_REMOTE_TOKEN": "from-env"}
     remote = resolve_remote(settings, None, env=env)
-    assert remote is not None and (remote.endpoint, remote.token) == (
-        "https://a.example/events",
-        "from-env",
-    )
+    assert remote is not None and (remote.url, remote.token) == ("https://a.example", "from-env")
     remote = resolve_remote(settings, "http://127.0.0.1:9/", env=env)
     assert remote is not None and remote.url == "http://127.0.0.1:9/"
 
@@ -144,7 +142,7 @@ def test_plain_http_to_another_host_needs_the_opt_in() -> None:
 
 def _open(path: Path, budget: int = 2**40) -> tuple[sqlite3.Connection, EventLog]:
     conn = connect(path)
-    outbox.enable(conn, budget_bytes=budget)
+    outbox.enable(conn, collector_sink(conn), budget_bytes=budget)
     return conn, EventLog(conn)
 
 
@@ -152,11 +150,11 @@ def test_events_accepted_before_enabling_are_not_queued_and_after_are(tmp_path: 
     conn = connect(tmp_path / "s.db")
     log = EventLog(conn)
     log.append([new_event(1)])
-    outbox.enable(conn, budget_bytes=2**30)
+    outbox.enable(conn, collector_sink(conn), budget_bytes=2**30)
     log.append([new_event(2), new_event(2)])  # the duplicate is not stored, nor queued
-    entries = outbox.peek(conn, max_count=10, max_bytes=2**20)
+    entries = outbox.peek(conn, collector_sink(conn), max_count=10, max_bytes=2**20)
     assert [e.event_id for e in entries] == ["id-2"]
-    assert outbox.read_state(conn).pending == 1
+    assert outbox.read_state(conn, collector_sink(conn)).pending == 1
 
 
 def test_a_failed_transaction_leaves_neither_event_nor_entry(tmp_path: Path) -> None:
@@ -164,21 +162,23 @@ def test_a_failed_transaction_leaves_neither_event_nor_entry(tmp_path: Path) -> 
     with pytest.raises(RuntimeError), transaction(conn):
         log.append([new_event(1)])
         raise RuntimeError("crash before commit")
-    assert outbox.read_state(conn).pending == 0
+    assert outbox.read_state(conn, collector_sink(conn)).pending == 0
     assert log.query() == []
 
 
 def test_overflow_drops_the_oldest_and_counts_it(tmp_path: Path) -> None:
     conn, log = _open(tmp_path / "s.db")
     log.append([new_event(0)])
-    [first] = outbox.peek(conn, max_count=1, max_bytes=2**20)
+    [first] = outbox.peek(conn, collector_sink(conn), max_count=1, max_bytes=2**20)
     one = len(first.body.encode())
-    outbox.ack(conn, [first.seq])
-    conn.execute("UPDATE outbox_state SET budget_bytes = ?", (3 * one,))
+    outbox.ack(conn, collector_sink(conn), [first.seq])
+    conn.execute("UPDATE outbox_sinks SET budget_bytes = ?", (3 * one,))
     log.append([new_event(n) for n in range(1, 6)])
-    state = outbox.read_state(conn)
+    state = outbox.read_state(conn, collector_sink(conn))
     assert (state.pending, state.overflow_dropped) == (3, 2)
-    assert [e.event_id for e in outbox.peek(conn, max_count=10, max_bytes=2**20)] == [
+    assert [
+        e.event_id for e in outbox.peek(conn, collector_sink(conn), max_count=10, max_bytes=2**20)
+    ] == [
         "id-3",
         "id-4",
         "id-5",
@@ -189,16 +189,23 @@ def test_overflow_drops_the_oldest_and_counts_it(tmp_path: Path) -> None:
 def test_dead_letters_leave_the_queue_counted_and_can_be_requeued(tmp_path: Path) -> None:
     conn, log = _open(tmp_path / "s.db")
     log.append([new_event(n) for n in range(3)])
-    entries = outbox.peek(conn, max_count=10, max_bytes=2**20)
-    assert outbox.dead_letter(conn, [entries[1].seq], status=400, reason="HTTP 400: bad") == 1
-    assert [e.event_id for e in outbox.peek(conn, max_count=10, max_bytes=2**20)] == [
+    entries = outbox.peek(conn, collector_sink(conn), max_count=10, max_bytes=2**20)
+    assert (
+        outbox.dead_letter(
+            conn, collector_sink(conn), [entries[1].seq], status=400, reason="HTTP 400: bad"
+        )
+        == 1
+    )
+    assert [
+        e.event_id for e in outbox.peek(conn, collector_sink(conn), max_count=10, max_bytes=2**20)
+    ] == [
         "id-0",
         "id-2",
     ]
-    state = outbox.read_state(conn)
+    state = outbox.read_state(conn, collector_sink(conn))
     assert (state.dead_lettered, state.pending, state.last_error) == (1, 2, "HTTP 400: bad")
     assert outbox.requeue_dead(conn) == 1
-    assert outbox.read_state(conn).pending == 3
+    assert outbox.read_state(conn, collector_sink(conn)).pending == 3
 
 
 class OutboxModel(RuleBasedStateMachine):
@@ -220,15 +227,17 @@ class OutboxModel(RuleBasedStateMachine):
     def teardown(self) -> None:
         # After any history, a drain delivers every accepted id, and stores each once.
         while True:
-            entries = outbox.peek(self.conn, max_count=7, max_bytes=2**20)
+            entries = outbox.peek(
+                self.conn, collector_sink(self.conn), max_count=7, max_bytes=2**20
+            )
             if not entries:
                 break
             self._store(entries)
-            outbox.ack(self.conn, [e.seq for e in entries])
+            outbox.ack(self.conn, collector_sink(self.conn), [e.seq for e in entries])
         assert set(self.wire) >= set(self.accepted)
         assert all(times == 1 for times in self.remote.values())
         assert len(self.remote) == len(self.accepted)
-        assert outbox.read_state(self.conn).pending == 0
+        assert outbox.read_state(self.conn, collector_sink(self.conn)).pending == 0
         self.conn.close()
         self._dir.cleanup()
 
@@ -251,7 +260,7 @@ class OutboxModel(RuleBasedStateMachine):
     @precondition(lambda self: self.in_flight is None)
     @rule(size=st.integers(1, 6))
     def send(self, size: int) -> None:
-        entries = outbox.peek(self.conn, max_count=size, max_bytes=2**20)
+        entries = outbox.peek(self.conn, collector_sink(self.conn), max_count=size, max_bytes=2**20)
         self.in_flight = entries or None
         self.answered = False
 
@@ -266,14 +275,14 @@ class OutboxModel(RuleBasedStateMachine):
     @rule()
     def ack(self) -> None:
         assert self.in_flight is not None
-        outbox.ack(self.conn, [e.seq for e in self.in_flight])
+        outbox.ack(self.conn, collector_sink(self.conn), [e.seq for e in self.in_flight])
         self.acked |= {e.event_id for e in self.in_flight}
         self.in_flight = None
 
     @precondition(lambda self: self.in_flight is not None and not self.answered)
     @rule()
     def fail(self) -> None:
-        outbox.record_failure(self.conn, "connection refused")
+        outbox.record_failure(self.conn, collector_sink(self.conn), "connection refused")
         self.in_flight = None
 
     @rule()
@@ -285,9 +294,14 @@ class OutboxModel(RuleBasedStateMachine):
 
     @invariant()
     def pending_is_accepted_minus_acknowledged(self) -> None:
-        pending = {e.event_id for e in outbox.peek(self.conn, max_count=10**6, max_bytes=2**40)}
+        pending = {
+            e.event_id
+            for e in outbox.peek(
+                self.conn, collector_sink(self.conn), max_count=10**6, max_bytes=2**40
+            )
+        }
         assert pending == set(self.accepted) - self.acked
-        state = outbox.read_state(self.conn)
+        state = outbox.read_state(self.conn, collector_sink(self.conn))
         assert state.pending == len(pending)
         assert state.delivered == len(self.acked)
         assert (state.pending, state.pending_bytes) == _counted_from_table(self.conn)
@@ -300,8 +314,9 @@ test_outbox_model = OutboxModel.TestCase
 
 
 def _counted_from_table(conn: sqlite3.Connection) -> tuple[int, int]:
-    count, size = conn.execute("SELECT count(*), coalesce(sum(bytes), 0) FROM outbox").fetchone()
-    return int(count), int(size)
+    """The collector's pending entries counted one by one (its rows and its log tail)."""
+    entries = pending_entries(conn)
+    return len(entries), sum(len(entry.body.encode()) for entry in entries)
 
 
 @settings(max_examples=examples(40), deadline=None)
@@ -315,17 +330,20 @@ def test_appends_past_the_budget_drop_exactly_the_oldest(
     with tempfile.TemporaryDirectory() as scratch:
         conn, log = _open(Path(scratch) / "s.db")
         log.append([new_event(100)])  # ids of three digits: every body has the same size
-        [first] = outbox.peek(conn, max_count=1, max_bytes=2**20)
-        outbox.ack(conn, [first.seq])
+        [first] = outbox.peek(conn, collector_sink(conn), max_count=1, max_bytes=2**20)
+        outbox.ack(conn, collector_sink(conn), [first.seq])
         budget = budget_entries * len(first.body.encode())
-        conn.execute("UPDATE outbox_state SET budget_bytes = ?", (budget,))
+        conn.execute("UPDATE outbox_sinks SET budget_bytes = ?", (budget,))
         queued: list[int] = []
         for size in batches:
             start = 101 + len(queued)
             stored = log.append([new_event(n) for n in range(start, start + size)])
             queued += [s.seq for s in stored if s is not None]
-            state = outbox.read_state(conn)
-            pending = [e.seq for e in outbox.peek(conn, max_count=10**6, max_bytes=2**40)]
+            state = outbox.read_state(conn, collector_sink(conn))
+            pending = [
+                e.seq
+                for e in outbox.peek(conn, collector_sink(conn), max_count=10**6, max_bytes=2**40)
+            ]
             # Whatever is left is the newest of what was queued, within the budget, and no
             # more was dropped than needed: one more entry would not have fitted.
             assert pending == queued[len(queued) - len(pending) :]
@@ -339,7 +357,9 @@ def test_appends_past_the_budget_drop_exactly_the_oldest(
 def test_peek_respects_count_and_bytes_but_always_returns_one(tmp_path: Path) -> None:
     conn, log = _open(tmp_path / "s.db")
     log.append([new_event(n) for n in range(5)])
-    assert len(outbox.peek(conn, max_count=3, max_bytes=2**20)) == 3
-    assert len(outbox.peek(conn, max_count=5, max_bytes=1)) == 1
-    entries: Any = outbox.peek(conn, after_seq=3, max_count=5, max_bytes=2**20)
+    assert len(outbox.peek(conn, collector_sink(conn), max_count=3, max_bytes=2**20)) == 3
+    assert len(outbox.peek(conn, collector_sink(conn), max_count=5, max_bytes=1)) == 1
+    entries: Any = outbox.peek(
+        conn, collector_sink(conn), after_seq=3, max_count=5, max_bytes=2**20
+    )
     assert [e.seq for e in entries] == [4, 5]

@@ -23,7 +23,7 @@ from mplp_lsp.forward import held, outbox
 from mplp_lsp.forward.remote import remote_identity
 from mplp_lsp.store import EventLog, connect
 from mplp_lsp.store.retention import Policy, horizon, remove_events
-from tests.support.forwarding import new_event
+from tests.support.forwarding import collector_sink, new_event, pending_seqs
 from tests.support.properties import examples
 
 REMOTES = ("http://127.0.0.1:7001", "http://127.0.0.1:7002", "https://team.example/mplp")
@@ -36,7 +36,7 @@ class QueueForRemotes(RuleBasedStateMachine):
         self._dir = tempfile.TemporaryDirectory()
         self.conn = connect(Path(self._dir.name) / "s.db")
         self.log = EventLog(self.conn)
-        outbox.enable(self.conn, budget_bytes=2**40)
+        outbox.enable(self.conn, collector_sink(self.conn), budget_bytes=2**40)
         self.next_id = 0
         self.queue_for: str | None = None  # the remote the outbox is for
         self.owner: dict[int, str | None] = {}  # queued or held seq -> its remote
@@ -56,7 +56,7 @@ class QueueForRemotes(RuleBasedStateMachine):
 
     @rule(remote=remotes)
     def forward_to(self, remote: str) -> None:
-        switch = held.claim(self.conn, remote)
+        switch = held.claim(self.conn, collector_sink(self.conn), remote)
         assert switch.previous == self.queue_for
         if self.queue_for is None:  # queued before any remote was known: the first one's
             for seq, owner in self.owner.items():
@@ -67,21 +67,21 @@ class QueueForRemotes(RuleBasedStateMachine):
     @rule()
     def switch_forwarding_off(self) -> None:
         """A run without a remote: queuing goes on, nothing moves (the queue waits)."""
-        outbox.enable(self.conn, budget_bytes=2**40)
+        outbox.enable(self.conn, collector_sink(self.conn), budget_bytes=2**40)
 
     @precondition(lambda self: self.queue_for is not None)
     @rule(most=st.integers(1, 7))
     def deliver(self, most: int) -> None:
-        entries = outbox.peek(self.conn, max_count=most, max_bytes=2**30)
+        entries = outbox.peek(self.conn, collector_sink(self.conn), max_count=most, max_bytes=2**30)
         for entry in entries:
             assert self.owner[entry.seq] == self.queue_for, "sent to a remote it was not for"
-        outbox.ack(self.conn, [entry.seq for entry in entries])
+        outbox.ack(self.conn, collector_sink(self.conn), [entry.seq for entry in entries])
         for entry in entries:
             self.sent[entry.seq] = self.owner.pop(entry.seq) or ""
 
     @rule(remote=st.none() | remotes)
     def user_requeues_held(self, remote: str | None) -> None:
-        moved = held.requeue_held(self.conn, remote)
+        moved = held.requeue_held(self.conn, collector_sink(self.conn), remote)
         chosen = [s for s, o in self.owner.items() if o != self.queue_for and remote in (None, o)]
         assert moved == len(chosen)
         for seq in chosen:
@@ -103,7 +103,7 @@ class QueueForRemotes(RuleBasedStateMachine):
 
     @invariant()
     def each_envelope_is_where_the_model_says(self) -> None:
-        queued = {s for (s,) in self.conn.execute("SELECT seq FROM outbox")}
+        queued = set(pending_seqs(self.conn))
         held_rows = dict(self.conn.execute("SELECT seq, remote FROM outbox_held"))
         assert queued == {s for s, o in self.owner.items() if o == self.queue_for}
         assert held_rows == {s: o for s, o in self.owner.items() if o != self.queue_for}
@@ -112,7 +112,7 @@ class QueueForRemotes(RuleBasedStateMachine):
 
     @invariant()
     def the_counts_agree_with_the_tables(self) -> None:
-        state = outbox.read_state(self.conn)
+        state = outbox.read_state(self.conn, collector_sink(self.conn))
         assert state.pending == sum(1 for o in self.owner.values() if o == self.queue_for)
         assert state.queued_for == self.queue_for
         expected: dict[str, int] = {}
@@ -132,12 +132,12 @@ def test_a_store_queued_before_remotes_were_recorded_gives_its_queue_to_the_firs
     tmp_path: Path,
 ) -> None:
     conn = connect(tmp_path / "s.db")
-    outbox.enable(conn, budget_bytes=2**30)
+    outbox.enable(conn, collector_sink(conn), budget_bytes=2**30)
     EventLog(conn).append([new_event(n) for n in range(3)])
-    assert held.claim(conn, REMOTES[1]) == held.Switch(None, 0, 0)
-    assert outbox.read_state(conn).pending == 3
-    assert held.claim(conn, REMOTES[0]) == held.Switch(REMOTES[1], 3, 0)
-    assert held.claim(conn, REMOTES[1]) == held.Switch(REMOTES[0], 0, 3)
+    assert held.claim(conn, collector_sink(conn), REMOTES[1]) == held.Switch(None, 0, 0)
+    assert outbox.read_state(conn, collector_sink(conn)).pending == 3
+    assert held.claim(conn, collector_sink(conn), REMOTES[0]) == held.Switch(REMOTES[1], 3, 0)
+    assert held.claim(conn, collector_sink(conn), REMOTES[1]) == held.Switch(REMOTES[0], 0, 3)
 
 
 @pytest.mark.parametrize(
@@ -163,11 +163,11 @@ def test_what_is_not_a_remote_url_is_refused(typed: str) -> None:
 
 def test_held_entries_leave_no_trace_in_the_pending_counters(tmp_path: Path) -> None:
     conn: sqlite3.Connection = connect(tmp_path / "s.db")
-    outbox.enable(conn, budget_bytes=2**30)
-    held.claim(conn, REMOTES[0])
+    outbox.enable(conn, collector_sink(conn), budget_bytes=2**30)
+    held.claim(conn, collector_sink(conn), REMOTES[0])
     EventLog(conn).append([new_event(n) for n in range(4)])
-    held.claim(conn, REMOTES[1])
-    state = outbox.read_state(conn)
+    held.claim(conn, collector_sink(conn), REMOTES[1])
+    state = outbox.read_state(conn, collector_sink(conn))
     assert (state.pending, state.pending_bytes, state.held) == (0, 0, {REMOTES[0]: 4})
     (group,) = held.held_groups(conn)
     assert (group.remote, group.count) == (REMOTES[0], 4) and group.bytes > 0

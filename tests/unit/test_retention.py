@@ -49,11 +49,15 @@ def _store(conn: sqlite3.Connection, events: list[tuple[int, str]], folded: int)
                 (n, f"e{n}", f"k{n}", at, at),
             )
             if fate == "queued":
-                conn.execute("INSERT INTO outbox (seq, bytes) VALUES (?, 2)", (n,))
+                conn.execute(
+                    "INSERT INTO outbox (sink, seq, bytes)"
+                    " SELECT id, ?, 2 FROM outbox_sinks WHERE name = 'collector'",
+                    (n,),
+                )
             elif fate == "dead":
                 conn.execute(
-                    "INSERT INTO outbox_dead (seq, status, reason, dead_at)"
-                    " VALUES (?, 422, 'refused', ?)",
+                    "INSERT INTO outbox_dead (sink, seq, status, reason, dead_at)"
+                    " SELECT id, ?, 422, 'refused', ? FROM outbox_sinks WHERE name = 'collector'",
                     (n, at),
                 )
     with transaction(conn):

@@ -256,7 +256,7 @@ async def forwarding(request: web.Request) -> web.Response:
 
 
 async def requeue(request: web.Request) -> web.Response:
-    from mplp_lsp.forward.outbox import requeue_dead
+    from mplp_lsp.forward.outbox import requeue_named
 
     body = await _body(request)
     seqs = body.get("seqs")
@@ -265,8 +265,13 @@ async def requeue(request: web.Request) -> web.Response:
         not isinstance(seqs, list) or not all(isinstance(s, int) and s > 0 for s in seqs)
     ):
         raise _Refused("seqs", 'send {"seqs": [seq, ...]} or {"all": true}')
+    sink = body.get("sink")
+    if sink is not None and not isinstance(sink, str):
+        raise _Refused("sink", "sink is a sink's name (collector, otlp), or absent for every sink")
     chosen = None if every else seqs
-    moved = await request.app[SERVICES].writer.run(lambda conn: requeue_dead(conn, chosen))
+    moved, _ = await request.app[SERVICES].writer.run(
+        lambda conn: requeue_named(conn, chosen, sink=sink)
+    )
     return web.json_response({"requeued": moved})
 
 

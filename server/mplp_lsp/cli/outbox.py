@@ -57,6 +57,7 @@ def register(commands: Any) -> None:
     )
     dead.add_argument("--json", action="store_true", help="one JSON object per dead letter")
     dead.add_argument("--limit", type=_positive, metavar="N", help="at most N dead letters")
+    _sink_option(dead, "only the dead letters of this sink (collector, otlp)")
     _store_options(dead)
     dead.set_defaults(handler=run_dead)
     held = actions.add_parser(
@@ -71,6 +72,7 @@ def register(commands: Any) -> None:
     )
     held.add_argument("--json", action="store_true", help="one JSON object per remote")
     _from_option(held, "only the envelopes held for this remote")
+    _sink_option(held, "the sink whose queue is named as the current one (default: collector)")
     _store_options(held)
     held.set_defaults(handler=run_held)
     requeue = actions.add_parser(
@@ -102,6 +104,11 @@ def register(commands: Any) -> None:
         help="the seq of a dead letter, as 'outbox dead' lists it",
     )
     _from_option(requeue, "with --held: only the envelopes held for this remote")
+    _sink_option(
+        requeue,
+        "only the dead letters of this sink (default: every sink's); with --held, the sink "
+        "whose remote gets them (default: collector)",
+    )
     _store_options(requeue)
     requeue.set_defaults(handler=run_requeue)
     drop = actions.add_parser(
@@ -122,6 +129,10 @@ def register(commands: Any) -> None:
 
 def _from_option(parser: argparse.ArgumentParser, text: str) -> None:
     parser.add_argument("--from", dest="held_from", type=_remote, metavar="URL", help=text)
+
+
+def _sink_option(parser: argparse.ArgumentParser, text: str) -> None:
+    parser.add_argument("--sink", metavar="NAME", help=text)
 
 
 def _remote(text: str) -> str:
@@ -149,13 +160,12 @@ def _positive(text: str) -> int:
 
 def run_dead(args: argparse.Namespace) -> int:
     from mplp_lsp.cli.store_access import open_read_only
-    from mplp_lsp.forward.outbox import dead_letters
 
     conn = _open(args, open_read_only)
     if conn is None:
         return EXIT_NO_STORE
     try:
-        letters = dead_letters(conn, limit=args.limit)
+        letters = _sink_dead_letters(conn, args.sink, args.limit)
     finally:
         conn.close()
     if not letters and not args.json:
@@ -170,31 +180,46 @@ def run_dead(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sink_dead_letters(
+    conn: sqlite3.Connection, sink: str | None, limit: int | None
+) -> list[DeadLetter]:
+    from mplp_lsp.forward.outbox import dead_letters, sink_id
+
+    found = None if sink is None else sink_id(conn, sink)
+    if sink is not None and found is None:
+        return []
+    return dead_letters(conn, limit=limit, sink=found)
+
+
 def _dead_lines(letters: list[DeadLetter], *, as_json: bool) -> Iterator[str]:
     if as_json:
         for letter in letters:
             yield json.dumps(asdict(letter))  # ASCII: the reason is the remote's text
         return
     if letters:
-        yield f"{'seq':>7}  {'event_id':<36}  {'kind':<17} {'status':>6}  {'dead_at':<24}  reason"
+        yield (
+            f"{'seq':>7}  {'event_id':<36}  {'kind':<17} {'sink':<10} {'status':>6}  "
+            f"{'dead_at':<24}  reason"
+        )
     for letter in letters:
         status = "-" if letter.status is None else str(letter.status)
         yield (
-            f"{letter.seq:>7}  {letter.event_id:<36}  {letter.kind:<17} {status:>6}  "
+            f"{letter.seq:>7}  {letter.event_id:<36}  {letter.kind:<17} "
+            f"{_printable(letter.sink):<10} {status:>6}  "
             f"{letter.dead_at:<24}  {_printable(letter.reason)}"
         )
 
 
 def run_held(args: argparse.Namespace) -> int:
     from mplp_lsp.cli.store_access import open_read_only
-    from mplp_lsp.forward.held import held_groups, queue_remote
+    from mplp_lsp.forward.held import held_groups
 
     conn = _open(args, open_read_only)
     if conn is None:
         return EXIT_NO_STORE
     try:
         groups = held_groups(conn, args.held_from)
-        current = queue_remote(conn)
+        current = _queue_remote(conn, args.sink)
     finally:
         conn.close()
     if not groups and not args.json:
@@ -229,7 +254,11 @@ def run_requeue(args: argparse.Namespace) -> int:
     workspace = find_workspace(args)
     settings = configuration(args, workspace).settings
     done = requeue_dead_letters(
-        workspace, args.state_dir, None if args.all else args.seqs, settings=settings
+        workspace,
+        args.state_dir,
+        None if args.all else args.seqs,
+        sink=args.sink,
+        settings=settings,
     )
     if done is None:
         return _no_store(workspace, state_paths(workspace, args.state_dir))
@@ -280,11 +309,12 @@ def _confirmed(count: int, remote: str | None) -> bool:
 def _choose_held(args: argparse.Namespace, action: Literal["requeue", "drop"]) -> int:
     from mplp_lsp.cli.store_access import state_paths
     from mplp_lsp.engine.handoff import choose_held
+    from mplp_lsp.forward.outbox import COLLECTOR
     from mplp_lsp.sources.inbox import HeldChoice
 
     workspace = find_workspace(args)
     settings = configuration(args, workspace).settings
-    choice = HeldChoice(action, args.held_from)
+    choice = HeldChoice(action, args.held_from, getattr(args, "sink", None) or COLLECTOR)
     done = choose_held(workspace, args.state_dir, choice, settings=settings)
     if done is None:
         return _no_store(workspace, state_paths(workspace, args.state_dir))
@@ -308,7 +338,6 @@ def _handed(action: str, pid: int | None) -> None:
 def _to(args: argparse.Namespace) -> str:
     """Where requeued envelopes go: the remote the outbox is for."""
     from mplp_lsp.cli.store_access import open_read_only
-    from mplp_lsp.forward.held import queue_remote
 
     if not args.held or args.outbox_command != "requeue":
         return ""
@@ -316,10 +345,19 @@ def _to(args: argparse.Namespace) -> str:
     if conn is None:
         return ""
     try:
-        current = queue_remote(conn)
+        current = _queue_remote(conn, args.sink)
     finally:
         conn.close()
     return f" to the queue for {current}" if current else ""
+
+
+def _queue_remote(conn: sqlite3.Connection, sink: str | None) -> str | None:
+    """The remote the queue of the sink named ``sink`` (the collector's for None) is for."""
+    from mplp_lsp.forward.held import queue_remote
+    from mplp_lsp.forward.outbox import COLLECTOR, sink_id
+
+    found = sink_id(conn, sink or COLLECTOR)
+    return None if found is None else queue_remote(conn, found)
 
 
 def _open(

@@ -135,9 +135,23 @@ def _print_retention(plan: dict[str, Any]) -> None:
 
 
 def _print_forward(forward: dict[str, Any]) -> None:
+    sinks = forward.get("sinks") or {"collector": forward}
+    shown = [
+        (name, sink)
+        for name, sink in sinks.items()
+        if name == "collector" or sink.get("enabled") or sink.get("state") != "off"
+    ]
+    for name, sink in shown:
+        label = "forwarding" if len(shown) == 1 else f"forwarding to {name}"
+        _print_sink(label, sink, held=forward.get("held") or {})
+
+
+def _print_sink(label: str, forward: dict[str, Any], *, held: dict[str, int]) -> None:
+    """One sink's queue and counters; the envelopes held for other remotes once, after the
+    collector's (they belong to no sink until requeued)."""
     age = forward["oldest_pending_age_s"]
     remote = forward.get("remote")
-    print(f"forwarding    {forward['state']}{f' (remote {remote})' if remote else ''}")
+    print(f"{label:<13} {forward['state']}{f' (remote {remote})' if remote else ''}")
     queued_for = forward.get("queued_for")
     print(
         f"  outbox depth        {forward['depth']} ({forward['pending_bytes']:,} bytes)"
@@ -148,6 +162,14 @@ def _print_forward(forward: dict[str, Any]) -> None:
     print(f"  last error          {forward['last_error'] or '-'}")
     for name in ("delivered", "dead_lettered", "overflow_dropped", "quarantined"):
         print(f"  {name.replace('_', ' '):<20}{forward[name]}")
-    print(f"  dead letters held   {forward['dead_letters']} (mplp-lsp outbox dead)")
-    for held_for, count in sorted((forward.get("held") or {}).items()):
+    if forward.get("rejected"):
+        print(
+            f"  rejected in part    {forward['rejected']} (acknowledged; the receiver refused them)"
+        )
+    sink = forward.get("sink", "collector")
+    listing = "mplp-lsp outbox dead" + ("" if sink == "collector" else f" --sink {sink}")
+    print(f"  dead letters held   {forward['dead_letters']} ({listing})")
+    if sink != "collector":
+        return
+    for held_for, count in sorted(held.items()):
         print(f"  held for            {held_for}: {count} (not sent; mplp-lsp outbox held)")

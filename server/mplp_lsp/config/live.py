@@ -39,7 +39,13 @@ if TYPE_CHECKING:
 
     # The settings load where they are compared, not at import: a command that only sets
     # its log level here (serve, before it answers initialize) does not read the schema.
-    from mplp_lsp.config.settings import EmailPolicy, EventFamily, LogLevel, Settings
+    from mplp_lsp.config.settings import (
+        EmailPolicy,
+        EventFamily,
+        LogLevel,
+        RemoteEntry,
+        Settings,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +106,12 @@ class Remote(Section):
     forward_retry_max_ms: int
     forward_disk_budget_mb: int
     forward_report_s: int
+    otlp_endpoint: str | None
+    otlp_token_file: str | None
+    otlp_encoding: str
+    otlp_compression: str
+    otlp_send_host_name: bool
+    remotes: tuple[RemoteEntry, ...]
 
 
 @dataclass(frozen=True, slots=True)

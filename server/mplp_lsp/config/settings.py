@@ -49,9 +49,13 @@ __all__ = [
     "EmailPolicy",
     "EventFamily",
     "LogLevel",
+    "OtlpCompression",
+    "OtlpEncoding",
     "Problem",
+    "RemoteEntry",
     "Settings",
     "SettingsError",
+    "SinkKindName",
     "ToolTask",
     "checked",
     "editor_values",
@@ -66,6 +70,9 @@ EventFamily = Literal["spec", "upstream"]
 LogLevel = Literal["error", "warning", "info", "debug"]
 EmailPolicy = Literal["keep", "hash", "drop"]
 DriftSeverity = Literal["error", "warning", "information", "hint"]
+SinkKindName = Literal["collector", "otlp"]
+OtlpEncoding = Literal["json", "protobuf"]
+OtlpCompression = Literal["gzip", "none"]
 ToolKind = Literal["linter", "formatter", "test_runner", "generator", "other"]
 
 _SECTION = "mplp"
@@ -82,6 +89,10 @@ SENSITIVE_SETTINGS = frozenset(
         "remoteUrl",
         "remoteTokenFile",
         "remoteAllowInsecureHttp",
+        "otlpEndpoint",
+        "otlpTokenFile",
+        "otlpSendHostName",
+        "remotes",
         "stateDir",
         "vslUrl",
         "llmEndpointUrl",
@@ -91,6 +102,35 @@ SENSITIVE_SETTINGS = frozenset(
 )
 ALLOW_WORKSPACE_SENSITIVE = "allowWorkspaceSensitiveSettings"
 _SHOWN_CHARS = 60
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteEntry:
+    """One entry of the ``remotes`` setting: a forwarding sink of ``kind`` at ``url``
+    (docs/forwarding.md#sinks). ``options`` keeps the kind's options as given, by wire name."""
+
+    kind: SinkKindName
+    url: str
+    name: str | None = None
+    token_file: str | None = None
+    token_env: str | None = None
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def option(self, key: str, default: Any) -> Any:
+        return dict(self.options).get(key, default)
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "url": self.url}
+        for key, value in (
+            ("name", self.name),
+            ("tokenFile", self.token_file),
+            ("tokenEnv", self.token_env),
+        ):
+            if value is not None:
+                out[key] = value
+        if self.options:
+            out["options"] = dict(self.options)
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +188,14 @@ class Settings:
     forward_retry_max_ms: int = 300_000
     forward_disk_budget_mb: int = 1024
     forward_report_s: int = 30
+    # An OTLP/HTTP logs sink beside the collector (docs/forwarding.md#opentelemetry).
+    otlp_endpoint: str | None = None
+    otlp_token_file: str | None = None
+    otlp_encoding: OtlpEncoding = "json"
+    otlp_compression: OtlpCompression = "gzip"
+    otlp_send_host_name: bool = False
+    # More remotes, of any sink kind, each with its own name, URL, token and options.
+    remotes: tuple[RemoteEntry, ...] = ()
     drift_interval: int = 60
     drift_severity: DriftSeverity = "warning"
     snapshot_max_bytes: int = 1_048_576
@@ -187,6 +235,8 @@ def _wire_value(name: str, value: Any) -> Any:
     """A model value as JSON (the tool table as an object, tuples as lists)."""
     if name == "tools":
         return {key: task.to_wire() for key, task in value}
+    if name == "remotes":
+        return [entry.to_wire() for entry in value]
     return list(value) if isinstance(value, tuple) else value
 
 
@@ -261,6 +311,18 @@ def _model_value(name: str, value: Any) -> Any:
                 )
                 for key, task in value.items()
             )
+        )
+    if name == "remotes":
+        return tuple(
+            RemoteEntry(
+                entry["kind"],
+                entry["url"],
+                entry.get("name"),
+                entry.get("tokenFile"),
+                entry.get("tokenEnv"),
+                tuple(sorted(entry.get("options", {}).items())),
+            )
+            for entry in value
         )
     return typed(value)
 

@@ -38,7 +38,7 @@ from mplp_lsp.engine.owner import StoreOwner
 from mplp_lsp.engine.statedir import StateDirLock, StatePaths, resolve_state_dir
 from mplp_lsp.forward.drain import Drain, DrainReport
 from mplp_lsp.forward.held import held_groups
-from mplp_lsp.forward.outbox import dead_letters, requeue_chosen
+from mplp_lsp.forward.outbox import dead_letters, requeue_named, sink_id
 from mplp_lsp.protocol.result import ValidationResult
 from mplp_lsp.protocol.validator import default_validator
 from mplp_lsp.sources import inbox
@@ -253,11 +253,13 @@ def requeue_dead_letters(
     state_dir_override: str | Path | None,
     seqs: Sequence[int] | None,
     *,
+    sink: str | None = None,
     settings: Settings | None = None,
     wait: float = 10.0,
 ) -> Requeued | None:
-    """Put dead letters (``seqs``, or all for None) back into the forwarding outbox through
-    the store's owner; None when the workspace has no store (none is created).
+    """Put dead letters (``seqs``, or all for None) of the sink named ``sink`` (of every
+    sink for None) back into their queues through the store's owner; None when the
+    workspace has no store (none is created).
 
     With the state dir free this process is the owner for the moment. Otherwise which of
     ``seqs`` are dead letters is read here, and the requeue goes to the owner through its
@@ -265,15 +267,21 @@ def requeue_dead_letters(
     """
 
     def here(conn: sqlite3.Connection) -> Requeued:
-        return Requeued(*requeue_chosen(conn, seqs))
+        return Requeued(*requeue_named(conn, seqs, sink=sink))
 
     def hand_over(paths: StatePaths, lock: StateDirLock, settings: Settings) -> Requeued:
         with contextlib.closing(connect(paths.database, read_only=True)) as conn:
-            known = sorted(letter.seq for letter in dead_letters(conn, seqs=seqs))
+            found = None if sink is None else sink_id(conn, sink)
+            letters = (
+                []
+                if sink is not None and found is None
+                else dead_letters(conn, seqs=seqs, sink=found)
+            )
+            known = sorted({letter.seq for letter in letters})
         unknown = [] if seqs is None else sorted(set(seqs) - set(known))
         if seqs is not None and not known:
             return Requeued(0, unknown, _owner_pid(lock))
-        request = inbox.Requeue(None if seqs is None else tuple(known))
+        request = inbox.Requeue(None if seqs is None else tuple(known), sink)
         pid, taken = _hand_to_owner(workspace_root, paths, lock, settings, wait, requeue=request)
         return Requeued(len(known), unknown, pid, taken)
 

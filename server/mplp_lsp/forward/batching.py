@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -26,6 +26,7 @@ from mplp_lsp.forward.outbox import Backlog, Entry
 __all__ = [
     "BACKLOG_HEADER",
     "BACKLOG_OLDEST_HEADER",
+    "IDEMPOTENCY_HEADER",
     "STREAM_KEY_HEADER",
     "Batch",
     "BatchLimits",
@@ -37,6 +38,7 @@ BACKLOG_HEADER: Final = "Mplp-Backlog"
 BACKLOG_OLDEST_HEADER: Final = "Mplp-Backlog-Oldest"
 # The stream's write key: the remote binds a stream to the first key that writes it.
 STREAM_KEY_HEADER: Final = "Mplp-Stream-Key"
+IDEMPOTENCY_HEADER: Final = "Idempotency-Key"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,28 +57,21 @@ class BatchLimits:
 
 @dataclass(frozen=True, slots=True)
 class Batch:
+    """One request's worth of entries, encoded by a sink kind (:mod:`.sinks`): the body and
+    the headers that go with it besides the transport's own (authorization, user agent)."""
+
     entries: tuple[Entry, ...]
     body: bytes
-    idempotency_key: str
-    backlog: Backlog | None = None  # None: not known (a part of a split batch)
-    stream_key: str | None = field(default=None, repr=False)
-
-    @property
-    def headers(self) -> dict[str, str]:
-        """The request headers besides the body: its key, the stream's write key, and the
-        backlog when known."""
-        headers = {"Idempotency-Key": self.idempotency_key}
-        if self.stream_key is not None:
-            headers[STREAM_KEY_HEADER] = self.stream_key
-        if self.backlog is not None:
-            headers[BACKLOG_HEADER] = str(self.backlog.count)
-            if self.backlog.oldest_at is not None:
-                headers[BACKLOG_OLDEST_HEADER] = self.backlog.oldest_at
-        return headers
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    backlog: Backlog | None = None  # reported to the remote with it; None: not reported
 
     @property
     def seqs(self) -> list[int]:
         return [entry.seq for entry in self.entries]
+
+    @property
+    def idempotency_key(self) -> str | None:
+        return self.headers.get(IDEMPOTENCY_HEADER)
 
 
 def encode_batch(
@@ -86,12 +81,23 @@ def encode_batch(
     *,
     stream_key: str | None = None,
 ) -> Batch:
+    """The collector's body (docs/forwarding.md#delivery) and its headers: its key, the
+    stream's write key, and the backlog when known."""
     if not entries:
         raise ValueError("a batch needs at least one entry")
     items = ",".join(f'{{"seq":{entry.seq},"envelope":{entry.body}}}' for entry in entries)
     body = f'{{"source":{json.dumps(source)},"items":[{items}]}}'.encode()
-    key = hashlib.blake2b(body, digest_size=16).hexdigest()
-    return Batch(tuple(entries), body, key, backlog, stream_key)
+    headers = {
+        "Content-Type": "application/json",
+        IDEMPOTENCY_HEADER: hashlib.blake2b(body, digest_size=16).hexdigest(),
+    }
+    if stream_key is not None:
+        headers[STREAM_KEY_HEADER] = stream_key
+    if backlog is not None:
+        headers[BACKLOG_HEADER] = str(backlog.count)
+        if backlog.oldest_at is not None:
+            headers[BACKLOG_OLDEST_HEADER] = backlog.oldest_at
+    return Batch(tuple(entries), body, headers, backlog)
 
 
 def split(entries: Sequence[Entry]) -> tuple[list[Entry], list[Entry]]:

@@ -10,6 +10,7 @@ run that forwards from it (another ``emit --remote``, or a daemon with a remote)
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from dataclasses import dataclass
 
@@ -51,14 +52,14 @@ class Drain:
         when the remote cannot be reached at all (connection refused, unknown host)."""
         forwarding = self._forwarding
         assert forwarding is not None, "start() first"
-        before = await self._writer.read(outbox.read_state)
+        before = await self._writer.read(_collector)
         if forwarding.forwarder is None:
             return DrainReport(None, before.pending, 0, problem=forwarding.problem or "no remote")
         forwarding.forwarder.wake()
         deadline = time.monotonic() + wait
         try:
             while True:
-                state = await self._writer.read(outbox.read_state)
+                state = await self._writer.read(_collector)
                 if state.pending == 0 or time.monotonic() >= deadline:
                     break
                 if forwarding.forwarder.unreachable:
@@ -66,7 +67,7 @@ class Drain:
                 await asyncio.sleep(_POLL)
         finally:
             await forwarding.close()
-        state = await self._writer.read(outbox.read_state)
+        state = await self._writer.read(_collector)
         return DrainReport(
             forwarding.remote.url if forwarding.remote else None,
             state.pending,
@@ -74,3 +75,11 @@ class Drain:
             state.dead_letters,
             last_error=forwarding.forwarder.last_error,
         )
+
+
+def _collector(conn: sqlite3.Connection) -> outbox.OutboxState:
+    """The collector sink's queue (the one ``emit --remote`` drains): every store has it
+    (the migration that made sinks, and a salvage, make it)."""
+    found = outbox.state_of(conn, outbox.COLLECTOR)
+    assert found is not None, "a store without the collector sink"
+    return found

@@ -1,4 +1,5 @@
-"""The forwarding loop: outbox → batches → transport → acknowledged, dead-lettered or retried.
+"""The forwarding loop of one sink: its queue → batches → transport → acknowledged,
+dead-lettered or retried.
 
 One batch is in flight at a time and batches leave in ``seq`` order, so the remote sees
 each stream in order (a split batch sends its first half first). An entry leaves the outbox
@@ -8,6 +9,9 @@ re-sends at most the one batch whose answer was not yet recorded; the remote ded
 it by event id and by the batch's Idempotency-Key. With an identity, the stream also reports
 its outbox on its own schedule (:mod:`.report`).
 
+What differs between kinds of remote (the body, the headers, what an answer means) is the
+sink kind's (:mod:`.sinks`); each sink has its own cursor, counters and dead letters in the
+one outbox (:mod:`.outbox`), so sinks forwarding side by side never wait for each other.
 The transport is anything with ``send(batch) -> Reply`` that raises :class:`TransportError`
 when no HTTP answer came; :mod:`.sender` is the aiohttp one. Nothing here imports aiohttp.
 """
@@ -24,17 +28,12 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 from mplp_lsp.forward import held, outbox
-from mplp_lsp.forward.batching import (
-    STREAM_KEY_HEADER,
-    Batch,
-    BatchLimits,
-    encode_batch,
-    split,
-)
+from mplp_lsp.forward.batching import STREAM_KEY_HEADER, Batch, BatchLimits, split
 from mplp_lsp.forward.identity import StreamIdentity
 from mplp_lsp.forward.outbox import Backlog, Entry
 from mplp_lsp.forward.report import Reporter
-from mplp_lsp.forward.retry import Action, RetryPolicy, classify, parse_retry_after
+from mplp_lsp.forward.retry import Action, RetryPolicy, parse_retry_after
+from mplp_lsp.forward.sinks.kind import SinkKind, Stream, Verdict
 from mplp_lsp.forward.transport import Reply, Transport, TransportError
 from mplp_lsp.store.database import RECLAIM_MIN_PAGES, reclaim_free_pages, transaction
 from mplp_lsp.store.events import StoredEvent
@@ -54,13 +53,15 @@ _Ahead = tuple[list[Entry], Batch | None]
 
 
 class Forwarder:
-    """Drains one store's outbox to one remote; see the module docstring."""
+    """Drains one sink's queue in a store's outbox to its remote; see the module docstring."""
 
     def __init__(
         self,
         writer: StoreWriter,
         transport: Transport,
+        kind: SinkKind,
         *,
+        sink: str | None = None,
         budget_bytes: int,
         limits: BatchLimits | None = None,
         policy: RetryPolicy | None = None,
@@ -70,10 +71,14 @@ class Forwarder:
         report_every: float = 30.0,
         remote: str | None = None,
     ) -> None:
-        """``remote``: the identity of the remote the transport sends to
-        (:func:`~mplp_lsp.forward.remote.remote_identity`); the outbox becomes its queue
-        (:mod:`.held`). None leaves the outbox's remote as it is."""
+        """``sink``: the sink's name in the store (the kind's name by default).
+        ``remote``: the identity of the remote the transport sends to
+        (:func:`~mplp_lsp.forward.remote.remote_identity`); the sink's queue becomes its
+        queue (:mod:`.held`). None leaves the sink's remote as it is."""
         self._writer = writer
+        self.kind = kind
+        self.sink = sink or kind.name
+        self._sink_id = 0  # known once started
         self._remote = remote
         self._reclaim_min_pages = reclaim_min_pages
         self._transport = transport
@@ -83,8 +88,7 @@ class Forwarder:
         self._rand = rand
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._stream = ""
-        self._stream_key = ""
+        self._stream = Stream("")
         self.state = "stopped"  # stopped | idle | sending | waiting
         self.consecutive_failures = 0
         self.last_error: str | None = None
@@ -108,7 +112,7 @@ class Forwarder:
 
     @property
     def stream(self) -> str:
-        return self._stream
+        return self._stream.id
 
     @property
     def next_attempt_in(self) -> float | None:
@@ -120,7 +124,7 @@ class Forwarder:
     async def start(self) -> None:
         """Enable queuing in the store, make the outbox this remote's queue, apply the budget,
         and start sending in the background."""
-        self._stream, self._stream_key, released, others = await self._writer.run(self._enable)
+        self._sink_id, self._stream, released, others = await self._writer.run(self._enable)
         if released:
             log.warning(
                 "forwarding: %d envelopes held for %s are queued for it again",
@@ -141,20 +145,23 @@ class Forwarder:
             log.warning("forwarding: %d envelopes over the disk budget were dropped", dropped)
         self.state = "idle"
         loop = asyncio.get_running_loop()
-        self._task = loop.create_task(self._run(), name="forwarder")
+        self._task = loop.create_task(self._run(), name=f"forwarder {self.sink}")
         if self._reporter is not None:
-            self._reporting = loop.create_task(self._reporter.run(self._stream), name="report")
+            self._reporting = loop.create_task(
+                self._reporter.run(self._stream.id, self._sink_id), name="report"
+            )
 
-    def _enable(self, conn: sqlite3.Connection) -> tuple[str, str, int, dict[str, int]]:
+    def _enable(self, conn: sqlite3.Connection) -> tuple[int, Stream, int, dict[str, int]]:
         """One transaction: an event accepted meanwhile is queued for one remote or the
-        other, never left between them. The stream, its key, how many entries held for this
-        remote came back, and what stays held for others."""
+        other, never left between them. The sink, the stream, how many entries held for
+        this remote came back, and what stays held for others."""
         with transaction(conn):
-            stream, key = outbox.enable(conn, budget_bytes=self._budget_bytes)
+            sink = outbox.ensure_sink(conn, self.sink)
+            stream, key = outbox.enable(conn, sink, budget_bytes=self._budget_bytes)
             if self._remote is None:
-                return stream, key, 0, {}
-            released = held.claim(conn, self._remote).released
-            return stream, key, released, held.held_counts(conn)
+                return sink, Stream(stream, key), 0, {}
+            released = held.claim(conn, sink, self._remote).released
+            return sink, Stream(stream, key), released, held.held_counts(conn)
 
     def wake(self) -> None:
         """New envelopes were committed; the loop looks at the outbox now."""
@@ -223,21 +230,22 @@ class Forwarder:
         transaction, so the two agree)."""
         entries = outbox.peek(
             conn,
+            self._sink_id,
             after_seq=after_seq,
             max_count=self.limits.max_count,
             max_bytes=self.limits.max_bytes,
         )
         if not entries:
             return entries, None
-        backlog = outbox.backlog_after(conn, entries[-1].seq)
+        backlog = outbox.backlog_after(conn, self._sink_id, entries[-1].seq)
         return entries, self._encode(entries, backlog)
 
     def _stream_headers(self) -> dict[str, str]:
         """What authenticates the stream's reports as its batches are: its write key."""
-        return {STREAM_KEY_HEADER: self._stream_key}
+        return {STREAM_KEY_HEADER: self._stream.key}
 
     def _encode(self, entries: Sequence[Entry], backlog: Backlog | None = None) -> Batch:
-        return encode_batch(self._stream, entries, backlog, stream_key=self._stream_key)
+        return self.kind.encode(self._stream, entries, backlog)
 
     async def _deliver(self, entries: list[Entry], batch: Batch | None) -> _Ahead:
         """Deliver or dead-letter ``entries``; returns the pending entries that follow them.
@@ -266,23 +274,40 @@ class Forwarder:
         while stack:
             part = stack.pop()
             batch = ready if ready is not None and part is entries else self._encode(part)
-            action, reply = await self._send(batch)
-            if action is Action.DELIVERED:
-                await self._writer.run(partial(outbox.ack, seqs=batch.seqs))
+            verdict, reply = await self._send(batch)
+            if verdict.action is Action.DELIVERED:
+                if verdict.rejected:
+                    self.last_error = verdict.reason
+                    log.warning("forwarding to %s: %s", self.sink, verdict.reason)
+                await self._writer.run(
+                    partial(
+                        outbox.ack, sink=self._sink_id, seqs=batch.seqs, rejected=verdict.rejected
+                    )
+                )
                 if self._reporter is not None and batch.backlog is not None:
                     self._reporter.reported()
-            elif action is Action.SPLIT:
+            elif verdict.action is Action.SPLIT:
                 first, second = split(part)
                 stack.append(second)
                 stack.append(first)
             else:
-                reason = f"HTTP {reply.status}: {reply.detail}".rstrip(": ")
-                log.warning("forwarding: %d envelopes dead-lettered (%s)", len(part), reason)
+                log.warning(
+                    "forwarding to %s: %d envelopes dead-lettered (%s)",
+                    self.sink,
+                    len(part),
+                    verdict.reason,
+                )
                 await self._writer.run(
-                    partial(outbox.dead_letter, seqs=batch.seqs, status=reply.status, reason=reason)
+                    partial(
+                        outbox.dead_letter,
+                        sink=self._sink_id,
+                        seqs=batch.seqs,
+                        status=reply.status,
+                        reason=verdict.reason,
+                    )
                 )
 
-    async def _send(self, batch: Batch) -> tuple[Action, Reply]:
+    async def _send(self, batch: Batch) -> tuple[Verdict, Reply]:
         """Send until the answer is not "retry"; only the retry path waits."""
         while True:
             self.state = "sending"
@@ -295,19 +320,26 @@ class Forwarder:
                 self.unreachable = error.unreachable
             else:
                 self.unreachable = False
-                action = classify(reply.status, len(batch.entries))
-                if action is not Action.RETRY:
+                verdict = self.kind.classify(reply, batch)
+                if verdict.action is not Action.RETRY:
                     self.consecutive_failures = 0
                     self._retry_at = None
-                    return action, reply
-                reason = f"HTTP {reply.status}: {reply.detail}".rstrip(": ")
-                retry_after = parse_retry_after(reply.retry_after)
+                    return verdict, reply
+                reason = verdict.reason
+                retry_after = parse_retry_after(verdict.retry_after)
             self.last_error = reason
             if self.consecutive_failures == 0:
-                log.warning("forwarding: %s; retrying with backoff", reason)
+                log.warning("forwarding to %s: %s; retrying with backoff", self.sink, reason)
             else:
-                log.debug("forwarding: %s (attempt %d)", reason, self.consecutive_failures + 1)
-            await self._writer.run(partial(outbox.record_failure, message=reason))
+                log.debug(
+                    "forwarding to %s: %s (attempt %d)",
+                    self.sink,
+                    reason,
+                    self.consecutive_failures + 1,
+                )
+            await self._writer.run(
+                partial(outbox.record_failure, sink=self._sink_id, message=reason)
+            )
             delay = self.policy.delay(self.consecutive_failures, retry_after, rand=self._rand)
             self.consecutive_failures += 1
             await self._wait(delay)

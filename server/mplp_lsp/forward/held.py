@@ -1,11 +1,11 @@
 """Envelopes held for a remote that is not the one configured now (docs/forwarding.md).
 
-The outbox is the queue of one remote: the one named in ``meta`` (``forward.remote``, a
-normalised URL without credentials, :func:`mplp_lsp.forward.remote.remote_identity`). When
-forwarding starts with another remote, :func:`claim` moves the queue's entries to
+Each sink's queue is the queue of one remote: the one named in its row (``outbox_sinks.remote``,
+a normalised URL without credentials, :func:`mplp_lsp.forward.remote.remote_identity`). When
+a sink starts with another remote, :func:`claim` moves the sink's pending entries to
 ``outbox_held`` under the remote they were queued for, and puts back the entries held for
 the new remote: a remote never sends what was queued for another, and nothing is dropped.
-A store whose queue names no remote (queued before this table existed) gives its queue to
+A sink whose queue names no remote (queued before remotes were recorded) gives its queue to
 the first remote that claims it.
 
 Held entries are not pending (not sent, not under the disk budget) and retention keeps
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.store.database import transaction
 from mplp_lsp.store.queueing import (
+    BODY_BYTES,
     HELD_META_KEY,
-    QUEUE_REMOTE_META_KEY,
     apply_budget,
     recount,
     recount_held,
@@ -54,55 +54,63 @@ class Switch:
     released: int
 
 
-def queue_remote(conn: sqlite3.Connection) -> str | None:
-    """The remote the outbox's entries were queued for (None: not yet known)."""
-    row = conn.execute("SELECT value FROM meta WHERE key = ?", (QUEUE_REMOTE_META_KEY,)).fetchone()
-    return None if row is None else str(row[0])
+def queue_remote(conn: sqlite3.Connection, sink: int) -> str | None:
+    """The remote ``sink``'s entries were queued for (None: not yet known)."""
+    row = conn.execute("SELECT remote FROM outbox_sinks WHERE id = ?", (sink,)).fetchone()
+    return None if row is None or row[0] is None else str(row[0])
 
 
-def claim(conn: sqlite3.Connection, remote: str, *, at: str | None = None) -> Switch:
-    """Make the outbox ``remote``'s queue: hold another remote's entries, release its own."""
+def claim(conn: sqlite3.Connection, sink: int, remote: str, *, at: str | None = None) -> Switch:
+    """Make ``sink``'s queue ``remote``'s: hold another remote's entries, release its own."""
     with transaction(conn):
-        previous = queue_remote(conn)
+        previous = queue_remote(conn, sink)
         if previous == remote:
             return Switch(previous, 0, 0)
         held = 0
         if previous is not None:
+            when = at or utc_timestamp()
             held = conn.execute(
-                "INSERT INTO outbox_held (seq, remote, bytes, held_at)"
-                " SELECT seq, ?, bytes, ? FROM outbox ORDER BY seq",
-                (previous, at or utc_timestamp()),
+                "INSERT INTO outbox_held (remote, seq, bytes, held_at)"  # noqa: S608 (a constant)
+                " SELECT ?2, seq, bytes, ?3 FROM outbox WHERE sink = ?1"
+                f" UNION ALL SELECT ?2, seq, {BODY_BYTES}, ?3 FROM events"
+                "  WHERE seq > (SELECT cursor FROM outbox_sinks WHERE id = ?1 AND enabled)"
+                " ORDER BY seq ON CONFLICT DO NOTHING",
+                (sink, previous, when),
             ).rowcount
-            conn.execute("DELETE FROM outbox")
-        conn.execute(
-            "INSERT INTO meta (key, value) VALUES (?, ?)"
-            " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (QUEUE_REMOTE_META_KEY, remote),
-        )
-        released = _release(conn, remote)
+            conn.execute("DELETE FROM outbox WHERE sink = ?", (sink,))
+            conn.execute(
+                "UPDATE outbox_sinks SET cursor = (SELECT coalesce(max(seq), 0) FROM events)"
+                " WHERE id = ? AND enabled",
+                (sink,),
+            )
+        conn.execute("UPDATE outbox_sinks SET remote = ? WHERE id = ?", (remote, sink))
+        released = _release(conn, sink, remote)
         recount_held(conn)
     return Switch(previous, held, released)
 
 
-def _release(conn: sqlite3.Connection, remote: str | None) -> int:
-    """Move the entries held for ``remote`` (every one for None) into the outbox."""
+def _release(conn: sqlite3.Connection, sink: int, remote: str | None) -> int:
+    """Move the entries held for ``remote`` (every one for None) into ``sink``'s queue; one
+    already pending for it (after its cursor) stays there once."""
     moved = conn.execute(
-        "INSERT INTO outbox (seq, bytes) SELECT seq, bytes FROM outbox_held"
-        " WHERE ?1 IS NULL OR remote = ?1 ORDER BY seq ON CONFLICT DO NOTHING",
-        (remote,),
+        "INSERT INTO outbox (sink, seq, bytes) SELECT ?1, seq, bytes FROM outbox_held"
+        " WHERE (?2 IS NULL OR remote = ?2)"
+        " AND (SELECT seq <= cursor OR NOT enabled FROM outbox_sinks WHERE id = ?1)"
+        " ORDER BY seq ON CONFLICT DO NOTHING",
+        (sink, remote),
     ).rowcount
     conn.execute("DELETE FROM outbox_held WHERE ?1 IS NULL OR remote = ?1", (remote,))
-    recount(conn)
+    recount(conn, sink)
     if moved:
         apply_budget(conn)  # back in a queue, they are under its budget like any entry
     return moved
 
 
-def requeue_held(conn: sqlite3.Connection, remote: str | None) -> int:
+def requeue_held(conn: sqlite3.Connection, sink: int, remote: str | None) -> int:
     """The user's choice: send the entries held for ``remote`` (all for None) to the remote
-    the outbox is for now; returns how many moved."""
+    ``sink`` is for now; returns how many moved."""
     with transaction(conn):
-        moved = _release(conn, remote)
+        moved = _release(conn, sink, remote)
         recount_held(conn)
     return moved
 

@@ -1,9 +1,12 @@
 """Where to forward and with which credential: settings, ``--remote`` and the environment.
 
-The URL comes from ``--remote`` (front ends pass it in), else ``MPLP_LSP_REMOTE_URL``, else
-the ``remoteUrl`` setting; none of them means forwarding is off. The bearer token comes from
-``MPLP_LSP_REMOTE_TOKEN``, else the file named by ``remoteTokenFile``; it is never taken
-from the command line (other users can read a process's arguments) and never logged.
+Each configured remote is a sink (:mod:`.sinks`). The collector's URL comes from ``--remote``
+(front ends pass it in), else ``MPLP_LSP_REMOTE_URL``, else the ``remoteUrl`` setting; its
+bearer token from ``MPLP_LSP_REMOTE_TOKEN``, else the file named by ``remoteTokenFile``. An
+OTLP receiver's URL is the ``otlpEndpoint`` setting (``MPLP_LSP_OTLP_ENDPOINT`` among its
+sources), its token ``MPLP_LSP_OTLP_TOKEN``, else ``otlpTokenFile``. None of them means that
+sink is off. A token is never taken from the command line (other users can read a
+process's arguments) and never logged.
 
 HTTPS always verifies certificates. Plain HTTP is allowed to a loopback host only, unless
 ``remoteAllowInsecureHttp`` is set. A URL with a user name or password in it is refused:
@@ -15,29 +18,32 @@ from __future__ import annotations
 import ipaddress
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
-from mplp_lsp.config.settings import Settings
+from mplp_lsp.config.settings import RemoteEntry, Settings
 from mplp_lsp.config.sources import ways_to_set
 from mplp_lsp.forward.batching import BatchLimits
 from mplp_lsp.forward.retry import RetryPolicy
 
 __all__ = [
+    "OTLP_TOKEN_ENV",
     "REMOTE_TOKEN_ENV",
     "RemoteConfig",
     "RemoteConfigError",
     "batch_limits",
+    "configured_remotes",
     "remote_identity",
+    "resolve_otlp",
     "resolve_remote",
     "retry_policy",
 ]
 
 REMOTE_TOKEN_ENV: Final = "MPLP_LSP_REMOTE_TOKEN"  # noqa: S105 (a variable name)
-ENDPOINT_PATH: Final = "/events"
-REPORT_PATH: Final = "/streams/report"
+OTLP_TOKEN_ENV: Final = "MPLP_LSP_OTLP_TOKEN"  # noqa: S105 (a variable name)
 _MAX_TOKEN_BYTES: Final = 4096
 
 
@@ -48,10 +54,11 @@ class RemoteConfigError(ValueError):
 @dataclass(frozen=True, slots=True)
 class RemoteConfig:
     url: str  # the base URL as configured (no credentials in it)
-    endpoint: str  # where batches are POSTed
-    report_endpoint: str  # where the stream's reports are POSTed
+    kind: str = "collector"  # the sink kind (mplp_lsp.forward.sinks)
     token: str | None = field(default=None, repr=False)
     budget_bytes: int = 1024 * 2**20
+    name: str = ""  # the sink's name (the kind's for the short forms)
+    options: Mapping[str, Any] = field(default_factory=dict)  # the kind's, by wire name
 
 
 def resolve_remote(
@@ -68,9 +75,71 @@ def resolve_remote(
     base = _checked_url(url, allow_insecure=settings.remote_allow_insecure_http)
     return RemoteConfig(
         url=base,
-        endpoint=base.rstrip("/") + ENDPOINT_PATH,
-        report_endpoint=base.rstrip("/") + REPORT_PATH,
-        token=_token(settings, env),
+        kind="collector",
+        token=_token(REMOTE_TOKEN_ENV, settings.remote_token_file, env),
+        budget_bytes=settings.forward_disk_budget_mb * 2**20,
+    )
+
+
+def configured_remotes(
+    settings: Settings, remote_url: str | None = None, env: Mapping[str, str] = os.environ
+) -> tuple[dict[str, RemoteConfig], dict[str, str]]:
+    """Every sink the settings configure, by name, and why each refused one is refused:
+    the collector (``remoteUrl``, ``--remote``), the OTLP receiver (``otlpEndpoint``), then
+    each ``remotes`` entry. One refused sink leaves the others on."""
+    found: dict[str, RemoteConfig] = {}
+    problems: dict[str, str] = {}
+    short_forms = (
+        ("collector", partial(resolve_remote, settings, remote_url, env)),
+        ("otlp", partial(resolve_otlp, settings, env)),
+    )
+    for name, resolve in short_forms:
+        try:
+            remote = resolve()
+        except RemoteConfigError as error:
+            problems[name] = str(error)
+            continue
+        if remote is not None:
+            found[name] = replace(remote, name=name)
+    for entry in settings.remotes:
+        name = entry.name or entry.kind
+        if name in found or name in problems:
+            problems[f"{name} (remotes)"] = (
+                f"a sink named {name} is configured already: give this remotes entry a name"
+            )
+            continue
+        try:
+            found[name] = _entry(settings, entry, name, env)
+        except RemoteConfigError as error:
+            problems[name] = str(error)
+    return found, problems
+
+
+def _entry(
+    settings: Settings, entry: RemoteEntry, name: str, env: Mapping[str, str]
+) -> RemoteConfig:
+    base = _checked_url(entry.url, allow_insecure=settings.remote_allow_insecure_http)
+    token = env.get(entry.token_env) if entry.token_env else None
+    return RemoteConfig(
+        url=base,
+        kind=entry.kind,
+        token=token.strip() if token else _token_file(entry.token_file),
+        budget_bytes=settings.forward_disk_budget_mb * 2**20,
+        name=name,
+        options=dict(entry.options),
+    )
+
+
+def resolve_otlp(settings: Settings, env: Mapping[str, str] = os.environ) -> RemoteConfig | None:
+    """The OTLP receiver to forward to beside the collector, or None. Raises
+    RemoteConfigError, as :func:`resolve_remote` does, under the same rules."""
+    if not settings.otlp_endpoint:
+        return None
+    base = _checked_url(settings.otlp_endpoint, allow_insecure=settings.remote_allow_insecure_http)
+    return RemoteConfig(
+        url=base,
+        kind="otlp",
+        token=_token(OTLP_TOKEN_ENV, settings.otlp_token_file, env),
         budget_bytes=settings.forward_disk_budget_mb * 2**20,
     )
 
@@ -142,13 +211,17 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
-def _token(settings: Settings, env: Mapping[str, str]) -> str | None:
-    token = env.get(REMOTE_TOKEN_ENV)
+def _token(variable: str, token_file: str | None, env: Mapping[str, str]) -> str | None:
+    token = env.get(variable)
     if token:
         return token.strip()
-    if settings.remote_token_file is None:
+    return _token_file(token_file)
+
+
+def _token_file(token_file: str | None) -> str | None:
+    if token_file is None:
         return None
-    path = Path(settings.remote_token_file).expanduser()
+    path = Path(token_file).expanduser()
     try:
         with path.open("rb") as handle:
             raw = handle.read(_MAX_TOKEN_BYTES + 1)

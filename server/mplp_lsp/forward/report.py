@@ -71,18 +71,20 @@ class Reporter:
         """A batch with its backlog was acknowledged: that was a report too."""
         self._last = self._clock()
 
-    async def run(self, stream: str) -> None:
+    async def run(self, stream: str, sink: int) -> None:
+        """Report ``stream``'s backlog in the queue of ``sink`` (the sink that sends to
+        this remote) until cancelled."""
         while True:
             due = 0.0 if self._last is None else self._last + self._every - self._clock()
             if due > 0:
                 await asyncio.sleep(due)
                 continue
-            if not await self._report(stream):
+            if not await self._report(stream, sink):
                 await asyncio.sleep(self._every)
 
-    async def _report(self, stream: str) -> bool:
+    async def _report(self, stream: str, sink: int) -> bool:
         async with self._turn:
-            backlog = await self._writer.read(partial(outbox.backlog_after, seq=0))
+            backlog = await self._writer.read(partial(outbox.backlog_after, sink=sink, seq=0))
             body = report_body(stream, backlog, self._identity)
             try:
                 reply = await self._transport.report(body, self._headers())

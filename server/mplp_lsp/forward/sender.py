@@ -20,6 +20,7 @@ from mplp_lsp.forward.transport import Reply, TransportError
 __all__ = ["HttpTransport"]
 
 _DETAIL_LIMIT = 300
+_BODY_LIMIT = 65_536
 
 
 class HttpTransport:
@@ -38,10 +39,7 @@ class HttpTransport:
         self._report_timeout = aiohttp.ClientTimeout(
             total=report_timeout, sock_connect=min(connect_timeout, report_timeout)
         )
-        self._headers = {
-            "Content-Type": "application/json",
-            "User-Agent": f"mplp-lsp/{__version__}",
-        }
+        self._headers = {"User-Agent": f"mplp-lsp/{__version__}"}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
         self._timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=connect_timeout)
@@ -61,7 +59,8 @@ class HttpTransport:
         """A stream report (docs/forwarding.md); small, so a shorter timeout."""
         if self.report_endpoint is None:
             return Reply(404, None, "this transport has no report endpoint")
-        return await self._post(self.report_endpoint, body, headers, self._report_timeout)
+        json_headers = {"Content-Type": "application/json", **headers}
+        return await self._post(self.report_endpoint, body, json_headers, self._report_timeout)
 
     async def _post(
         self,
@@ -78,12 +77,19 @@ class HttpTransport:
                 allow_redirects=False,
                 timeout=limits or self._timeout,
             ) as response:
-                detail = ""
+                detail, body = "", b""
                 if response.status >= 300:
                     detail = (await response.text(errors="replace"))[:_DETAIL_LIMIT].strip()
                 else:
-                    await response.read()
-                return Reply(response.status, response.headers.get("Retry-After"), detail)
+                    # A sink may read its answer (an OTLP partial success); more is not kept.
+                    body = await response.content.read(_BODY_LIMIT)
+                return Reply(
+                    response.status,
+                    response.headers.get("Retry-After"),
+                    detail,
+                    body,
+                    response.headers.get("Content-Type", ""),
+                )
         except (aiohttp.ClientError, TimeoutError, OSError) as error:
             # The message names the error and the host, never the headers (the token).
             unreachable = isinstance(error, aiohttp.ClientConnectorError) and not isinstance(

@@ -16,11 +16,14 @@ __all__ = ["Reply", "Transport", "TransportError"]
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """The remote's answer: status, its ``Retry-After`` header, and a short excerpt of the body."""
+    """The remote's answer: status, its ``Retry-After`` header, a short excerpt of an error's
+    body, and a success's body (capped) with its content type."""
 
     status: int
     retry_after: str | None = None
     detail: str = ""
+    body: bytes = b""
+    content_type: str = ""
 
 
 class TransportError(Exception):

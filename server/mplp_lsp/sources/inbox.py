@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from mplp_lsp.engine.intake import Intake, Submission
 from mplp_lsp.forward.held import drop_held, requeue_held
-from mplp_lsp.forward.outbox import requeue_chosen
+from mplp_lsp.forward.outbox import COLLECTOR, ensure_sink, requeue_named
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 
@@ -40,18 +40,21 @@ DEFAULT_INTERVAL = 0.5
 
 @dataclass(frozen=True, slots=True)
 class Requeue:
-    """Dead letters to put back into the forwarding outbox: those ``seqs``, or all (None)."""
+    """Dead letters to put back into the forwarding outbox: those ``seqs``, or all (None),
+    of the sink named ``sink`` (of every sink for None)."""
 
     seqs: tuple[int, ...] | None
+    sink: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class HeldChoice:
     """Envelopes held for another remote (``remote``'s, or all for None): ``requeue`` them to
-    the outbox's remote, or ``drop`` them (:mod:`mplp_lsp.forward.held`)."""
+    the remote of the sink named ``sink``, or ``drop`` them (:mod:`mplp_lsp.forward.held`)."""
 
     action: Literal["requeue", "drop"]
     remote: str | None
+    sink: str = COLLECTOR
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +73,12 @@ def encode(
     ]
     body: dict[str, Any] = {"submissions": items}
     if requeue is not None:
-        body["requeue_dead"] = {"seqs": None if requeue.seqs is None else list(requeue.seqs)}
+        body["requeue_dead"] = {
+            "seqs": None if requeue.seqs is None else list(requeue.seqs),
+            "sink": requeue.sink,
+        }
     if held is not None:
-        body["held"] = {"action": held.action, "remote": held.remote}
+        body["held"] = {"action": held.action, "remote": held.remote, "sink": held.sink}
     return json.dumps(body, ensure_ascii=False).encode("utf-8")
 
 
@@ -89,23 +95,29 @@ def decode(raw: bytes) -> Spooled:
         seqs = body["requeue_dead"]["seqs"]
         if seqs is not None and not all(type(seq) is int for seq in seqs):
             raise ValueError("requeue_dead.seqs holds something other than integers")
-        requeue = Requeue(None if seqs is None else tuple(seqs))
+        sink = body["requeue_dead"].get("sink")
+        if not (sink is None or isinstance(sink, str)):
+            raise ValueError("requeue_dead.sink is not a sink's name")
+        requeue = Requeue(None if seqs is None else tuple(seqs), sink)
     return Spooled(submissions, requeue, _held_choice(body.get("held")))
 
 
 def _held_choice(raw: Any) -> HeldChoice | None:
     if raw is None:
         return None
-    action, remote = raw["action"], raw["remote"]
+    action, remote, sink = raw["action"], raw["remote"], raw.get("sink", COLLECTOR)
     if action not in ("requeue", "drop") or not (remote is None or isinstance(remote, str)):
         raise ValueError("held: not a requeue or drop of a remote's envelopes")
-    return HeldChoice(action, remote)
+    if not isinstance(sink, str):
+        raise ValueError("held: the sink is not a sink's name")
+    return HeldChoice(action, remote, sink)
 
 
 def apply_held(choice: HeldChoice, conn: sqlite3.Connection) -> int:
     """Carry out ``choice`` in the store; how many envelopes it moved or dropped."""
-    act = requeue_held if choice.action == "requeue" else drop_held
-    return act(conn, choice.remote)
+    if choice.action == "drop":
+        return drop_held(conn, choice.remote)
+    return requeue_held(conn, ensure_sink(conn, choice.sink), choice.remote)
 
 
 def pending(inbox: Path) -> list[Path]:
@@ -137,7 +149,9 @@ async def drain(inbox: Path, intake: Intake, screen: Screen | None = None) -> in
                 submissions = await screen(submissions)
             await intake.submit_many(submissions)
             if spooled.requeue is not None:
-                requeue = partial(requeue_chosen, seqs=spooled.requeue.seqs)
+                requeue = partial(
+                    requeue_named, seqs=spooled.requeue.seqs, sink=spooled.requeue.sink
+                )
                 moved, _ = await intake.writer.run(requeue)
                 log.info("inbox: requeued %d dead letter(s) as asked", moved)
             if spooled.held is not None:

@@ -524,6 +524,93 @@ CREATE TABLE outbox_held (
 CREATE INDEX outbox_held_remote ON outbox_held (remote, seq);
 """
 
+_SINKS: Final = """
+-- One outbox for every sink (mplp_lsp.forward.sinks; docs/forwarding.md#sinks). A sink's
+-- pending envelopes are the events after its cursor (while it is enabled) and its rows in
+-- outbox: an accepted event costs a counter update per sink, no row. Rows are what is
+-- pending out of order: requeued dead letters, envelopes released from outbox_held, and
+-- every entry this migration finds, for the one sink the store had, the collector remote it
+-- was queued for (meta 'forward.remote', which moves into the sink's row).
+CREATE TABLE outbox_sinks (
+    id               INTEGER PRIMARY KEY,
+    name             TEXT NOT NULL UNIQUE,  -- 'collector', 'otlp', or a remotes entry's name
+    remote           TEXT,                  -- the remote its queue is for (forward.held)
+    enabled          INTEGER NOT NULL DEFAULT 0,
+    cursor           INTEGER NOT NULL DEFAULT 0, -- events.seq; every later event is pending
+    budget_bytes     INTEGER NOT NULL DEFAULT 1073741824,
+    pending          INTEGER NOT NULL DEFAULT 0,
+    pending_bytes    INTEGER NOT NULL DEFAULT 0,
+    delivered        INTEGER NOT NULL DEFAULT 0,
+    dead_lettered    INTEGER NOT NULL DEFAULT 0,
+    rejected         INTEGER NOT NULL DEFAULT 0, -- acknowledged, but refused by the receiver
+    overflow_dropped INTEGER NOT NULL DEFAULT 0,
+    batches_sent     INTEGER NOT NULL DEFAULT 0,
+    failed_attempts  INTEGER NOT NULL DEFAULT 0,
+    last_success_at  TEXT,
+    last_error       TEXT,
+    last_error_at    TEXT
+);
+INSERT INTO outbox_sinks (id, name, remote, enabled, cursor, budget_bytes, pending,
+        pending_bytes, delivered, dead_lettered, overflow_dropped, batches_sent,
+        failed_attempts, last_success_at, last_error, last_error_at)
+    SELECT 1, 'collector', (SELECT value FROM meta WHERE key = 'forward.remote'), enabled,
+           (SELECT coalesce(max(seq), 0) FROM events), budget_bytes, pending, pending_bytes,
+           delivered, dead_lettered, overflow_dropped, batches_sent, failed_attempts,
+           last_success_at, last_error, last_error_at
+      FROM outbox_state WHERE id = 1;
+DELETE FROM meta WHERE key = 'forward.remote';
+
+DROP TRIGGER outbox_removed;
+-- sink 1 is the collector's, made first by this migration: an older store's rows that a
+-- salvage copies (they have no sink) are the collector's, as they were.
+CREATE TABLE outbox_rows (
+    sink  INTEGER NOT NULL DEFAULT 1 REFERENCES outbox_sinks (id),
+    seq   INTEGER NOT NULL,      -- events.seq, at or before the sink's cursor
+    bytes INTEGER NOT NULL,      -- length of the envelope's JSON, for the disk budget
+    PRIMARY KEY (sink, seq)
+);
+INSERT INTO outbox_rows (sink, seq, bytes) SELECT 1, seq, bytes FROM outbox ORDER BY seq;
+DROP TABLE outbox;
+ALTER TABLE outbox_rows RENAME TO outbox;
+CREATE INDEX outbox_seq ON outbox (seq);
+
+CREATE TABLE outbox_dead_sinks (
+    sink    INTEGER NOT NULL DEFAULT 1 REFERENCES outbox_sinks (id),
+    seq     INTEGER NOT NULL,    -- events.seq of the dead-lettered envelope
+    status  INTEGER,             -- the HTTP status that refused it
+    reason  TEXT NOT NULL,
+    dead_at TEXT NOT NULL,
+    PRIMARY KEY (sink, seq)
+);
+INSERT INTO outbox_dead_sinks (sink, seq, status, reason, dead_at)
+    SELECT 1, seq, status, reason, dead_at FROM outbox_dead ORDER BY seq;
+DROP TABLE outbox_dead;
+ALTER TABLE outbox_dead_sinks RENAME TO outbox_dead;
+CREATE INDEX outbox_dead_seq ON outbox_dead (seq);
+
+-- A seq may now be held for two remotes (two sinks changed their remote).
+CREATE TABLE outbox_held_remotes (
+    remote  TEXT NOT NULL,
+    seq     INTEGER NOT NULL,
+    bytes   INTEGER NOT NULL,
+    held_at TEXT NOT NULL,
+    PRIMARY KEY (remote, seq)
+);
+INSERT INTO outbox_held_remotes (remote, seq, bytes, held_at)
+    SELECT remote, seq, bytes, held_at FROM outbox_held ORDER BY remote, seq;
+DROP TABLE outbox_held;
+ALTER TABLE outbox_held_remotes RENAME TO outbox_held;
+CREATE INDEX outbox_held_seq ON outbox_held (seq);
+
+-- What stays store-wide: envelopes lost to a damaged file, whichever sink they were for.
+CREATE TABLE outbox_totals (
+    id          INTEGER PRIMARY KEY CHECK (id = 1),
+    quarantined INTEGER NOT NULL DEFAULT 0
+);
+INSERT INTO outbox_totals (id, quarantined) SELECT 1, quarantined FROM outbox_state WHERE id = 1;
+DROP TABLE outbox_state;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     _V1,
     _TOOL_INVOCATIONS,
@@ -542,6 +629,7 @@ MIGRATIONS: tuple[str, ...] = (
     _EVENT_TIME,
     _SNAPSHOT_CODEC,
     _HELD_FOR_REMOTE,
+    _SINKS,
 )
 """Schema scripts; index ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append only."""
 

@@ -39,10 +39,12 @@ SLICE: Final = 2_000  # events removed per transaction: a few milliseconds of th
 # against the log's highest seq less these (mplp_lsp.store.salvage).
 REMOVED_COUNTER: Final = "retention_removed"
 
-# The events that stay whatever their age: queued, dead-lettered or held for a remote.
+# The events that stay whatever their age: queued for a sink (after its cursor, or a row),
+# dead-lettered or held for a remote.
 _KEPT: Final = (
     "seq NOT IN (SELECT seq FROM outbox) AND seq NOT IN (SELECT seq FROM outbox_dead)"
     " AND seq NOT IN (SELECT seq FROM outbox_held)"
+    " AND seq <= (SELECT coalesce(min(cursor), seq) FROM outbox_sinks WHERE enabled)"
 )
 
 

@@ -44,6 +44,8 @@ from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.store.database import connect, transaction
 from mplp_lsp.store.dedup import KEY_SIZE
 from mplp_lsp.store.queueing import (
+    BODY_BYTES,
+    COLLECTOR,
     STREAM_KEY_META_KEY,
     STREAM_META_KEY,
     recount,
@@ -66,19 +68,6 @@ SALVAGE_META_KEY: Final = "store.salvage"
 _CHUNK: Final = 1000
 _EMPTY_CHUNKS_AT_END: Final = 3
 _SIDE_FILES: Final = ("-wal", "-shm", "-journal")
-_STATE_COLUMNS: Final = (
-    "enabled",
-    "budget_bytes",
-    "delivered",
-    "dead_lettered",
-    "overflow_dropped",
-    "quarantined",
-    "batches_sent",
-    "failed_attempts",
-    "last_success_at",
-    "last_error",
-    "last_error_at",
-)
 
 
 @dataclass
@@ -280,9 +269,9 @@ def _salvage(old_path: Path, new_path: Path, report: SalvageReport, seen: tuple[
             report.unreadable_tables.append(f"*: {error}")
             return
         try:
-            old_state = _old_outbox_state(old)
+            quarantined = _old_quarantined(old)
             for table in _tables(new):
-                if table == "outbox_state" or table not in tables:
+                if table == "outbox_totals" or table not in tables:
                     continue
                 _copy_table(old, new, table, report)
             with transaction(new):
@@ -297,7 +286,7 @@ def _salvage(old_path: Path, new_path: Path, report: SalvageReport, seen: tuple[
             # stands in when the counters could not be read.
             removed = max(seen[1], _removed(new))
             _count_lost_events(report, max(seen[0], _highest_known(old, new)), removed)
-            _restore_outbox(new, old_state, report)
+            _restore_outbox(new, quarantined, report)
         finally:
             old.close()
     finally:
@@ -419,38 +408,52 @@ def _read_chunk(old: sqlite3.Connection, select: str, low: int, high: int) -> tu
     return rows, failed
 
 
-def _old_outbox_state(old: sqlite3.Connection) -> dict[str, Any] | None:
+def _old_quarantined(old: sqlite3.Connection) -> int:
     try:
-        row = old.execute(
-            f"SELECT {', '.join(_STATE_COLUMNS)} FROM outbox_state WHERE id = 1"  # noqa: S608
-        ).fetchone()
+        row = old.execute("SELECT quarantined FROM outbox_totals WHERE id = 1").fetchone()
     except sqlite3.Error:
-        return None
-    return None if row is None else dict(zip(_STATE_COLUMNS, row, strict=True))
+        return 0
+    return 0 if row is None else int(row[0])
 
 
-def _restore_outbox(
-    new: sqlite3.Connection, old_state: dict[str, Any] | None, report: SalvageReport
-) -> None:
+def _restore_outbox(new: sqlite3.Connection, quarantined: int, report: SalvageReport) -> None:
+    """The copied sinks' queues made consistent with the events that were copied."""
     with transaction(new):
-        if old_state is not None:
-            assignments = ", ".join(f"{name} = ?" for name in _STATE_COLUMNS)
-            new.execute(
-                f"UPDATE outbox_state SET {assignments} WHERE id = 1",  # noqa: S608
-                [old_state[name] for name in _STATE_COLUMNS],
-            )
-        outbox_damaged = "outbox" in report.lost or any(
-            entry.startswith("outbox:") for entry in report.unreadable_tables
+        outbox_damaged = any(
+            name in report.lost
+            or any(entry.startswith(f"{name}:") for entry in report.unreadable_tables)
+            for name in ("outbox", "outbox_sinks")
         )
-        was_forwarding = old_state is None or bool(old_state["enabled"])
-        if outbox_damaged and was_forwarding and report.copied.get("events"):
+        if not report.copied.get("outbox_sinks"):
+            # Every store has a sink row (the collector's): none copied means they were lost.
+            # As when the queue was lost, the collector queues every event not dead-lettered
+            # nor held: re-sending is safe, losing is not.
+            outbox_damaged = True
             new.execute(
-                "INSERT OR IGNORE INTO outbox (seq, bytes)"
-                " SELECT seq, length(CAST(body AS BLOB)) FROM events"
-                " WHERE seq NOT IN (SELECT seq FROM outbox_dead)"
-                " AND seq NOT IN (SELECT seq FROM outbox_held) ORDER BY seq"
+                "INSERT INTO outbox_sinks (name) VALUES (?) ON CONFLICT (name) DO NOTHING",
+                (COLLECTOR,),
             )
-            new.execute("UPDATE outbox_state SET enabled = 1 WHERE id = 1")
+            new.execute(
+                "UPDATE outbox_sinks SET enabled = 1,"
+                " cursor = (SELECT coalesce(max(seq), 0) FROM events) WHERE name = ?",
+                (COLLECTOR,),
+            )
+        # Events stored after a salvage take the seqs the lost ones had: no cursor may
+        # stand beyond the log's end, or it would pass over them.
+        new.execute(
+            "UPDATE outbox_sinks"
+            " SET cursor = min(cursor, (SELECT coalesce(max(seq), 0) FROM events))"
+        )
+        if outbox_damaged and report.copied.get("events"):
+            # Re-sending is safe (the remote stores each event once by its event_id), losing
+            # is not: every event not dead-lettered for a sink nor held is queued again.
+            new.execute(
+                "INSERT OR IGNORE INTO outbox (sink, seq, bytes)"  # noqa: S608 (a constant)
+                f" SELECT s.id, e.seq, {BODY_BYTES} FROM outbox_sinks AS s, events AS e"
+                " WHERE s.enabled AND e.seq <= s.cursor AND NOT EXISTS"
+                " (SELECT 1 FROM outbox_dead AS d WHERE d.sink = s.id AND d.seq = e.seq)"
+                " AND e.seq NOT IN (SELECT seq FROM outbox_held) ORDER BY s.id, e.seq"
+            )
         # An entry whose event was lost can never be sent (its loss is counted below): it
         # would hold the outbox's depth above zero for good.
         new.execute("DELETE FROM outbox WHERE seq NOT IN (SELECT seq FROM events)")
@@ -458,11 +461,10 @@ def _restore_outbox(
         new.execute("DELETE FROM outbox_held WHERE seq NOT IN (SELECT seq FROM events)")
         recount(new)  # the copied (or rebuilt) entries
         recount_held(new)
-        if report.lost_events:
-            new.execute(
-                "UPDATE outbox_state SET quarantined = quarantined + ? WHERE id = 1",
-                (report.lost_events,),
-            )
+        new.execute(
+            "UPDATE outbox_totals SET quarantined = ? WHERE id = 1",
+            (quarantined + report.lost_events,),
+        )
 
 
 def _record(path: Path, report: SalvageReport, started: float) -> None:
@@ -479,7 +481,7 @@ def _record(path: Path, report: SalvageReport, started: float) -> None:
                 # Nothing was copied (the file was missing or empty): the loss is counted
                 # here; a copy counted it with the outbox it restored.
                 conn.execute(
-                    "UPDATE outbox_state SET quarantined = quarantined + ? WHERE id = 1",
+                    "UPDATE outbox_totals SET quarantined = quarantined + ? WHERE id = 1",
                     (report.lost_events,),
                 )
         removed = _removed(conn)

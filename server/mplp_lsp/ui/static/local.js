@@ -140,19 +140,26 @@ async function loadForwarding() {
   }
   const card = (label, value, wide = false) =>
     el("div", { class: wide ? "card wide" : "card" }, el("b", {}, value ?? "–"), el("span", {}, label));
-  replace($("forwarding-body"),
+  // One block per sink (the collector, an OTLP receiver, ...): each has its own queue and counters.
+  const sinks = Object.values(status.sinks ?? { collector: { ...status, sink: "collector" } })
+    .filter((sink) => sink.sink === "collector" || sink.enabled || sink.state !== "off");
+  const sinkBlock = (sink) => el("section", { class: "sink", "data-sink": sink.sink },
+    sinks.length > 1 ? el("h3", {}, `Sink: ${sink.sink}`) : null,
     el("div", { class: "cards" },
-      card("state", status.state), card("remote", status.remote ? breakableUrl(status.remote) : "none", true), card("outbox depth", status.depth),
-      card("oldest pending", duration(status.oldest_pending_age_s)), card("delivered", status.delivered),
-      card("dead letters", status.dead_letters), card("last success", when(status.last_success_at)),
-      card("next attempt in", duration(status.next_attempt_in_s))),
-    status.last_error ? el("p", { class: "error" }, `Last error (${when(status.last_error_at)}): ${status.last_error}`) : null,
+      card("state", sink.state), card("remote", sink.remote ? breakableUrl(sink.remote) : "none", true), card("outbox depth", sink.depth),
+      card("oldest pending", duration(sink.oldest_pending_age_s)), card("delivered", sink.delivered),
+      card("dead letters", sink.dead_letters), card("last success", when(sink.last_success_at)),
+      card("next attempt in", duration(sink.next_attempt_in_s)),
+      sink.rejected ? card("rejected in part", sink.rejected) : null),
+    sink.last_error ? el("p", { class: "error" }, `Last error (${when(sink.last_error_at)}): ${sink.last_error}`) : null);
+  replace($("forwarding-body"),
+    ...sinks.map(sinkBlock),
     el("p", { class: "muted" }, `Retry schedule: waits up to ${retry.ceilings_s.map((s) => duration(s)).join(", ")}, then at most ${duration(retry.max_delay_s)}; ${retry.note}.`),
     el("h3", {}, "Dead letters"),
     dead.length ? el("div", { class: "toolbar" }, el("button", { type: "button", id: "requeue-all", onclick: () => requeue({ all: true }) }, `Requeue all ${dead.length}`)) : null,
-    table("Dead letters", [["Seq", (d) => d.seq], ["Kind", (d) => d.kind], ["Status", (d) => d.status ?? "–"],
+    table("Dead letters", [["Seq", (d) => d.seq], ["Kind", (d) => d.kind], ["Sink", (d) => d.sink], ["Status", (d) => d.status ?? "–"],
       ["When", (d) => when(d.dead_at)], ["Reason", (d) => d.reason],
-      ["", (d) => el("button", { type: "button", "data-seq": d.seq, onclick: () => requeue({ seqs: [d.seq] }) }, "Requeue")]], dead),
+      ["", (d) => el("button", { type: "button", "data-seq": d.seq, "data-sink": d.sink, onclick: () => requeue({ seqs: [d.seq], sink: d.sink }) }, "Requeue")]], dead),
   );
 }
 
