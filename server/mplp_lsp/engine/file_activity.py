@@ -118,12 +118,34 @@ class FileActivity:
         if admitted is None:
             return False
         change, previous_path = admitted
+        self._noticed(path)
+        seen = observation(change, path, previous_path, origin, language)
+        return self.judge.submit(path, lambda: self.debouncer.observe(seen))
+
+    def observe_many(self, changes: Sequence[tuple[Change, str]], *, origin: str) -> None:
+        """:meth:`observe` of each (change, path), in order, judged and quieted as one batch:
+        the observations of one report share its time."""
+        at, stamp = time.monotonic(), utc_timestamp()
+        extras: dict[Change, dict[str, object]] = {}  # never changed: shared by a batch
+        seen = []
+        for change, path in changes:
+            if scratch_name(path):
+                continue
+            self._noticed(path)
+            if (extra := extras.get(change)) is None:
+                extra = extras[change] = reported_extra(change, origin, None, stamp)
+            seen.append((path, Observation(path, change, at, None, origin, extra)))
+        self.judge.submit_many(seen, self._quieted)
+
+    def _quieted(self, observations: list[Observation]) -> None:
+        self.debouncer.observe_many(observations)
+
+    def _noticed(self, path: str) -> None:
+        """What a change of ``path`` tells beyond itself: Git activity, new ignore rules."""
         if path == ".git" or path.startswith(".git/"):
             self._git_activity()
         if path.rsplit("/", 1)[-1] == ".gitignore":
             self.ignore.gitignore_changed(path)
-        seen = observation(change, path, previous_path, origin, language)
-        return self.judge.submit(path, lambda: self.debouncer.observe(seen))
 
     def _count_ignored(self) -> None:
         self.ignored += 1
@@ -306,12 +328,20 @@ def new_debouncer(emit: Callable[[list[Settled]], Any], settings: Settings) -> D
 def observation(
     change: Change, path: str, previous_path: str | None, origin: str, language: str | None
 ) -> Observation:
-    extra: dict[str, object] = {TIMESTAMP: utc_timestamp()}
+    extra = reported_extra(change, origin, language, utc_timestamp())
+    return Observation(path, change, time.monotonic(), previous_path, origin, extra)
+
+
+def reported_extra(
+    change: Change, origin: str, language: str | None, stamp: str
+) -> dict[str, object]:
+    """What an observation carries besides its path and change (``stamp``: when reported)."""
+    extra: dict[str, object] = {TIMESTAMP: stamp}
     if origin == EDITOR and change in _CONTENT_CHANGES:
         extra[WROTE] = True  # the editor's word that it wrote the file
     if language:
         extra[LANGUAGE] = language
-    return Observation(path, change, time.monotonic(), previous_path, origin, extra)
+    return extra
 
 
 def admit(change: Change, path: str, previous_path: str | None) -> tuple[Change, str | None] | None:
