@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Final
@@ -35,7 +35,7 @@ from mplp_lsp.sanitize.paths import PathRejected, check_name
 from mplp_lsp.sources.debounce import EDITOR, WATCHER, Change, Debouncer, Observation, Settled
 from mplp_lsp.sources.disk_state import WROTE, DiskState
 from mplp_lsp.sources.files import LANGUAGE, TIMESTAMP, EditorDocuments, payload_for
-from mplp_lsp.sources.recorded import RecordedContent, graph_fingerprints, scratch_name
+from mplp_lsp.sources.recorded import RecordedContent, Stat, graph_fingerprints, scratch_name
 from mplp_lsp.sources.tree import SLICE, slices
 from mplp_lsp.store.writer import StoreWriter
 
@@ -47,6 +47,7 @@ Submit = Callable[[list[Submission]], Awaitable[Any]]
 BACKLOG_LIMIT = 8 * SLICE
 Refuse = Callable[[str, PathRejected], None]
 _MAX_TICK = 0.001
+_EMIT_SLICE = 256  # settled windows decided at once: a few milliseconds of the event loop
 
 
 # The source_module of the file events: the editor integration's, or the stand-alone watcher's.
@@ -177,20 +178,39 @@ class FileActivity:
         # Busy from here: the graph's work on earlier events waits (Intake.quiet) instead of
         # taking the store's writer between this batch's reads and its commit.
         with self._busy():
-            await self._decide_and_submit(batch)
+            # A slice at a time, so no step holds the event loop long; a slice is decided
+            # while the one before it is checked and stored, and stored after it.
+            storing: asyncio.Future[Any] | None = None
+            try:
+                for start in range(0, len(batch), _EMIT_SLICE):
+                    submissions = await self._decide(batch[start : start + _EMIT_SLICE])
+                    if storing is not None:
+                        await storing
+                    storing = asyncio.ensure_future(self._submit(submissions))
+            finally:
+                if storing is not None:
+                    await storing
 
-    async def _decide_and_submit(self, batch: list[Settled]) -> None:
+    async def _decide(self, batch: list[Settled]) -> list[Submission]:
+        """The file events of a slice of settled windows: decided by the disk and the graph,
+        less what is already recorded. The disk is asked once per path, off the event loop,
+        with the graph's facts; deciding and screening share the answer."""
         with self.disk_state.reading():
             paths = DiskState.paths(batch)
             sources = DiskState.renamed_from(batch)
-            recorded, hashes = await self._writer.read(
-                lambda conn: (recorded_rows(conn, paths), recorded_hashes(conn, sources))
+            look = self.disk_state.look
+            recorded, hashes, disk = await self._writer.read(
+                lambda conn: (
+                    recorded_rows(conn, paths),
+                    recorded_hashes(conn, sources),
+                    look(paths),
+                )
             )
-            decided = self.disk_state.settle(batch, recorded, hashes)
+            decided = self.disk_state.settle(batch, recorded, hashes, disk)
         self._look_below()
-        batch = await screen_settled(decided, self.recorded, self.documents)
+        batch = await screen_settled(decided, self.recorded, self.documents, disk)
         root = str(self.root) if self.settings.send_workspace_root else None
-        await self._submit(file_submissions(batch, self.documents, root, self.source_module))
+        return file_submissions(batch, self.documents, root, self.source_module)
 
     def _look_below(self) -> None:
         """A path gone that was never a file here may have been a directory (an editor's
@@ -357,12 +377,16 @@ def admit(change: Change, path: str, previous_path: str | None) -> tuple[Change,
 
 
 async def screen_settled(
-    batch: list[Settled], recorded: RecordedContent, documents: EditorDocuments
+    batch: list[Settled],
+    recorded: RecordedContent,
+    documents: EditorDocuments,
+    disk: Mapping[str, Stat | None] | None = None,
 ) -> list[Settled]:
-    """Leave out created/modified paths whose content is already recorded (an echo)."""
+    """Leave out created/modified paths whose content is already recorded (an echo);
+    ``disk``: what the disk held at the paths when they were decided."""
     recorded.forget(_moved_or_gone(batch))
     candidates = [settled.path for settled in batch if settled.change in _CONTENT_CHANGES]
-    echoes = await recorded.screen(candidates)
+    echoes = await recorded.screen(candidates, disk)
     if not echoes:
         return batch
     for path in echoes:
