@@ -95,6 +95,34 @@ async def test_a_gate_holds_delivery_and_what_queues_meanwhile_comes_as_one_batc
     await bus.close()
 
 
+async def test_a_gated_consumer_takes_a_bounded_batch_per_turn() -> None:
+    """Lower-priority work (the graph behind a burst) gets its turns through the gate in
+    bounded batches, in order, nothing left behind: a turn never holds the writer long."""
+    bus = EventBus()
+    opened = asyncio.Event()
+    turns = 0
+    calls: list[list[int]] = []
+
+    async def gate() -> None:
+        nonlocal turns
+        await opened.wait()
+        turns += 1
+
+    async def handler(events: Sequence[StoredEvent]) -> None:
+        calls.append([e.seq for e in events])
+
+    bus.subscribe("gated", handler, gate=gate)
+    for start in range(0, 5_000, 250):  # as the intake publishes: a slice at a time
+        bus.publish([event(seq) for seq in range(start, start + 250)])
+    await asyncio.sleep(0.01)
+    opened.set()
+    await bus.drain()
+    assert [s for call in calls for s in call] == list(range(5_000))
+    assert max(len(call) for call in calls) <= 1_000
+    assert turns == len(calls) >= 5
+    await bus.close()
+
+
 async def test_a_durable_consumer_catches_up_from_the_log_and_keeps_its_place(
     tmp_path: Path,
 ) -> None:
