@@ -30,6 +30,7 @@ from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.sources.debounce import WATCHER, Change
 from mplp_lsp.store.writer import StoreWriter
 from tests.gitrepo import Repo
+from tests.support.calls import counted
 
 
 def test_live_ignore_follows_exclude_and_gitignore_changes(tmp_path: Path) -> None:
@@ -203,8 +204,8 @@ async def test_a_batch_is_decided_and_submitted_while_the_intake_is_busy(
 
 
 def _noting(screen: Any, steps: list[str]) -> Any:
-    async def noted(paths: Any, disk: Any = None) -> Any:
-        result = await screen(paths, disk)
+    async def noted(*args: Any) -> Any:
+        result = await screen(*args)
         steps.append("screened")
         return result
 
@@ -233,8 +234,9 @@ async def test_a_settled_path_is_asked_of_the_disk_once(
     tmp_path: Path, writer: StoreWriter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Deciding a window (created, modified, deleted, nothing) and screening its content
-    against what is recorded share one look at the disk: a burst of new files is not
-    stat'ed twice, and a burst larger than a slice is stored in its order."""
+    against what is recorded share one look at the disk and one visit to the store per
+    slice: a burst of new files is not stat'ed twice, and a burst larger than a slice is
+    stored in its order."""
     files, submitted, _ = await activity(tmp_path, writer, Settings(debounce_ms=10))
     names = [f"n{i:04}.txt" for i in range(600)]
     for name in names:
@@ -252,7 +254,9 @@ async def test_a_settled_path_is_asked_of_the_disk_once(
 
     monkeypatch.setattr(os, "lstat", stat_of(os.lstat, "stat"))
     monkeypatch.setattr(os, "stat", stat_of(os.stat, "stat"))
+    monkeypatch.setattr(writer, "read", counted(writer.read, "store visits", calls))
     files.observe_many([(Change.CREATED, name) for name in names], origin=WATCHER)
     await files.close()
     assert [s.data["file_path"] for s in submitted] == names
     assert {calls[f"stat {name}"] for name in names} == {1}
+    assert calls["store visits"] == 3  # 600 windows: three slices

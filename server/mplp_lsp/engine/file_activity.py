@@ -35,7 +35,13 @@ from mplp_lsp.sanitize.paths import PathRejected, check_name
 from mplp_lsp.sources.debounce import EDITOR, WATCHER, Change, Debouncer, Observation, Settled
 from mplp_lsp.sources.disk_state import WROTE, DiskState
 from mplp_lsp.sources.files import LANGUAGE, TIMESTAMP, EditorDocuments, payload_for
-from mplp_lsp.sources.recorded import RecordedContent, Stat, graph_fingerprints, scratch_name
+from mplp_lsp.sources.recorded import (
+    Fingerprint,
+    RecordedContent,
+    Stat,
+    graph_fingerprints,
+    scratch_name,
+)
 from mplp_lsp.sources.tree import SLICE, slices
 from mplp_lsp.store.writer import StoreWriter
 
@@ -199,16 +205,17 @@ class FileActivity:
             paths = DiskState.paths(batch)
             sources = DiskState.renamed_from(batch)
             look = self.disk_state.look
-            recorded, hashes, disk = await self._writer.read(
+            recorded, hashes, disk, graph = await self._writer.read(
                 lambda conn: (
                     recorded_rows(conn, paths),
                     recorded_hashes(conn, sources),
                     look(paths),
+                    graph_fingerprints(conn, paths),
                 )
             )
             decided = self.disk_state.settle(batch, recorded, hashes, disk)
         self._look_below()
-        batch = await screen_settled(decided, self.recorded, self.documents, disk)
+        batch = await screen_settled(decided, self.recorded, self.documents, disk, graph)
         root = str(self.root) if self.settings.send_workspace_root else None
         return file_submissions(batch, self.documents, root, self.source_module)
 
@@ -381,12 +388,14 @@ async def screen_settled(
     recorded: RecordedContent,
     documents: EditorDocuments,
     disk: Mapping[str, Stat | None] | None = None,
+    graph: Mapping[str, Fingerprint] | None = None,
 ) -> list[Settled]:
     """Leave out created/modified paths whose content is already recorded (an echo);
-    ``disk``: what the disk held at the paths when they were decided."""
+    ``disk`` and ``graph``: what the disk and the graph held at the paths when they were
+    decided (read together, in one visit to the store)."""
     recorded.forget(_moved_or_gone(batch))
     candidates = [settled.path for settled in batch if settled.change in _CONTENT_CHANGES]
-    echoes = await recorded.screen(candidates, disk)
+    echoes = await recorded.screen(candidates, disk, graph)
     if not echoes:
         return batch
     for path in echoes:

@@ -100,23 +100,29 @@ class RecordedContent:
             self._sent.pop(path, None)
             self._own.pop(path, None)
 
-    def _known(self, path: str, graph: dict[str, Fingerprint]) -> list[Fingerprint]:
+    def _known(self, path: str, graph: Mapping[str, Fingerprint]) -> list[Fingerprint]:
         last = self._sent.get(path) or graph.get(path)
         return [fingerprint for fingerprint in (last, self._own.get(path)) if fingerprint]
 
     async def screen(
-        self, paths: Sequence[str], disk: Mapping[str, Stat | None] | None = None
+        self,
+        paths: Sequence[str],
+        disk: Mapping[str, Stat | None] | None = None,
+        graph: Mapping[str, Fingerprint] | None = None,
     ) -> set[str]:
         """Of these created/modified paths, the ones whose content is already recorded.
 
         The others are remembered as sent. ``disk``: what the disk held at (some of) the
         paths, as (size, mtime_ns, inode) or None, just looked up (:meth:`DiskState.look`);
         those are compared without asking the disk again, unless their content must be read.
+        ``graph``: the graph's fingerprints of every one of ``paths``, read with them
+        (:func:`graph_fingerprints`); without it they are read here.
         """
         if not paths:
             return set()
-        unsent = [path for path in paths if path not in self._sent]
-        graph = await self._graph(unsent) if self._graph is not None and unsent else {}
+        if graph is None:
+            unsent = [path for path in paths if path not in self._sent]
+            graph = await self._graph(unsent) if self._graph is not None and unsent else {}
         known = {path: self._known(path, graph) for path in paths}
         looked = disk or {}
         verdicts: dict[str, tuple[bool, Fingerprint | None]] = {}
