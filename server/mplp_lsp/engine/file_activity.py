@@ -53,7 +53,7 @@ Submit = Callable[[list[Submission]], Awaitable[Any]]
 BACKLOG_LIMIT = 8 * SLICE
 Refuse = Callable[[str, PathRejected], None]
 _MAX_TICK = 0.001
-_EMIT_SLICE = 256  # settled windows decided at once: a few milliseconds of the event loop
+_EMIT_SLICE = 128  # settled windows decided at once: a few milliseconds of the event loop
 
 
 # The source_module of the file events: the editor integration's, or the stand-alone watcher's.

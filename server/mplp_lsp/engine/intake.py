@@ -42,7 +42,7 @@ from mplp_lsp.store.writer import StoreWriter
 log = logging.getLogger(__name__)
 
 _EXCERPT_LIMIT = 2048
-_SLICE = 256  # about 5 ms of validation: the longest the intake holds the event loop
+_SLICE = 128  # about 5 ms of validation: the longest the intake holds the event loop
 _TEXT_FIELDS: dict[Kind, tuple[str, ...]] = {
     Kind.TOOL: ("output_summary",),
     Kind.FILE_UPDATE: ("change_summary",),
