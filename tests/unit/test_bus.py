@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 from mplp_lsp.engine.bus import EventBus
 from mplp_lsp.store.events import StoredEvent
 
@@ -92,6 +94,39 @@ async def test_a_gate_holds_delivery_and_what_queues_meanwhile_comes_as_one_batc
     opened.set()
     await bus.drain()
     assert calls == [[0, 1, 2, 3]]
+    await bus.close()
+
+
+@pytest.mark.parametrize(("its_time", "most"), [(False, 1_000), (True, 5_000), (None, 5_000)])
+async def test_a_consumer_let_through_early_takes_a_bounded_batch(
+    its_time: bool | None, most: int
+) -> None:
+    """Lower-priority work (the graph behind a burst) let through before its time gets its
+    turns in bounded batches, in order, nothing left behind: such a turn never holds the
+    writer long. Let through in its time, it takes everything queued at once."""
+    bus = EventBus()
+    opened = asyncio.Event()
+    turns = 0
+    calls: list[list[int]] = []
+
+    async def gate() -> bool | None:
+        nonlocal turns
+        await opened.wait()
+        turns += 1
+        return its_time
+
+    async def handler(events: Sequence[StoredEvent]) -> None:
+        calls.append([e.seq for e in events])
+
+    bus.subscribe("gated", handler, gate=gate)
+    for start in range(0, 5_000, 250):  # as the intake publishes: a slice at a time
+        bus.publish([event(seq) for seq in range(start, start + 250)])
+    await asyncio.sleep(0.01)
+    opened.set()
+    await bus.drain()
+    assert [s for call in calls for s in call] == list(range(5_000))
+    assert max(len(call) for call in calls) == most
+    assert turns == len(calls) == 5_000 // most
     await bus.close()
 
 

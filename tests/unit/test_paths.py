@@ -536,3 +536,54 @@ def test_a_new_batch_sees_a_directory_replaced_by_a_link(ws: Path, roots: tuple[
     with pytest.raises(PathRejected) as caught:
         relative_path("src/pkg/secret.txt", roots, directories={})
     assert caught.value.code is ErrorCode.PATH_SYMLINK_ESCAPE
+
+
+# -- a batch routed at once -----------------------------------------------------------------
+
+
+def _one_by_one(raw: str, roots: tuple[Path, ...], follow_leaf: bool) -> object:
+    try:
+        return relative_path(raw, roots, follow_leaf=follow_leaf)
+    except PathRejected as rejected:
+        return (rejected.code, rejected.message)
+
+
+def _batched(outcome: tuple[Path, str] | PathRejected) -> object:
+    return (outcome.code, outcome.message) if isinstance(outcome, PathRejected) else outcome
+
+
+@pytest.fixture(scope="module")
+def nested_prop_roots(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ...]:
+    ws = _build(tmp_path_factory.mktemp("batch"))[0]
+    (ws / "src" / "pkg" / "inner").mkdir()
+    return resolve_roots([ws, ws / "src" / "pkg"])
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.one_of(_PIECES, st.sampled_from(["pkg", "inner", "b.txt"])), max_size=6),
+            st.sampled_from(["/", "root", "uri", "uri-host", ""]),
+        ),
+        min_size=1,
+        max_size=25,
+    ),
+    st.booleans(),
+)
+def test_a_batch_routes_each_path_as_one_by_one(
+    nested_prop_roots: tuple[Path, ...], batch: list[tuple[list[str], str]], follow_leaf: bool
+) -> None:
+    """The same result, or the same refusal, for every path: a parent shared by many paths
+    is resolved once, and nothing else differs."""
+    ws = nested_prop_roots[0]
+    prefix = {
+        "": "",
+        "/": "/",
+        "root": f"{ws}/",
+        "uri": f"file://{ws}/",
+        "uri-host": f"file://localhost{ws}/",
+    }
+    raws = [prefix[start] + "/".join(pieces) for pieces, start in batch]
+    assert [
+        _batched(o) for o in paths.relative_paths(raws, nested_prop_roots, follow_leaf=follow_leaf)
+    ] == [_one_by_one(raw, nested_prop_roots, follow_leaf) for raw in raws]

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ import pytest
 
 from mplp_lsp.config.live import Debounce, Ignore
 from mplp_lsp.config.settings import Settings
-from mplp_lsp.engine import file_rescan
+from mplp_lsp.engine import file_activity, file_rescan
 from mplp_lsp.engine.file_activity import FileActivity
 from mplp_lsp.engine.file_catch_up import CatchUp
 from mplp_lsp.engine.intake import Submission
@@ -28,6 +30,7 @@ from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.sources.debounce import WATCHER, Change
 from mplp_lsp.store.writer import StoreWriter
 from tests.gitrepo import Repo
+from tests.support.calls import counted
 
 
 def test_live_ignore_follows_exclude_and_gitignore_changes(tmp_path: Path) -> None:
@@ -201,8 +204,8 @@ async def test_a_batch_is_decided_and_submitted_while_the_intake_is_busy(
 
 
 def _noting(screen: Any, steps: list[str]) -> Any:
-    async def noted(paths: Any) -> Any:
-        result = await screen(paths)
+    async def noted(*args: Any) -> Any:
+        result = await screen(*args)
         steps.append("screened")
         return result
 
@@ -225,3 +228,35 @@ async def test_a_new_quiet_period_takes_over_and_the_old_one_delivers(
         await asyncio.sleep(0.01)
     assert [s.data["file_path"] for s in submitted] == ["slow.py"]  # the old one flushed it
     await files.close()
+
+
+async def test_a_settled_path_is_asked_of_the_disk_once(
+    tmp_path: Path, writer: StoreWriter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deciding a window (created, modified, deleted, nothing) and screening its content
+    against what is recorded share one look at the disk and one visit to the store per
+    slice: a burst of new files is not stat'ed twice, and a burst larger than a slice is
+    stored in its order."""
+    files, submitted, _ = await activity(tmp_path, writer, Settings(debounce_ms=10))
+    names = [f"n{i:04}.txt" for i in range(600)]
+    for name in names:
+        (files.root / name).write_text(name)
+    calls: Counter[str] = Counter()
+    inside = str(files.root) + "/"
+
+    def stat_of(function: Any, kind: str) -> Any:
+        def looked(path: Any, *args: Any, **kwargs: Any) -> Any:
+            if str(path).startswith(inside):
+                calls[f"{kind} {str(path)[len(inside) :]}"] += 1
+            return function(path, *args, **kwargs)
+
+        return looked
+
+    monkeypatch.setattr(os, "lstat", stat_of(os.lstat, "stat"))
+    monkeypatch.setattr(os, "stat", stat_of(os.stat, "stat"))
+    monkeypatch.setattr(writer, "read", counted(writer.read, "store visits", calls))
+    files.observe_many([(Change.CREATED, name) for name in names], origin=WATCHER)
+    await files.close()
+    assert [s.data["file_path"] for s in submitted] == names
+    assert {calls[f"stat {name}"] for name in names} == {1}
+    assert calls["store visits"] == -(-len(names) // file_activity._EMIT_SLICE)  # one a slice

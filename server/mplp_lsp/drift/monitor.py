@@ -315,7 +315,7 @@ class DriftMonitor:
             return
         if self._dirty is not None:
             self._dirty |= wanted
-        is_ignored = self._ignore().is_ignored
+        is_ignored = self._ignore().ignored_many()
         ignored = {path for path in wanted if is_ignored(path)}
         checked = sorted(wanted - ignored)
 

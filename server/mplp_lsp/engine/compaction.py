@@ -51,7 +51,7 @@ _COMPRESS_SLICE: Final = 200
 _SIZE_ROUNDS: Final = 4  # a size cut is an estimate: measure and cut again, this many times
 _MIB: Final = 2**20
 
-Quiet = Callable[[float, float], Awaitable[None]]
+Quiet = Callable[[float, float], Awaitable[object]]
 
 
 def policy_of(settings: Settings) -> Policy:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Final
@@ -35,7 +35,13 @@ from mplp_lsp.sanitize.paths import PathRejected, check_name
 from mplp_lsp.sources.debounce import EDITOR, WATCHER, Change, Debouncer, Observation, Settled
 from mplp_lsp.sources.disk_state import WROTE, DiskState
 from mplp_lsp.sources.files import LANGUAGE, TIMESTAMP, EditorDocuments, payload_for
-from mplp_lsp.sources.recorded import RecordedContent, graph_fingerprints, scratch_name
+from mplp_lsp.sources.recorded import (
+    Fingerprint,
+    RecordedContent,
+    Stat,
+    graph_fingerprints,
+    scratch_name,
+)
 from mplp_lsp.sources.tree import SLICE, slices
 from mplp_lsp.store.writer import StoreWriter
 
@@ -47,6 +53,7 @@ Submit = Callable[[list[Submission]], Awaitable[Any]]
 BACKLOG_LIMIT = 8 * SLICE
 Refuse = Callable[[str, PathRejected], None]
 _MAX_TICK = 0.001
+_EMIT_SLICE = 128  # settled windows decided at once: a few milliseconds of the event loop
 
 
 # The source_module of the file events: the editor integration's, or the stand-alone watcher's.
@@ -118,12 +125,34 @@ class FileActivity:
         if admitted is None:
             return False
         change, previous_path = admitted
+        self._noticed(path)
+        seen = observation(change, path, previous_path, origin, language)
+        return self.judge.submit(path, lambda: self.debouncer.observe(seen))
+
+    def observe_many(self, changes: Sequence[tuple[Change, str]], *, origin: str) -> None:
+        """:meth:`observe` of each (change, path), in order, judged and quieted as one batch:
+        the observations of one report share its time."""
+        at, stamp = time.monotonic(), utc_timestamp()
+        extras: dict[Change, dict[str, object]] = {}  # never changed: shared by a batch
+        seen = []
+        for change, path in changes:
+            if scratch_name(path):
+                continue
+            self._noticed(path)
+            if (extra := extras.get(change)) is None:
+                extra = extras[change] = reported_extra(change, origin, None, stamp)
+            seen.append((path, Observation(path, change, at, None, origin, extra)))
+        self.judge.submit_many(seen, self._quieted)
+
+    def _quieted(self, observations: list[Observation]) -> None:
+        self.debouncer.observe_many(observations)
+
+    def _noticed(self, path: str) -> None:
+        """What a change of ``path`` tells beyond itself: Git activity, new ignore rules."""
         if path == ".git" or path.startswith(".git/"):
             self._git_activity()
         if path.rsplit("/", 1)[-1] == ".gitignore":
             self.ignore.gitignore_changed(path)
-        seen = observation(change, path, previous_path, origin, language)
-        return self.judge.submit(path, lambda: self.debouncer.observe(seen))
 
     def _count_ignored(self) -> None:
         self.ignored += 1
@@ -155,20 +184,40 @@ class FileActivity:
         # Busy from here: the graph's work on earlier events waits (Intake.quiet) instead of
         # taking the store's writer between this batch's reads and its commit.
         with self._busy():
-            await self._decide_and_submit(batch)
+            # A slice at a time, so no step holds the event loop long; a slice is decided
+            # while the one before it is checked and stored, and stored after it.
+            storing: asyncio.Future[Any] | None = None
+            try:
+                for start in range(0, len(batch), _EMIT_SLICE):
+                    submissions = await self._decide(batch[start : start + _EMIT_SLICE])
+                    if storing is not None:
+                        await storing
+                    storing = asyncio.ensure_future(self._submit(submissions))
+            finally:
+                if storing is not None:
+                    await storing
 
-    async def _decide_and_submit(self, batch: list[Settled]) -> None:
+    async def _decide(self, batch: list[Settled]) -> list[Submission]:
+        """The file events of a slice of settled windows: decided by the disk and the graph,
+        less what is already recorded. The disk is asked once per path, off the event loop,
+        with the graph's facts; deciding and screening share the answer."""
         with self.disk_state.reading():
             paths = DiskState.paths(batch)
             sources = DiskState.renamed_from(batch)
-            recorded, hashes = await self._writer.read(
-                lambda conn: (recorded_rows(conn, paths), recorded_hashes(conn, sources))
+            look = self.disk_state.look
+            recorded, hashes, disk, graph = await self._writer.read(
+                lambda conn: (
+                    recorded_rows(conn, paths),
+                    recorded_hashes(conn, sources),
+                    look(paths),
+                    graph_fingerprints(conn, paths),
+                )
             )
-            decided = self.disk_state.settle(batch, recorded, hashes)
+            decided = self.disk_state.settle(batch, recorded, hashes, disk)
         self._look_below()
-        batch = await screen_settled(decided, self.recorded, self.documents)
+        batch = await screen_settled(decided, self.recorded, self.documents, disk, graph)
         root = str(self.root) if self.settings.send_workspace_root else None
-        await self._submit(file_submissions(batch, self.documents, root, self.source_module))
+        return file_submissions(batch, self.documents, root, self.source_module)
 
     def _look_below(self) -> None:
         """A path gone that was never a file here may have been a directory (an editor's
@@ -306,12 +355,20 @@ def new_debouncer(emit: Callable[[list[Settled]], Any], settings: Settings) -> D
 def observation(
     change: Change, path: str, previous_path: str | None, origin: str, language: str | None
 ) -> Observation:
-    extra: dict[str, object] = {TIMESTAMP: utc_timestamp()}
+    extra = reported_extra(change, origin, language, utc_timestamp())
+    return Observation(path, change, time.monotonic(), previous_path, origin, extra)
+
+
+def reported_extra(
+    change: Change, origin: str, language: str | None, stamp: str
+) -> dict[str, object]:
+    """What an observation carries besides its path and change (``stamp``: when reported)."""
+    extra: dict[str, object] = {TIMESTAMP: stamp}
     if origin == EDITOR and change in _CONTENT_CHANGES:
         extra[WROTE] = True  # the editor's word that it wrote the file
     if language:
         extra[LANGUAGE] = language
-    return Observation(path, change, time.monotonic(), previous_path, origin, extra)
+    return extra
 
 
 def admit(change: Change, path: str, previous_path: str | None) -> tuple[Change, str | None] | None:
@@ -327,12 +384,18 @@ def admit(change: Change, path: str, previous_path: str | None) -> tuple[Change,
 
 
 async def screen_settled(
-    batch: list[Settled], recorded: RecordedContent, documents: EditorDocuments
+    batch: list[Settled],
+    recorded: RecordedContent,
+    documents: EditorDocuments,
+    disk: Mapping[str, Stat | None] | None = None,
+    graph: Mapping[str, Fingerprint] | None = None,
 ) -> list[Settled]:
-    """Leave out created/modified paths whose content is already recorded (an echo)."""
+    """Leave out created/modified paths whose content is already recorded (an echo);
+    ``disk`` and ``graph``: what the disk and the graph held at the paths when they were
+    decided (read together, in one visit to the store)."""
     recorded.forget(_moved_or_gone(batch))
     candidates = [settled.path for settled in batch if settled.change in _CONTENT_CHANGES]
-    echoes = await recorded.screen(candidates)
+    echoes = await recorded.screen(candidates, disk, graph)
     if not echoes:
         return batch
     for path in echoes:

@@ -14,7 +14,7 @@ the new owner drains when it starts. Nothing observed is lost on the way.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -78,6 +78,10 @@ class Follower:
         change, previous_path = admitted
         seen = observation(change, path, previous_path, origin, language)
         return self.judge.submit(path, lambda: self.debouncer.observe(seen))
+
+    def observe_many(self, changes: Sequence[tuple[Change, str]], *, origin: str) -> None:
+        for change, path in changes:
+            self.observe(change, path, origin=origin)
 
     async def _hand(self, batch: list[Settled]) -> None:
         batch = await screen_settled(batch, self.recorded, self.documents)

@@ -42,7 +42,7 @@ from mplp_lsp.store.writer import StoreWriter
 log = logging.getLogger(__name__)
 
 _EXCERPT_LIMIT = 2048
-_SLICE = 256  # about 5 ms of validation: the longest the intake holds the event loop
+_SLICE = 128  # about 5 ms of validation: the longest the intake holds the event loop
 _TEXT_FIELDS: dict[Kind, tuple[str, ...]] = {
     Kind.TOOL: ("output_summary",),
     Kind.FILE_UPDATE: ("change_summary",),
@@ -147,9 +147,9 @@ class Intake:
         self._quiet.set()
         self._quiet_since = 0.0
 
-    async def quiet(self, settle: float, limit: float) -> None:
-        """Return once no submission has been in progress for ``settle`` seconds, or after
-        ``limit`` seconds at the latest.
+    async def quiet(self, settle: float, limit: float) -> bool:
+        """Return once no submission has been in progress for ``settle`` seconds (True), or
+        after ``limit`` seconds at the latest (False).
 
         Derived work (PSG file nodes and what follows them) waits for this, so a burst of
         source events is accepted and made durable first and its consequences follow in a
@@ -166,8 +166,9 @@ class Intake:
                 continue
             idle = loop.time() - self._quiet_since
             if idle >= settle:
-                return
+                return True
             await asyncio.sleep(min(settle - idle, left))
+        return False
 
     @contextlib.contextmanager
     def busy(self) -> Iterator[None]:

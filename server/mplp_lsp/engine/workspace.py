@@ -10,7 +10,7 @@ import asyncio
 import logging
 import os
 import sqlite3
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -224,6 +224,11 @@ class Workspace:
         return self.files.observe(
             change, path, previous_path=previous_path, origin=origin, language=language
         )
+
+    def observe_many(self, changes: Sequence[tuple[Change, str]], *, origin: str) -> None:
+        """Report a batch of raw changes in their order (:meth:`FileActivity.observe_many`)."""
+        self.intake.prepare()
+        self.files.observe_many(changes, origin=origin)
 
     def recheck_tree(self, directory: str) -> None:
         """Changes below ``directory`` ("" for all) may have gone unreported: look again."""

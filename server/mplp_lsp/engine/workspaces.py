@@ -17,7 +17,7 @@ import contextlib
 import logging
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,7 +33,7 @@ from mplp_lsp.engine.workspace import Prepare, StateDirBusy, Workspace
 from mplp_lsp.process.start import STARTED_NS
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.protocol.result import ValidationResult
-from mplp_lsp.sanitize.paths import DirectoryCache, PathRejected, is_inside, relative_path
+from mplp_lsp.sanitize.paths import PathRejected, is_inside, relative_path, relative_paths
 from mplp_lsp.sanitize.redact import redact
 from mplp_lsp.sources.debounce import WATCHER, Change
 from mplp_lsp.sources.temp_names import is_temp_name
@@ -298,25 +298,17 @@ class Workspaces:
         if workspace is not None:
             await workspace.close()
 
-    def locate(
-        self, raw: str | Path, *, directories: DirectoryCache | None = None
-    ) -> tuple[Workspace, str]:
+    def locate(self, raw: str | Path) -> tuple[Workspace, str]:
         """The workspace that owns a path or ``file:`` URI, and the path relative to it."""
-        root, relative = relative_path(str(raw), self.roots, directories=directories)
+        root, relative = relative_path(str(raw), self.roots)
         return self._by_root[root], relative
 
     def route(
-        self,
-        raw: str | Path,
-        *,
-        directories: DirectoryCache | None = None,
-        follow_leaf: bool = True,
+        self, raw: str | Path, *, follow_leaf: bool = True
     ) -> tuple[Workspace | Follower, str]:
         """Like :meth:`locate`, followed folders included (where editor activity goes)."""
         roots = (*self._by_root, *self._followers)
-        root, relative = relative_path(
-            str(raw), roots, directories=directories, follow_leaf=follow_leaf
-        )
+        root, relative = relative_path(str(raw), roots, follow_leaf=follow_leaf)
         return self._by_root.get(root) or self._followers[root], relative
 
     def observe(
@@ -327,7 +319,6 @@ class Workspaces:
         previous: str | Path | None = None,
         origin: str = "editor",
         language: str | None = None,
-        directories: DirectoryCache | None = None,
     ) -> bool | None:
         """Route one raw change; a refused path is counted and logged as an integration error.
         The answer is the workspace's (False: ignored, None: judged later).
@@ -338,9 +329,8 @@ class Workspaces:
         renamed over its target is that target modified. Every front end and every folder,
         owned or followed, goes through this one filter.
 
-        ``directories`` is shared by the changes of one synchronous batch (see
-        :func:`relative_path`). A watcher's report names a directory entry: a link there is
-        the link, not the file it points to (an editor's names the document it wrote).
+        A watcher's report names a directory entry: a link there is the link, not the file
+        it points to (an editor's names the document it wrote).
         """
         if is_temp_name(_reported_name(raw)):
             return False
@@ -348,12 +338,10 @@ class Workspaces:
             change, previous = Change.MODIFIED, None
         leaf = origin != WATCHER
         try:
-            workspace, path = self.route(raw, directories=directories, follow_leaf=leaf)
+            workspace, path = self.route(raw, follow_leaf=leaf)
             previous_path = None
             if previous is not None:
-                previous_workspace, previous_path = self.route(
-                    previous, directories=directories, follow_leaf=leaf
-                )
+                previous_workspace, previous_path = self.route(previous, follow_leaf=leaf)
                 if previous_workspace is not workspace:
                     # moved between folders: gone from one, new in the other
                     previous_workspace.observe(Change.DELETED, previous_path, origin=origin)
@@ -364,6 +352,24 @@ class Workspaces:
         return workspace.observe(
             change, path, previous_path=previous_path, origin=origin, language=language
         )
+
+    def observe_many(self, reports: Sequence[tuple[Change, str]], *, origin: str) -> None:
+        """Route a batch of raw changes (no renames) in their order: :meth:`observe` of each,
+        with the paths of one directory resolved once (:func:`relative_paths`) and each
+        folder's share handed on at once. A watcher's burst names thousands of files."""
+        reported = [report for report in reports if not is_temp_name(_reported_name(report[1]))]
+        roots = (*self._by_root, *self._followers)
+        outcomes = relative_paths(
+            [str(raw) for _, raw in reported], roots, follow_leaf=origin != WATCHER
+        )
+        routed: dict[Path, list[tuple[Change, str]]] = {}
+        for (change, raw), outcome in zip(reported, outcomes, strict=True):
+            if isinstance(outcome, PathRejected):
+                self.refuse(raw, outcome)
+            else:
+                routed.setdefault(outcome[0], []).append((change, outcome[1]))
+        for root, changes in routed.items():
+            (self._by_root.get(root) or self._followers[root]).observe_many(changes, origin=origin)
 
     def refuse(self, raw: str | Path, rejected: PathRejected) -> None:
         """Counted here, and logged in the first workspace's integration error log."""

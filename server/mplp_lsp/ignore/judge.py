@@ -11,13 +11,17 @@ import asyncio
 import itertools
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import TypeVar
 
 from mplp_lsp.ignore.rules import IgnoreRules
 
 __all__ = ["InOrderJudge"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class InOrderJudge:
@@ -47,6 +51,28 @@ class InOrderJudge:
                 self._read_and_judge(), name="mplp-ignore-files"
             )
         return None
+
+    def submit_many(
+        self, entries: Sequence[tuple[str, T]], admit: Callable[[list[T]], None]
+    ) -> None:
+        """:meth:`submit` of each (path, item), in order: ``admit`` takes the items not
+        ignored, a run of them at a time (each path's ignore files read once for the run)."""
+        rules = self._rules()
+        ignored = rules.ignored_many()
+        admitted: list[T] = []
+        for index, (path, item) in enumerate(entries):
+            if self._waiting or rules.unread(path):
+                if admitted:
+                    admit(admitted)
+                for later, held in entries[index:]:
+                    self.submit(later, partial(admit, [held]))
+                return
+            if ignored(path):
+                self._on_ignored()
+            else:
+                admitted.append(item)
+        if admitted:
+            admit(admitted)
 
     def _judge(self, rules: IgnoreRules, path: str, admit: Callable[[], None]) -> bool:
         if rules.is_ignored(path):

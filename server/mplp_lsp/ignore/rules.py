@@ -464,6 +464,24 @@ class IgnoreRules:
                 return True
         return False
 
+    def ignored_many(self) -> Callable[[str], bool]:
+        """:meth:`is_ignored` for the paths of a batch judged at once, while the rules stay as
+        they are: each directory's rules are looked up once (:meth:`files_in`)."""
+        directories: dict[str, bool | Callable[[str], bool]] = {}
+
+        def ignored(relpath: str) -> bool:
+            rel = relpath.strip("/")
+            fixed = self._fixed_verdict(rel)
+            if fixed is not None or relpath.endswith("/"):
+                return self.is_ignored(relpath) if fixed is None else fixed
+            directory, _, name = rel.rpartition("/")
+            judge = directories.get(directory)
+            if judge is None:
+                judge = directories[directory] = self.files_in(directory)
+            return judge if isinstance(judge, bool) else judge(name)
+
+        return ignored
+
     def files_in(self, directory: str) -> bool | Callable[[str], bool]:
         """For judging many files of one directory (a drift scan): True when the whole
         directory is ignored, else a function of a file *name* in it. The directory's rules

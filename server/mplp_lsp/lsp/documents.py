@@ -84,8 +84,11 @@ class DocumentsFeature(Feature[MplpLanguageServer]):
         text = params.text if params.text is not None else (document.source if document else None)
 
         def saved(workspace: Any, path: str) -> None:
+            from mplp_lsp.engine.workspace import Workspace  # routed: the engine is loaded
+
             workspace.documents.saved(path, text)
-            server.get_feature(DriftFeature).saved(uri)
+            if isinstance(workspace, Workspace):  # a followed folder's drift is its owner's
+                server.get_feature(DriftFeature).saved(workspace, path)
 
         server.document(uri, saved)
         language = self.languages.language(document.language_id) if document else None

@@ -187,12 +187,11 @@ class DriftFeature(Feature[MplpLanguageServer]):
                     )
         return types.WorkspaceDiagnosticReport(items=reports)
 
-    def saved(self, uri: str) -> None:
+    def saved(self, workspace: Workspace, path: str) -> None:
         """A save may leave a drifted file as the graph records it (a restore the editor
-        applied), which no event reports: look at it again."""
-        found = locate(self.server, uri)
-        if found is not None and found[1] in found[0].drift.drifts:
-            workspace, path = found
+        applied), which no event reports: look at it again (``path``: where the saved
+        document lies in ``workspace``, which the editor's save was routed to)."""
+        if path in workspace.drift.drifts:
             self.server.spawn(workspace.drift.recheck([path]), "drift-recheck")
 
     @command(SCAN_COMMAND)

@@ -6,7 +6,6 @@ import asyncio
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 from lsprotocol import types
 from pygls.uris import to_fs_path
@@ -16,6 +15,7 @@ from mplp_lsp.lsp.server import MplpLanguageServer
 
 _YIELD_EVERY = 200
 _SLICE_SECONDS = 0.005
+_FIRST_RUN = 100
 _EVERY_FILE = types.FileOperationRegistrationOptions(
     filters=[types.FileOperationFilter(pattern=types.FileOperationPattern(glob="**/*"))]
 )
@@ -60,19 +60,32 @@ class FileOperationsFeature(Feature[MplpLanguageServer]):
 
     @handles(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
     async def did_change_watched(self, params: types.DidChangeWatchedFilesParams) -> None:
-        # Parent directories are inspected once per slice; a slice runs without yielding, so
-        # what the cache holds is never older than the slice. A slice is a few milliseconds
-        # of work, however loaded the machine: a 20,000-file burst must not stall requests.
-        directories: dict[str, Any] = {}
-        yield_at = time.monotonic() + _SLICE_SECONDS
-        for event in params.changes:
-            change = _WATCHED_CHANGE.get(event.type)
-            if change is not None:
-                self.server.activity(change, event.uri, origin="watcher", directories=directories)
-            if time.monotonic() >= yield_at:
-                directories = {}
+        # Routed and judged a run at a time (a directory's paths resolved once per run); a
+        # run is a few milliseconds of work, however loaded the machine, and the requests
+        # that came meanwhile are answered between runs: a 20,000-file burst must not stall
+        # them.
+        changes = params.changes
+        run = _FIRST_RUN
+        start = 0
+        while start < len(changes):
+            began = time.monotonic()
+            batch = [
+                (change, event.uri)
+                for event in changes[start : start + run]
+                if (change := _WATCHED_CHANGE.get(event.type)) is not None
+            ]
+            self.server.watched(batch)
+            start += run
+            if start < len(changes):
+                run = _next_run(run, time.monotonic() - began)
                 await asyncio.sleep(0)
-                yield_at = time.monotonic() + _SLICE_SECONDS
+
+
+def _next_run(run: int, took: float) -> int:
+    """How many changes the next run takes for it to last about ``_SLICE_SECONDS``."""
+    if took <= 0:
+        return run * 2
+    return max(1, min(run * 2, int(run * _SLICE_SECONDS / took)))
 
 
 def files_renamed_with(old_uri: str, new_path: str) -> list[tuple[str, str]]:

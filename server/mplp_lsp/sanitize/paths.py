@@ -61,7 +61,14 @@ from urllib.parse import unquote, unquote_to_bytes
 
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 
-__all__ = ["PathRejected", "check_name", "is_inside", "relative_path", "resolve_roots"]
+__all__ = [
+    "PathRejected",
+    "check_name",
+    "is_inside",
+    "relative_path",
+    "relative_paths",
+    "resolve_roots",
+]
 
 # Linux MAXSYMLINKS: the kernel gives up with ELOOP after this many links in one lookup.
 _MAX_SYMLINKS = 40
@@ -76,6 +83,9 @@ _DRIVE = re.compile(r"[A-Za-z]:")
 # RFC 8089 appendix E.2: ``file:///C:/x`` and the legacy ``file:///C|/x``.
 _URI_DRIVE = re.compile(r"/[A-Za-z][:|](?:/|$)")
 _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+# A last name that reads the same in a path and in a URI, and that no rule looks into: no
+# escape, separator, scheme or drive colon, query or fragment, control or non-ASCII character.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.~+=,@-]+")
 
 
 class PathRejected(Exception):
@@ -152,6 +162,76 @@ def relative_path(
         raise PathRejected(ErrorCode.PATH_INVALID, "the workspace root itself is not a file path")
     _check_characters(relpath)
     return roots[found], relpath
+
+
+def relative_paths(
+    raws: Sequence[str], roots: Sequence[Path], *, follow_leaf: bool = True
+) -> list[tuple[Path, str] | PathRejected]:
+    """:func:`relative_path` of each of ``raws`` (its result, or the refusal it raises), with
+    the work shared by the paths of one parent: a watcher's burst names thousands of files
+    in a few directories.
+
+    A path whose last name is plain (:data:`_PLAIN_NAME`, not ``.`` or ``..``) and whose leaf
+    is not followed is its parent's resolved location plus that name, so each parent (the
+    text before the last ``/``) is parsed and resolved once for the batch. Anything else,
+    and every refusal, goes through :func:`relative_path` itself, so the outcomes are the
+    same (a property test compares them). Like a ``directories`` cache, the result holds for
+    one synchronous batch: a link changed meanwhile is seen by the next one.
+    """
+    if not roots:
+        return [_outcome(raw, roots, None, follow_leaf) for raw in raws]
+    root_strs = [str(root) for root in roots]
+    directories: DirectoryCache = {}
+    parents: dict[str, str | None] = {}
+    out: list[tuple[Path, str] | PathRejected] = []
+    for raw in raws:
+        head, _, name = raw.rpartition("/")
+        plain = (
+            not follow_leaf
+            and len(raw) <= _MAX_INPUT_CHARS
+            and _PLAIN_NAME.fullmatch(name) is not None
+            and name not in (".", "..")
+        )
+        if plain:
+            if head not in parents:
+                parents[head] = _real_parent(head, root_strs, directories)
+            parent = parents[head]
+            if parent is not None:
+                real = parent + name if parent.endswith("/") else f"{parent}/{name}"
+                found = _deepest(root_strs, real)
+                if found is not None:
+                    relpath = real[len(root_strs[found]) :].lstrip("/")
+                    if relpath:  # its characters: the parent's were checked, the name's are
+                        out.append((roots[found], relpath))
+                        continue
+        out.append(_outcome(raw, roots, directories, follow_leaf))
+    return out
+
+
+def _outcome(
+    raw: str, roots: Sequence[Path], directories: DirectoryCache | None, follow_leaf: bool
+) -> tuple[Path, str] | PathRejected:
+    try:
+        return relative_path(raw, roots, directories=directories, follow_leaf=follow_leaf)
+    except PathRejected as rejected:
+        return rejected
+
+
+def _real_parent(head: str, roots: Sequence[str], directories: DirectoryCache) -> str | None:
+    """Where the absolute parent ``head`` (a path or ``file:`` URI) resolves, every name of it
+    followed as :func:`relative_path` follows a path's directories; None when it is not
+    plainly inside a root (its paths then take the long way, and are refused there)."""
+    try:
+        parts, absolute, _ = _lexical_parts(_posix_form(_as_text(head)))
+        base = _deepest(roots, "/" + "/".join(parts)) if absolute else None
+        if base is None:
+            return None
+        start = len(_split(roots[base]))
+        real, _ = _resolve(roots[base], [*parts[start:], "."], directories, True)
+        _check_characters(real)
+    except PathRejected:
+        return None
+    return real
 
 
 def check_name(relpath: str) -> None:

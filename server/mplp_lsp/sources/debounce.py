@@ -19,7 +19,7 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
@@ -546,6 +546,16 @@ class Debouncer:
         if self._closed:
             raise RuntimeError("debouncer is closed")
         self._rules.add(obs)
+        due = self._rules.next_deadline()
+        if due is not None and due + self._tick < self._timer_at:
+            self._arm(due + self._tick)
+
+    def observe_many(self, observations: Sequence[Observation]) -> None:
+        """:meth:`observe` of each, in order, with the timer set once."""
+        if self._closed:
+            raise RuntimeError("debouncer is closed")
+        for obs in observations:
+            self._rules.add(obs)
         due = self._rules.next_deadline()
         if due is not None and due + self._tick < self._timer_at:
             self._arm(due + self._tick)

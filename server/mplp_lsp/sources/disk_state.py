@@ -40,11 +40,11 @@ import stat
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
 
 from mplp_lsp.graph.content_hash import safe_hash
 from mplp_lsp.graph.files import FileChange
 from mplp_lsp.sources.debounce import PAIRED, Change, Settled
+from mplp_lsp.sources.recorded import Stat
 
 WROTE = "wrote"  # Observation.extra key: an editor reported a write of this path
 
@@ -61,6 +61,7 @@ class DiskState:
         self._reads = 0  # recorded facts read and not yet settled
         self._deferred: list[FileChange] = []
         self.unchanged = 0  # windows that changed nothing once the disk was asked
+        self._looked: Mapping[str, Stat | None] = {}  # the disk as settle's batch found it
         # Paths gone that were never a file here: a report of a deleted directory, maybe
         # (an editor's watcher names a deleted folder alone). Taken by whoever looks below.
         self.gone_unknown: list[str] = []
@@ -79,6 +80,12 @@ class DiskState:
     def renamed_from(batch: Iterable[Settled]) -> list[str]:
         """The sources of renames: their recorded content may be the evidence."""
         return sorted({s.previous_path for s in batch if s.previous_path is not None})
+
+    def look(self, paths: Iterable[str]) -> dict[str, Stat | None]:
+        """What the disk holds at each path now (None: nothing, or not a regular file): one
+        ``lstat`` per path, taken off the event loop with the recorded facts and shared by
+        :meth:`settle` and the screening of recorded content."""
+        return {path: _facts_at(self._prefix + path) for path in paths}
 
     def pending_under(self, directory: str) -> list[str]:
         """Emitted paths below ``directory`` ("" for all) the graph may not have yet."""
@@ -104,15 +111,21 @@ class DiskState:
         batch: Sequence[Settled],
         recorded: Mapping[str, Facts],
         hashes: Mapping[str, str | None] | None = None,
+        disk: Mapping[str, Stat | None] | None = None,
     ) -> list[Settled]:
         """The batch with each window's change decided by the disk and the graph;
-        ``hashes``: recorded content hashes of rename sources."""
+        ``hashes``: recorded content hashes of rename sources; ``disk``: what :meth:`look`
+        found for the batch's paths (the disk is asked for any other)."""
         out: list[Settled] = []
-        for settled in batch:
-            decided = self._decide(settled, recorded, hashes or {})
-            if not decided:
-                self.unchanged += 1
-            out.extend(decided)
+        self._looked = disk or {}
+        try:
+            for settled in batch:
+                decided = self._decide(settled, recorded, hashes or {})
+                if not decided:
+                    self.unchanged += 1
+                out.extend(decided)
+        finally:
+            self._looked = {}
         return out
 
     def applied(self, changes: Sequence[FileChange]) -> None:
@@ -173,7 +186,9 @@ class DiskState:
         return digest is not None and safe_hash(self._prefix + settled.path, like=digest) == digest
 
     def _as(self, settled: Settled, path: str, change: Change) -> Settled:
-        return replace(settled, path=path, change=change, previous_path=None)
+        # Made directly: dataclasses.replace costs several times more, once per path.
+        s = settled
+        return Settled(path, change, None, s.first_at, s.last_at, s.count, s.extra)
 
     def _change(
         self, path: str, disk: Facts | None, recorded: Mapping[str, Facts], *, wrote: bool
@@ -209,10 +224,16 @@ class DiskState:
         self._in_flight[path] += 1
 
     def _on_disk(self, path: str) -> Facts | None:
-        try:
-            info = os.lstat(self._prefix + path)
-        except (OSError, ValueError):
-            return None
-        if not stat.S_ISREG(info.st_mode):
-            return None
-        return (info.st_size, info.st_mtime_ns, info.st_ino)
+        if path in self._looked:
+            return self._looked[path]
+        return _facts_at(self._prefix + path)
+
+
+def _facts_at(path: str) -> Stat | None:
+    try:
+        info = os.lstat(path)
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    return (info.st_size, info.st_mtime_ns, info.st_ino)

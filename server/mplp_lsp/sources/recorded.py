@@ -33,7 +33,7 @@ import asyncio
 import sqlite3
 import stat
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +45,8 @@ from mplp_lsp.graph.files import HASH_SIZE_CAP, bytes_hash
 SCRATCH_PREFIX: Final = ".mplp-restore-"
 _SENT_LIMIT: Final = 16_384  # paths remembered; older ones fall back on the graph
 _QUERY_CHUNK: Final = 500
+
+Stat = tuple[int, int, int]  # size, mtime_ns, inode of a regular file
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,22 +100,44 @@ class RecordedContent:
             self._sent.pop(path, None)
             self._own.pop(path, None)
 
-    def _known(self, path: str, graph: dict[str, Fingerprint]) -> list[Fingerprint]:
+    def _known(self, path: str, graph: Mapping[str, Fingerprint]) -> list[Fingerprint]:
         last = self._sent.get(path) or graph.get(path)
         return [fingerprint for fingerprint in (last, self._own.get(path)) if fingerprint]
 
-    async def screen(self, paths: Sequence[str]) -> set[str]:
+    async def screen(
+        self,
+        paths: Sequence[str],
+        disk: Mapping[str, Stat | None] | None = None,
+        graph: Mapping[str, Fingerprint] | None = None,
+    ) -> set[str]:
         """Of these created/modified paths, the ones whose content is already recorded.
 
-        The others are remembered as sent.
+        The others are remembered as sent. ``disk``: what the disk held at (some of) the
+        paths, as (size, mtime_ns, inode) or None, just looked up (:meth:`DiskState.look`);
+        those are compared without asking the disk again, unless their content must be read.
+        ``graph``: the graph's fingerprints of every one of ``paths``, read with them
+        (:func:`graph_fingerprints`); without it they are read here.
         """
         if not paths:
             return set()
-        unsent = [path for path in paths if path not in self._sent]
-        graph = await self._graph(unsent) if self._graph is not None and unsent else {}
+        if graph is None:
+            unsent = [path for path in paths if path not in self._sent]
+            graph = await self._graph(unsent) if self._graph is not None and unsent else {}
         known = {path: self._known(path, graph) for path in paths}
-        loop = asyncio.get_running_loop()
-        verdicts = await loop.run_in_executor(self._executor, _compare, self._root, known)
+        looked = disk or {}
+        verdicts: dict[str, tuple[bool, Fingerprint | None]] = {}
+        unsettled: dict[str, list[Fingerprint]] = {}
+        for path, references in known.items():
+            verdict = _by_stat(references, looked[path]) if path in looked else None
+            if verdict is None:
+                unsettled[path] = references
+            else:
+                verdicts[path] = verdict
+        if unsettled:
+            loop = asyncio.get_running_loop()
+            verdicts.update(
+                await loop.run_in_executor(self._executor, _compare, self._root, unsettled)
+            )
         recorded = set()
         for path in paths:
             echo, current = verdicts[path]
@@ -142,23 +166,36 @@ def _compare(
         except OSError:
             out[path] = (False, None)
             continue
-        if not stat.S_ISREG(info.st_mode):
-            out[path] = (False, None)
+        facts = (
+            (info.st_size, info.st_mtime_ns, info.st_ino) if stat.S_ISREG(info.st_mode) else None
+        )
+        verdict = _by_stat(references, facts)
+        if verdict is not None:
+            out[path] = verdict
             continue
-        now = Fingerprint(info.st_size, info.st_mtime_ns, info.st_ino)
-        sized = [ref for ref in references if ref.size == now.size]
-        if any(ref.same_write(now) for ref in sized):
-            out[path] = (True, now)
-            continue
-        hashed = {ref.digest for ref in sized if ref.digest is not None}
-        if hashed and now.size <= HASH_SIZE_CAP:
-            digests = {safe_hash(str(root / path), like=digest) for digest in hashed}
-            match = hashed & digests
-            now = Fingerprint(now.size, now.mtime_ns, now.inode, next(iter(match or digests)))
-            out[path] = (bool(match), now)
-            continue
-        out[path] = (False, now)
+        assert facts is not None  # only a regular file's content is read
+        now = Fingerprint(*facts)
+        hashed = {r.digest for r in references if r.size == now.size and r.digest is not None}
+        digests = {safe_hash(str(root / path), like=digest) for digest in hashed}
+        match = hashed & digests
+        now = Fingerprint(now.size, now.mtime_ns, now.inode, next(iter(match or digests)))
+        out[path] = (bool(match), now)
     return out
+
+
+def _by_stat(
+    references: list[Fingerprint], facts: Stat | None
+) -> tuple[bool, Fingerprint | None] | None:
+    """The verdict the stat facts give, or None when the content must be read to tell."""
+    if facts is None:
+        return (False, None)
+    now = Fingerprint(*facts)
+    sized = [ref for ref in references if ref.size == now.size]
+    if any(ref.same_write(now) for ref in sized):
+        return (True, now)
+    if now.size <= HASH_SIZE_CAP and any(ref.digest is not None for ref in sized):
+        return None
+    return (False, now)
 
 
 def graph_fingerprints(conn: sqlite3.Connection, paths: Sequence[str]) -> dict[str, Fingerprint]:
