@@ -21,7 +21,7 @@ MESSAGE_CLASSES = [
 def _as_pygls_sees_it(kind: type) -> bool:
     """pygls's own test: an instance is a request if it has the request's fields, else a
     notification if it has the notification's."""
-    instance = object.__new__(kind)
+    instance: object = object.__new__(kind)
     for field in attrs.fields(kind):
         object.__setattr__(instance, field.name, None)
     return not isinstance(instance, json_rpc.RPCRequest) and isinstance(
