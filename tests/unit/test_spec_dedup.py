@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from mplp_lsp.engine.intake import Outcome, Submission
 from mplp_lsp.protocol.envelope import build_envelope
 from mplp_lsp.protocol.kinds import Kind
-from mplp_lsp.store.database import connect
+from mplp_lsp.store.database import connect, transaction
 from mplp_lsp.store.dedup import DIGEST_SIZE, event_key, payload_key
-from mplp_lsp.store.events import EventLog, NewEvent
+from mplp_lsp.store.events import EventLog, NewEvent, prepare_events
 from tests.conftest import sample
 from tests.old_store import store_at_version
 from tests.support.stores import Rig
@@ -96,7 +96,14 @@ async def upgraded(tmp_path: Path) -> AsyncIterator[Path]:
                  build_envelope(Kind.TOOL, p, source_module="test"))
         for i, p in enumerate(twice)
     ]  # fmt: skip
-    EventLog(old).append(events)
+    # Inserted as that release did: today's append also counts the rows for the forwarding
+    # sinks, whose table a schema-9 store does not have yet.
+    with transaction(old):
+        old.executemany(
+            "INSERT INTO events (event_id, kind, dedup_key, timestamp, received_at, body, minted)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [item.row("2026-01-01T00:00:00.000Z") for item in prepare_events(events)],
+        )
     old.close()
     yield database
 
