@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -57,6 +59,32 @@ async def test_a_failing_consumer_does_not_affect_others_or_itself_later() -> No
     assert seen == [1, 2]
     assert attempts == 2
     assert bus.failures() == {"broken": 1, "fine": 0}
+    await bus.close()
+
+
+@pytest.mark.parametrize(
+    ("error", "traceback"),
+    [
+        (sqlite3.OperationalError("database or disk is full"), False),
+        (OSError(errno.ENOSPC, "No space left on device"), False),
+        (RuntimeError("boom"), True),
+    ],
+)
+async def test_a_full_disk_is_one_line_and_a_defect_keeps_its_traceback(
+    error: Exception, traceback: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    bus = EventBus()
+
+    async def failing(events: Sequence[StoredEvent]) -> None:
+        raise error
+
+    bus.subscribe("graph", failing)
+    bus.publish([event(1)])
+    await bus.drain()
+    (record,) = [r for r in caplog.records if r.name == "mplp_lsp.engine.bus"]
+    assert "bus consumer graph failed on 1 events" in record.getMessage()
+    assert (record.exc_info is not None) is traceback
+    assert bus.failures() == {"graph": 1}
     await bus.close()
 
 

@@ -18,6 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
+from mplp_lsp.store.disk_full import is_disk_full
 from mplp_lsp.store.events import StoredEvent
 from mplp_lsp.store.positions import ConsumerPosition
 
@@ -136,15 +137,15 @@ class EventBus:
         try:
             await subscriber.handler(batch)
             subscriber.delivered += len(batch)
-        except Exception:
+        except Exception as error:
             # A broken consumer degrades itself, never the bus (spec §7.7).
             subscriber.failures += 1
-            log.exception("bus consumer %s failed on %d events", subscriber.name, len(batch))
+            _log_failure(error, "bus consumer %s failed on %d events", subscriber.name, len(batch))
         if subscriber.position is not None:
             try:
                 await subscriber.position.save(max(event.seq for event in batch))
-            except Exception:
-                log.exception("bus consumer %s: position not recorded", subscriber.name)
+            except Exception as error:
+                _log_failure(error, "bus consumer %s: position not recorded", subscriber.name)
 
     async def drain(self) -> None:
         """Wait until every subscriber has caught up with the log and handled everything
@@ -167,3 +168,12 @@ class EventBus:
         await asyncio.gather(
             *(s.task for s in self._subscribers if s.task is not None), return_exceptions=True
         )
+
+
+def _log_failure(error: Exception, message: str, *args: object) -> None:
+    """A full disk is the machine's state, not a defect: one line, no traceback (the intake
+    and the HTTP API report the episode itself); anything else with its traceback."""
+    if is_disk_full(error):
+        log.error(message + " (no space left for the store: %s)", *args, error)
+    else:
+        log.exception(message, *args)
