@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mplp_lsp.lsp.stdio import parse_body
+from tests.support.properties import examples
 
 pytestmark = pytest.mark.unit
 
@@ -28,7 +29,7 @@ def _outcome(parse: Any, body: bytes) -> Any:
         return ("refused", type(error).__name__)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(JSON_VALUES)
 def test_a_large_body_parses_as_json_parses_it(value: Any) -> None:
     body = json.dumps({"value": value, **PADDING}).encode()

@@ -37,3 +37,34 @@ def test_an_import_of_a_test_module_is_found(tmp_path: Path) -> None:
         "test_a.py:2 tests.e2e.test_b",
         "test_c.py:1 tests.e2e",
     ]
+
+
+def fixed_example_counts(root: Path) -> list[str]:
+    """``file:line`` of every ``max_examples=`` not given through ``examples(n)``."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        calls = ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        for node in (call for call in calls if isinstance(call, ast.Call)):
+            for keyword in node.keywords:
+                value = keyword.value
+                through_examples = (
+                    isinstance(value, ast.Call)
+                    and isinstance(value.func, ast.Name)
+                    and value.func.id == "examples"
+                )
+                if keyword.arg == "max_examples" and not through_examples:
+                    found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def test_every_property_test_counts_its_examples_through_the_profile() -> None:
+    # A fixed count would run in full in a contributor's quick run (tests/support/properties.py).
+    assert fixed_example_counts(TESTS) == []
+
+
+def test_a_fixed_example_count_is_found(tmp_path: Path) -> None:
+    (tmp_path / "test_a.py").write_text(
+        "@settings(max_examples=50)\ndef f(): ...\n@settings(max_examples=examples(50))\n"
+        "def g(): ...\n"
+    )
+    assert fixed_example_counts(tmp_path) == ["test_a.py:1"]

@@ -22,6 +22,7 @@ from mplp_lsp.config.settings import Settings
 from mplp_lsp.engine.workspace import Workspace
 from mplp_lsp.engine.workspaces import Workspaces
 from mplp_lsp.sources.debounce import WATCHER, Change
+from tests.support.properties import examples
 
 pytestmark = pytest.mark.unit
 
@@ -135,7 +136,7 @@ async def _record(
     return _recorded(base / "state"), refused, ignored
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(REPORT, min_size=1, max_size=20))
 @example(  # a new directory first: what follows waits for its ignore files, in order
     [
