@@ -298,3 +298,32 @@ def test_the_short_forms_and_the_remotes_list_each_make_a_named_sink(tmp_path: P
     assert "give this remotes entry a name" in problems["otlp (remotes)"]
     assert "remoteAllowInsecureHttp" in problems["plain"]  # the same URL rules as remoteUrl
     assert "team-secret" not in repr(found) and "from-env" not in repr(found)
+
+
+def test_the_top_of_the_status_is_the_collector_in_use_else_the_first_sink_in_use(
+    tmp_path: Path,
+) -> None:
+    from mplp_lsp.forward.status import forward_status
+
+    conn = connect(tmp_path / "s.db")
+    otlp = outbox.ensure_sink(conn, "otlp")
+    outbox.enable(conn, otlp, budget_bytes=2**30)
+    EventLog(conn).append([new_event(n) for n in range(3)])
+    url = "http://127.0.0.1:4318/v1/logs"
+    running = {
+        "state": "off",
+        "remote": None,
+        "sinks": {"otlp": {"state": "sending", "remote": url}},
+    }
+    # An OTLP sink alone: what the editors show is its state, not "off".
+    top = forward_status(conn, running)
+    assert top is not None
+    assert (top["sink"], top["state"], top["remote"], top["depth"]) == ("otlp", "sending", url, 3)
+    stored = forward_status(conn)  # the CLI reading the store without a daemon
+    assert stored is not None and (stored["sink"], stored["state"]) == ("otlp", "queuing")
+    # With the collector in use too, the top is the collector's, as before sinks.
+    outbox.enable(conn, outbox.ensure_sink(conn, "collector"), budget_bytes=2**30)
+    both = forward_status(conn, {**running, "state": "idle", "remote": "http://127.0.0.1:9"})
+    assert both is not None and (both["sink"], both["state"]) == ("collector", "idle")
+    assert set(both["sinks"]) == {"collector", "otlp"}
+    conn.close()

@@ -31,13 +31,25 @@ def forward_status(
         sinks[name] = _sink_report(state_of(conn, name), name, live.get(name))
     if runtime is not None and COLLECTOR not in sinks:
         sinks[COLLECTOR] = _sink_report(None, COLLECTOR, runtime)
-    top = dict(sinks.get(COLLECTOR) or _sink_report(None, COLLECTOR, None))
-    if runtime is not None:
-        top.update({key: value for key, value in runtime.items() if key != "sinks"})
-        if runtime.get("state") == "off" and top["enabled"]:
-            top["state"] = "queuing"
+    lead = _lead(sinks)
+    if lead != COLLECTOR:
+        top = dict(sinks[lead])
+    else:
+        top = dict(sinks.get(COLLECTOR) or _sink_report(None, COLLECTOR, None))
+        if runtime is not None:
+            top.update({key: value for key, value in runtime.items() if key != "sinks"})
+            if runtime.get("state") == "off" and top["enabled"]:
+                top["state"] = "queuing"
     top["sinks"] = sinks
     return top
+
+
+def _lead(sinks: dict[str, dict[str, Any]]) -> str:
+    """The sink whose fields go at the top, which the editors' status items show: the
+    collector while it is in use (as before sinks), else the first sink in use (an OTLP sink
+    alone would otherwise read as forwarding off while it sends)."""
+    in_use = [name for name, report in sinks.items() if report["enabled"] or report["remote"]]
+    return COLLECTOR if COLLECTOR in in_use or not in_use else in_use[0]
 
 
 def _sink_report(
