@@ -86,25 +86,25 @@ async def test_one_envelope_under_two_streams_is_stored_once_on_sqlite(tmp_path:
 
 
 def garble_outbox(store: Path) -> None:
-    """Overwrite a page in the middle of the outbox table's leaves: the store fails its check
-    at the next start, and the salvage loses the entries on that page, so it queues every
-    event again (docs/forwarding.md: "the remote deduplicates, so re-sending is safe")."""
+    """Overwrite the page holding the sinks' cursors (what each sink has been sent): the store
+    fails its check at the next start, and the salvage, which cannot know what was sent,
+    queues every event again (docs/forwarding.md: "the remote deduplicates, so re-sending is
+    safe")."""
     conn = sqlite3.connect(store)
     try:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        leaves = [
+        pages = [
             page
             for (page,) in conn.execute(
-                "SELECT pageno FROM dbstat WHERE name = 'outbox' AND pagetype = 'leaf'"
-                " ORDER BY pageno"
+                "SELECT pageno FROM dbstat WHERE name = 'outbox_sinks' AND pagetype = 'leaf'"
             )
         ]
         (size,) = conn.execute("PRAGMA page_size").fetchone()
     finally:
         conn.close()
-    assert len(leaves) > 2, "the outbox is too small to lose a middle page"
+    assert pages, "the store has no sinks' cursors to lose"
     with store.open("r+b") as handle:
-        handle.seek((leaves[len(leaves) // 2] - 1) * size)
+        handle.seek((pages[0] - 1) * size)
         handle.write(random.Random(3).randbytes(size))
 
 
