@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -246,6 +247,38 @@ def test_a_payload_of_any_shape_maps_without_an_error(
     assert json.loads(record["body"]["stringValue"]) == envelope
     for key, value in attributes(envelope, payload).items():
         assert value is not None and value != "", key
+
+
+# Times the records turn into timeUnixNano and observedTimeUnixNano.
+_TIMES = st.datetimes(
+    min_value=datetime(1970, 1, 2), max_value=datetime(2200, 1, 1), timezones=st.just(UTC)
+).map(datetime.isoformat)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    kind=st.sampled_from(["git_operation", "ci_pipeline", "tool_execution", "file_update", "x"]),
+    payloads=st.lists(st.dictionaries(_KEYS, _TIMES | _VALUES, max_size=8), min_size=1, max_size=4),
+    stamp=_TIMES | _VALUES,
+    host=st.none() | st.text(),
+)
+def test_the_protobuf_body_is_the_json_request_as_protobuf_parses_it(
+    kind: str, payloads: list[dict[str, object]], stamp: object, host: str | None
+) -> None:
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+    from mplp_lsp.forward.sinks.otlp import _to_protobuf, resource_attributes
+    from mplp_lsp.forward.sinks.otlp_records import logs_request
+
+    entries = [
+        _entry(seq, {"event_id": "e", "event_type": kind, "timestamp": stamp, "payload": payload})
+        for seq, payload in enumerate(payloads, 1)
+    ]
+    request = logs_request(entries, resource_attributes("stream", "origin", host))
+    expected = json_format.ParseDict(request, ExportLogsServiceRequest())
+    found = ExportLogsServiceRequest.FromString(_to_protobuf(request))
+    assert found == expected
 
 
 def test_otlp_requests_are_gzip_by_default_and_name_their_encoding() -> None:

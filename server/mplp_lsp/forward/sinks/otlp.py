@@ -155,9 +155,53 @@ def _protobuf() -> Any:
 
 
 def _to_protobuf(request: dict[str, Any]) -> bytes:
-    json_format, service = _protobuf()
-    message = json_format.ParseDict(request, service.ExportLogsServiceRequest())
+    """The OTLP/JSON request (:func:`logs_request`) as the same protobuf message.
+
+    Built field by field: protobuf's ``json_format.ParseDict`` walks the message's
+    descriptors in Python, about 0.3 s per 1,000 records, ten times the rest of a batch.
+    A unit test holds this to what ParseDict makes of the same request."""
+    _, service = _protobuf()
+    message = service.ExportLogsServiceRequest()
+    for resource_logs in request["resourceLogs"]:
+        into = message.resource_logs.add()
+        _add_key_values(into.resource.attributes, resource_logs["resource"]["attributes"])
+        for scope_logs in resource_logs["scopeLogs"]:
+            scope = into.scope_logs.add()
+            scope.scope.name = scope_logs["scope"]["name"]
+            scope.scope.version = scope_logs["scope"]["version"]
+            for record in scope_logs["logRecords"]:
+                _add_record(scope.log_records.add(), record)
     return bytes(message.SerializeToString())
+
+
+def _add_record(into: Any, record: Mapping[str, Any]) -> None:
+    into.severity_number = record["severityNumber"]
+    into.severity_text = record["severityText"]
+    into.body.string_value = record["body"]["stringValue"]
+    into.event_name = record["eventName"]
+    if "timeUnixNano" in record:
+        into.time_unix_nano = int(record["timeUnixNano"])
+    if "observedTimeUnixNano" in record:
+        into.observed_time_unix_nano = int(record["observedTimeUnixNano"])
+    _add_key_values(into.attributes, record["attributes"])
+
+
+# The AnyValue fields of the values otlp_records writes (its _any_value), in OTLP/JSON.
+_VALUE_FIELDS: Final = {
+    "stringValue": ("string_value", str),
+    "boolValue": ("bool_value", bool),
+    "intValue": ("int_value", int),
+    "doubleValue": ("double_value", float),
+}
+
+
+def _add_key_values(into: Any, values: Sequence[Mapping[str, Any]]) -> None:
+    for pair in values:
+        item = into.add()
+        item.key = pair["key"]
+        [(name, value)] = pair["value"].items()
+        field, convert = _VALUE_FIELDS[name]
+        setattr(item.value, field, convert(value))
 
 
 def _from_protobuf(body: bytes) -> dict[str, Any]:

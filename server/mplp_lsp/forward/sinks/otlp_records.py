@@ -13,6 +13,7 @@ protobuf one (:mod:`.otlp`).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -32,6 +33,8 @@ _SEVERITY_WARN: Final = 13
 _CI_STATE: Final = {"pending": "pending", "running": "executing"}
 _CI_RESULT: Final = {"succeeded": "success", "failed": "failure", "cancelled": "cancellation"}
 _REF_TYPES: Final = (("refs/heads/", "branch"), ("refs/tags/", "tag"))
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
 
 
 def logs_request(entries: Sequence[Entry], resource: Mapping[str, str]) -> dict[str, Any]:
@@ -181,10 +184,11 @@ def _key_values(values: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _any_value(value: Any) -> dict[str, Any]:
+    # A number AnyValue cannot hold (beyond int64, not finite) goes as its text.
     if isinstance(value, bool):
         return {"boolValue": value}
-    if isinstance(value, int):
+    if isinstance(value, int) and _INT64_MIN <= value <= _INT64_MAX:
         return {"intValue": str(value)}  # int64 is a string in OTLP/JSON
-    if isinstance(value, float):
+    if isinstance(value, float) and math.isfinite(value):
         return {"doubleValue": value}
     return {"stringValue": str(value)}
