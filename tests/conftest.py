@@ -123,11 +123,13 @@ def built_dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
 def _no_user_configuration(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The tester's own settings must not change what the tests see, nor the tests touch the
     tester's own data; child processes inherit this environment. Their mplp-lsp settings (config
-    file, MPLP_LSP_* variables) and stores (XDG_STATE_HOME), and their Git configuration (a
+    file, MPLP_LSP_* variables), stores (XDG_STATE_HOME) and kept answers to initialize
+    (MPLP_LSP_CACHE_DIR), and their Git configuration (a
     global `commit.gpgsign`, `core.hooksPath` or identity, or none at all on a fresh machine):
     Git gets a global file of the tests' own, with an identity, and no system file."""
     os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("xdg-config"))
     os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("xdg-state"))
+    os.environ["MPLP_LSP_CACHE_DIR"] = str(tmp_path_factory.mktemp("mplp-cache"))
     git_config = tmp_path_factory.mktemp("git") / "config"
     git_config.write_text(TEST_GIT_CONFIG)
     os.environ["GIT_CONFIG_GLOBAL"] = str(git_config)

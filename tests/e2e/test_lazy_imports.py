@@ -6,6 +6,7 @@ Each case runs in a fresh interpreter."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -171,7 +172,8 @@ def test_serve_answers_initialize_before_reading_settings_or_opening_a_store(
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(SERVER)},
+        # No answer kept from an earlier start: this start loads the server to answer.
+        env={**os.environ, "PYTHONPATH": str(SERVER), "MPLP_LSP_CACHE_DIR": str(tmp_path / "c")},
     )
     assert server.stdin is not None and server.stdout is not None
     stdout = server.stdout
@@ -239,3 +241,40 @@ def test_an_idle_daemon_holds_no_validator_until_activity_is_reported(tmp_path: 
         str(root),
     )
     assert out == ["False", "False", "True", "True", "1"]
+
+
+def test_a_kept_answer_to_initialize_is_sent_before_the_language_server_is_loaded(
+    tmp_path: Path,
+) -> None:
+    """With the answer kept from an earlier start, ``serve`` answers before it imports pygls
+    and lsprotocol: its answer comes before their import-time lines in one stream."""
+    import json
+
+    env = {**os.environ, "PYTHONPATH": str(SERVER), "MPLP_LSP_CACHE_DIR": str(tmp_path / "c")}
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}}
+    ).encode()
+    streams = []
+    for _ in range(2):  # the first start keeps its answer, the second sends it at once
+        server = subprocess.Popen(
+            [sys.executable, "-X", "importtime", "-m", "mplp_lsp", "serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=tmp_path,
+        )
+        # exit ends the server: its stream is then whole
+        exit_message = b'{"jsonrpc": "2.0", "method": "exit"}'
+        data = b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        data += b"Content-Length: %d\r\n\r\n%s" % (len(exit_message), exit_message)
+        streams.append(server.communicate(data, timeout=60)[0])
+    (answered, loaded), (answered_early, loaded_later) = map(_answer_and_load, streams)
+    assert 0 <= loaded < answered
+    assert 0 <= answered_early < loaded_later
+
+
+def _answer_and_load(stream: bytes) -> tuple[int, int]:
+    """Where the answer to initialize and the line of lsprotocol.types's import are."""
+    loaded = re.search(rb"\| +lsprotocol\.types\n", stream)
+    return stream.find(b'"result"'), loaded.start() if loaded else -1

@@ -4,9 +4,11 @@ vscode-jsonrpc does it for a request sent without parameters)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -21,8 +23,9 @@ def send(pipe: IO[bytes], message: dict[str, Any]) -> None:
     pipe.flush()
 
 
-def answer(pipe: IO[bytes], request_id: int) -> dict[str, Any]:
-    """The response to ``request_id``; notifications and server requests before it are skipped."""
+def answer(pipe: IO[bytes], request_id: int, seen: list[Any] | None = None) -> dict[str, Any]:
+    """The response to ``request_id``; notifications and server requests before it are skipped
+    (``seen`` collects the ids of the responses read)."""
     while True:
         length = 0
         while (line := pipe.readline()) not in (b"\r\n", b""):
@@ -31,6 +34,8 @@ def answer(pipe: IO[bytes], request_id: int) -> dict[str, Any]:
         if not length:
             raise EOFError("the server closed its output")
         message: dict[str, Any] = json.loads(pipe.read(length))
+        if "method" not in message and seen is not None:
+            seen.append(message.get("id"))
         if message.get("id") == request_id and "method" not in message:
             return message
 
@@ -73,3 +78,104 @@ def test_serve_accepts_stdio_and_a_status_request_without_params(tmp_path: Path)
             server.communicate()
     assert server.returncode == 0
     assert b"Traceback" not in stderr, stderr.decode()
+
+
+# -- the answer to initialize kept from an earlier start (lsp/handshake.py) --------------------
+
+# What VS Code's client says of the parts the answer depends on.
+CAPABILITIES = {
+    "general": {"positionEncodings": ["utf-16"]},
+    "textDocument": {"synchronization": {"willSave": True, "didSave": True}},
+    "workspace": {"workspaceFolders": True, "fileOperations": {"didRename": True}},
+}
+
+
+def serve_once(tmp_path: Path, cache: Path) -> tuple[dict[str, Any], bytes]:
+    """One session: initialize, a status request, shutdown and exit; the answer to
+    initialize and the server's log."""
+    workspace = tmp_path / "project"
+    workspace.mkdir(exist_ok=True)
+    server = subprocess.Popen(
+        [sys.executable, "-I", "-m", "mplp_lsp", "serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "MPLP_LSP_STATE_DIR": str(tmp_path / "state"),
+            "MPLP_LSP_CACHE_DIR": str(cache),
+        },
+    )
+    assert server.stdin is not None and server.stdout is not None
+    try:
+        params = {"processId": None, "rootUri": workspace.as_uri(), "capabilities": CAPABILITIES}
+        send(server.stdin, {"id": 1, "method": "initialize", "params": params})
+        seen: list[Any] = []
+        result: dict[str, Any] = answer(server.stdout, 1, seen)["result"]
+        send(server.stdin, {"method": "initialized", "params": {}})
+        # The server took the initialize too: it records the folder it named.
+        deadline = time.monotonic() + 60
+        for ident in itertools.count(2):
+            send(server.stdin, {"id": ident, "method": "mplp/status"})
+            status = answer(server.stdout, ident, seen)["result"]
+            if status["ready"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert [folder["root"] for folder in status["workspaces"]] == [str(workspace.resolve())]
+        send(server.stdin, {"id": 0, "method": "shutdown"})
+        answer(server.stdout, 0, seen)
+        send(server.stdin, {"method": "exit"})
+        _, stderr = server.communicate(timeout=30)
+        assert sorted(seen) == sorted(set(seen)), seen  # one answer to each request
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.communicate()
+    assert server.returncode == 0, stderr.decode()
+    assert b"Traceback" not in stderr, stderr.decode()
+    return result, stderr
+
+
+def kept_answers(cache: Path) -> list[Path]:
+    return sorted((cache / "initialize").glob("*.json"))
+
+
+def test_a_later_start_answers_as_the_first_did_from_the_answer_it_kept(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    first, _ = serve_once(tmp_path, cache)
+    [kept] = kept_answers(cache)
+    assert kept.stat().st_mode & 0o077 == 0  # the user's own
+    second, _ = serve_once(tmp_path, cache)
+    assert second == first
+    assert first["capabilities"]["textDocumentSync"]["willSave"] is True
+    assert kept_answers(cache) == [kept]
+
+
+def test_a_kept_answer_is_what_the_editor_gets_and_one_that_differs_is_dropped(
+    tmp_path: Path,
+) -> None:
+    cache = tmp_path / "cache"
+    server_answer, _ = serve_once(tmp_path, cache)
+    [kept] = kept_answers(cache)
+    data = json.loads(kept.read_text())
+    data["result"]["capabilities"]["experimental"] = {"kept": True}
+    kept.write_text(json.dumps(data))
+    early, log = serve_once(tmp_path, cache)
+    assert early["capabilities"]["experimental"] == {"kept": True}  # answered from the file
+    assert b"differed from this server's" in log
+    assert kept_answers(cache) == []
+    again, _ = serve_once(tmp_path, cache)
+    assert again == server_answer and len(kept_answers(cache)) == 1
+
+
+def test_a_kept_answer_others_could_change_is_not_used(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    server_answer, _ = serve_once(tmp_path, cache)
+    [kept] = kept_answers(cache)
+    data = json.loads(kept.read_text())
+    data["result"]["capabilities"]["experimental"] = {"kept": True}
+    kept.write_text(json.dumps(data))
+    kept.chmod(0o664)
+    answered, _ = serve_once(tmp_path, cache)
+    assert answered == server_answer

@@ -74,6 +74,13 @@ def run(args: argparse.Namespace) -> int:
     # settings files, the environment and the editor's settings are read when the engine
     # starts (after initialized), so nothing the answer does not need is read before it.
     configure_logging(args.log_level or _EARLY_LOG_LEVEL, args.log_file)
+    early = None
+    if args.tcp is None:
+        import sys
+
+        from mplp_lsp.lsp.handshake import answer_early
+
+        early = answer_early(sys.stdin.fileno(), sys.stdout.fileno())
     from mplp_lsp.lsp.app import serve
 
     return serve(
@@ -81,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
         tcp=args.tcp,
         remote_url=args.remote,
         configure=lambda: configured_flags(args),
+        early=early,
     )
 
 

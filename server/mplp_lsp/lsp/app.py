@@ -31,6 +31,7 @@ from mplp_lsp.process.exit_bound import exit_within, stop_on_signals
 
 if TYPE_CHECKING:
     from mplp_lsp.config.sources import Layer
+    from mplp_lsp.lsp.handshake import EarlyStart
 
 # The server's features, in the order they are told that a workspace is being recorded.
 FEATURES: tuple[type[Feature[MplpLanguageServer]], ...] = (
@@ -72,18 +73,20 @@ def serve(
     tcp: tuple[str, int] | None = None,
     remote_url: str | None = None,
     configure: Callable[[], Layer] | None = None,
+    early: EarlyStart | None = None,
 ) -> int:
+    """``early``: what was read of stdin and answered before the server was loaded."""
     server = create_server(state_dir=state_dir, remote_url=remote_url, configure=configure)
     if tcp is not None:
         server.start_tcp(*tcp)
         return 0
     with contextlib.suppress(KeyboardInterrupt, SystemExit):
-        asyncio.run(_serve_stdio(server))
+        asyncio.run(_serve_stdio(server, early))
     exit_within()  # the interpreter's own exit joins threads, which must not hang either
     return 0
 
 
-async def _serve_stdio(server: MplpLanguageServer) -> None:
+async def _serve_stdio(server: MplpLanguageServer, early: EarlyStart | None) -> None:
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
     assert main is not None
@@ -94,6 +97,6 @@ async def _serve_stdio(server: MplpLanguageServer) -> None:
     server.stop_reading = stop_reading
     stop_on_signals(loop, stop_reading)
     try:
-        await serve_stdio(server, server.stop_engine)
+        await serve_stdio(server, server.stop_engine, early=early)
     except asyncio.CancelledError:
         await server.stop_engine()

@@ -20,16 +20,21 @@ first as a warning and fails with ``KeyError`` on the second; both are left at d
 from __future__ import annotations
 
 import contextvars
+import json
 import logging
 from collections.abc import Sequence
-from typing import Any, Final, overload
+from typing import TYPE_CHECKING, Any, Final, overload
 from urllib.parse import unquote
 
 import attrs
 from lsprotocol import types
+from lsprotocol.types import ResponseError
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidRequest
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
+
+if TYPE_CHECKING:
+    from mplp_lsp.lsp.handshake import EarlyStart
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +47,24 @@ ANSWERED: Final = _Answered()
 
 
 class MplpProtocol(LanguageServerProtocol):
+    # The input read before the server was loaded, and whether its initialize was answered.
+    early: EarlyStart | None = None
+
+    def _send_response(
+        self, msg_id: Any, result: Any = None, error: ResponseError | None = None
+    ) -> None:
+        early = self.early
+        if early is not None and msg_id == early.request_id:
+            self.early = None
+            if error is None:
+                found = json.loads(json.dumps(result, default=self._serialize_message))
+                if early.settle(found):
+                    return
+            elif early.sent is not None:
+                early.refused(error.message)
+                return
+        super()._send_response(msg_id, result, error)
+
     def structure_message(self, data: dict[str, Any]) -> Any:
         if "jsonrpc" in data and "method" in data and not isinstance(data["method"], str):
             log.warning("refused a message whose method is %s", type(data["method"]).__name__)

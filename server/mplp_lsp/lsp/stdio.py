@@ -18,12 +18,15 @@ import os
 import re
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from pygls.exceptions import JsonRpcException
 from pygls.io_ import StdoutWriter
 
 from mplp_lsp.process.exit_bound import exit_within
+
+if TYPE_CHECKING:
+    from mplp_lsp.lsp.handshake import EarlyStart
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +42,18 @@ async def serve_stdio(
     *,
     stdin: BinaryIO | None = None,
     stdout: BinaryIO | None = None,
+    early: EarlyStart | None = None,
 ) -> None:
-    """Run the message loop until stdin closes, ``exit`` arrives or the editor dies."""
+    """Run the message loop until stdin closes, ``exit`` arrives or the editor dies.
+
+    ``early``: the input read (and maybe answered) before the server was loaded
+    (:mod:`mplp_lsp.lsp.handshake`); the loop reads it first."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=_READ_LIMIT)
+    if early is not None:
+        reader.feed_data(early.prefix)
+        early.stop = server.stop_reading
+        server.protocol.early = early
     await loop.connect_read_pipe(
         lambda: asyncio.StreamReaderProtocol(reader), stdin or sys.stdin.buffer
     )
