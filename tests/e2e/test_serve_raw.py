@@ -14,6 +14,8 @@ from typing import IO, Any
 
 import pytest
 
+from tests.e2e.harness import read_events
+
 pytestmark = pytest.mark.e2e
 
 
@@ -115,13 +117,7 @@ def serve_once(tmp_path: Path, cache: Path) -> tuple[dict[str, Any], bytes]:
         result: dict[str, Any] = answer(server.stdout, 1, seen)["result"]
         send(server.stdin, {"method": "initialized", "params": {}})
         # The server took the initialize too: it records the folder it named.
-        deadline = time.monotonic() + 60
-        for ident in itertools.count(2):
-            send(server.stdin, {"id": ident, "method": "mplp/status"})
-            status = answer(server.stdout, ident, seen)["result"]
-            if status["ready"] or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
+        status = ready(server, seen)
         assert [folder["root"] for folder in status["workspaces"]] == [str(workspace.resolve())]
         send(server.stdin, {"id": 0, "method": "shutdown"})
         answer(server.stdout, 0, seen)
@@ -135,6 +131,19 @@ def serve_once(tmp_path: Path, cache: Path) -> tuple[dict[str, Any], bytes]:
     assert server.returncode == 0, stderr.decode()
     assert b"Traceback" not in stderr, stderr.decode()
     return result, stderr
+
+
+def ready(server: subprocess.Popen[bytes], seen: list[Any] | None = None) -> dict[str, Any]:
+    """The server's status once it records its folders (or after 60 s)."""
+    assert server.stdin is not None and server.stdout is not None
+    deadline = time.monotonic() + 60
+    for ident in itertools.count(1000):
+        send(server.stdin, {"id": ident, "method": "mplp/status"})
+        status: dict[str, Any] = answer(server.stdout, ident, seen)["result"]
+        if status["ready"] or time.monotonic() > deadline:
+            return status
+        time.sleep(0.1)
+    raise AssertionError("unreachable")
 
 
 def kept_answers(cache: Path) -> list[Path]:
@@ -179,3 +188,51 @@ def test_a_kept_answer_others_could_change_is_not_used(tmp_path: Path) -> None:
     kept.chmod(0o664)
     answered, _ = serve_once(tmp_path, cache)
     assert answered == server_answer
+
+
+def test_an_exit_sent_before_shutdown_is_answered_loses_no_save_and_logs_no_traceback(
+    tmp_path: Path,
+) -> None:
+    """eglot waits 1.5 s for the answer to shutdown, then sends exit anyway."""
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    source = workspace / "a.py"
+    source.write_text("x = 1\n")
+    state = tmp_path / "state"
+    server = subprocess.Popen(
+        [sys.executable, "-I", "-m", "mplp_lsp", "serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "MPLP_LSP_STATE_DIR": str(state),
+            "MPLP_LSP_CACHE_DIR": str(tmp_path / "cache"),
+        },
+    )
+    assert server.stdin is not None and server.stdout is not None
+    try:
+        params = {"processId": None, "rootUri": workspace.as_uri(), "capabilities": {}}
+        send(server.stdin, {"id": 1, "method": "initialize", "params": params})
+        answer(server.stdout, 1)
+        send(server.stdin, {"method": "initialized", "params": {}})
+        ready(server)
+        document = {"uri": source.as_uri(), "languageId": "python", "version": 1, "text": "x = 1\n"}
+        send(server.stdin, {"method": "textDocument/didOpen", "params": {"textDocument": document}})
+        source.write_text("x = 2\n")
+        saved = {"textDocument": {"uri": source.as_uri()}}
+        send(server.stdin, {"method": "textDocument/didSave", "params": saved})
+        send(server.stdin, {"id": 2, "method": "shutdown"})
+        send(server.stdin, {"method": "exit"})
+        _, stderr = server.communicate(timeout=30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.communicate()
+    assert b"Traceback" not in stderr, stderr.decode()
+    changes = [
+        (e["payload"]["file_path"], e["payload"]["change_type"])
+        for e in read_events(state, "file_update")
+    ]
+    assert ("a.py", "modified") in changes

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, overload
 from urllib.parse import unquote
 
@@ -49,6 +49,8 @@ ANSWERED: Final = _Answered()
 class MplpProtocol(LanguageServerProtocol):
     # The input read before the server was loaded, and whether its initialize was answered.
     early: EarlyStart | None = None
+    # Ends the message loop (stdio sets it); None: pygls's transport, which exits itself.
+    end_session: Callable[[], None] | None = None
 
     def _send_response(
         self, msg_id: Any, result: Any = None, error: ResponseError | None = None
@@ -107,6 +109,20 @@ class MplpProtocol(LanguageServerProtocol):
             context.run(self._handle_notification, message.method, message.params)
             return
         super().handle_message(message)
+
+    @lsp_method(types.EXIT)
+    def lsp_exit(self, *args: Any) -> Any:
+        """``exit`` ends the message loop the way the end of input does (the stop in progress,
+        a ``shutdown``'s, is awaited and completes). pygls raises ``SystemExit`` from a
+        callback instead: with a ``shutdown`` still storing (eglot sends ``exit`` 1.5 s after
+        ``shutdown`` whether answered or not) asyncio then cancelled that stop and logged a
+        traceback into the editor's log."""
+        if self.end_session is None:  # TCP: pygls's own loop
+            yield from super().lsp_exit(*args)
+            return
+        if (user_handler := self.fm.features.get(types.EXIT)) is not None:
+            yield user_handler, args, None
+        self.end_session()
 
     def _handle_cancel_notification(self, msg_id: Any) -> None:
         future = self._request_futures.pop(msg_id, None)

@@ -58,6 +58,7 @@ async def serve_stdio(
         lambda: asyncio.StreamReaderProtocol(reader), stdin or sys.stdin.buffer
     )
     server.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+    server.protocol.end_session = server.stop_reading
     messages = loop.create_task(
         # Ends at the end of input or when this task is cancelled (the server's stop_reading).
         _read_messages(_EofTolerantReader(reader), server.protocol, server.report_server_error),
