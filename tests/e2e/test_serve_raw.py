@@ -213,7 +213,11 @@ def test_an_exit_sent_before_shutdown_is_answered_loses_no_save_and_logs_no_trac
     )
     assert server.stdin is not None and server.stdout is not None
     try:
-        params = {"processId": None, "rootUri": workspace.as_uri(), "capabilities": {}}
+        params: dict[str, Any] = {
+            "processId": None,
+            "rootUri": workspace.as_uri(),
+            "capabilities": {},
+        }
         send(server.stdin, {"id": 1, "method": "initialize", "params": params})
         answer(server.stdout, 1)
         send(server.stdin, {"method": "initialized", "params": {}})
