@@ -48,15 +48,12 @@ def read_status(
     events = EventLog(conn)
     by_kind = events.counts_by_kind()
     last = events.last_event()
-    today = datetime.now(UTC).strftime("%Y-%m-%d")
-    (events_today,) = conn.execute(
-        "SELECT COUNT(*) FROM events WHERE received_at >= ?", (today,)
-    ).fetchone()
+    events_today = events.received_since(datetime.now(UTC).strftime("%Y-%m-%d"))
     return WorkspaceStatus(
         state_dir=str(paths.root),
         events_by_kind=by_kind,
         events_total=sum(by_kind.values()),
-        events_today=int(events_today),
+        events_today=events_today,
         rejected=events.counters().get("rejected", 0),
         last_event_time=last.timestamp if last else None,
         store_bytes=sum(

@@ -611,6 +611,30 @@ INSERT INTO outbox_totals (id, quarantined) SELECT 1, quarantined FROM outbox_st
 DROP TABLE outbox_state;
 """
 
+_EVENT_COUNTS: Final = """
+-- What status reports at every request (the editors ask twice a second while recording): the
+-- events per kind, and those received today. Counting the log itself grew with it (35 ms at
+-- 20,000 events, a full scan of the table for "today"); these counts follow each insert and
+-- delete instead, per day of arrival (received_at's UTC date) and kind.
+CREATE TABLE event_counts (
+    day   TEXT NOT NULL,
+    kind  TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (day, kind)
+) WITHOUT ROWID;
+INSERT INTO event_counts (day, kind, count)
+    SELECT substr(received_at, 1, 10), kind, count(*) FROM events GROUP BY 1, 2;
+CREATE TRIGGER event_counted AFTER INSERT ON events BEGIN
+    INSERT INTO event_counts (day, kind, count)
+        VALUES (substr(NEW.received_at, 1, 10), NEW.kind, 1)
+        ON CONFLICT (day, kind) DO UPDATE SET count = count + 1;
+END;
+CREATE TRIGGER event_uncounted AFTER DELETE ON events BEGIN
+    UPDATE event_counts SET count = count - 1
+        WHERE day = substr(OLD.received_at, 1, 10) AND kind = OLD.kind;
+END;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     _V1,
     _TOOL_INVOCATIONS,
@@ -630,6 +654,7 @@ MIGRATIONS: tuple[str, ...] = (
     _SNAPSHOT_CODEC,
     _HELD_FOR_REMOTE,
     _SINKS,
+    _EVENT_COUNTS,
 )
 """Schema scripts; index ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append only."""
 

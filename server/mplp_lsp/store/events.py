@@ -286,8 +286,18 @@ class EventLog:
         return [_stored(row) for row in self._conn.execute(sql, params)]
 
     def counts_by_kind(self) -> dict[str, int]:
-        rows = self._conn.execute("SELECT kind, count(*) FROM events GROUP BY kind ORDER BY kind")
+        rows = self._conn.execute(
+            "SELECT kind, sum(count) FROM event_counts GROUP BY kind HAVING sum(count) > 0"
+            " ORDER BY kind"
+        )
         return {str(kind): int(count) for kind, count in rows}
+
+    def received_since(self, day: str) -> int:
+        """Events received on ``day`` (``YYYY-MM-DD``, UTC) or later."""
+        row = self._conn.execute(
+            "SELECT coalesce(sum(count), 0) FROM event_counts WHERE day >= ?", (day,)
+        ).fetchone()
+        return int(row[0])
 
     def last_event(self) -> StoredEvent | None:
         row = self._conn.execute(_SELECT + " ORDER BY seq DESC LIMIT 1")

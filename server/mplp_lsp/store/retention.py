@@ -31,6 +31,7 @@ from typing import Final
 
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.store.database import transaction
+from mplp_lsp.store.events import EventLog
 
 __all__ = ["SLICE", "Horizon", "Policy", "horizon", "remove_events", "store_bytes"]
 
@@ -159,7 +160,7 @@ def _first_stored_since(conn: sqlite3.Connection, cutoff: str, first: int, limit
 def _events_holding(conn: sqlite3.Connection, excess: int, other_bytes: int) -> int:
     """About how many of the oldest events hold ``excess`` bytes: the log's share of the
     store divided by its rows."""
-    count = int(conn.execute("SELECT count(*) FROM events").fetchone()[0])
+    count = sum(EventLog(conn).counts_by_kind().values())
     if count == 0:
         return 0
     per_event = max(1, (store_bytes(conn) - other_bytes) // count)
