@@ -20,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 from urllib.parse import unquote
 
 from mplp_lsp.config import Resolved
@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Reconfigure = Callable[[Path], Awaitable[Resolved]]
+# Where a path goes: the folder recorded or followed, and the path relative to its root.
+Route: TypeAlias = "tuple[Workspace | Follower, str]"
 
 # The longest tick of the kernel's coarse clock that file times come from (Linux, HZ=100).
 _COARSE_CLOCK_NS = 10_000_000
@@ -303,9 +305,7 @@ class Workspaces:
         root, relative = relative_path(str(raw), self.roots)
         return self._by_root[root], relative
 
-    def route(
-        self, raw: str | Path, *, follow_leaf: bool = True
-    ) -> tuple[Workspace | Follower, str]:
+    def route(self, raw: str | Path, *, follow_leaf: bool = True) -> Route:
         """Like :meth:`locate`, followed folders included (where editor activity goes)."""
         roots = (*self._by_root, *self._followers)
         root, relative = relative_path(str(raw), roots, follow_leaf=follow_leaf)
@@ -319,9 +319,11 @@ class Workspaces:
         previous: str | Path | None = None,
         origin: str = "editor",
         language: str | None = None,
+        routed: Route | None = None,
     ) -> bool | None:
         """Route one raw change; a refused path is counted and logged as an integration error.
-        The answer is the workspace's (False: ignored, None: judged later).
+        The answer is the workspace's (False: ignored, None: judged later). ``routed``: the
+        route of ``raw`` a caller found just now (an editor's save routes its document once).
 
         Other programs' temporary names (:mod:`~mplp_lsp.sources.temp_names`) are judged by
         the name as reported, before routing resolves links: Emacs's ``.#name`` lock is a
@@ -338,7 +340,7 @@ class Workspaces:
             change, previous = Change.MODIFIED, None
         leaf = origin != WATCHER
         try:
-            workspace, path = self.route(raw, follow_leaf=leaf)
+            workspace, path = routed or self.route(raw, follow_leaf=leaf)
             previous_path = None
             if previous is not None:
                 previous_workspace, previous_path = self.route(previous, follow_leaf=leaf)

@@ -90,6 +90,6 @@ class DocumentsFeature(Feature[MplpLanguageServer]):
             if isinstance(workspace, Workspace):  # a followed folder's drift is its owner's
                 server.get_feature(DriftFeature).saved(workspace, path)
 
-        server.document(uri, saved)
+        routed = server.document(uri, saved)
         language = self.languages.language(document.language_id) if document else None
-        server.activity("modified", uri, language=language)
+        server.activity("modified", uri, language=language, routed=routed)

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from mplp_lsp.config import Resolved
     from mplp_lsp.config.sources import Layer
     from mplp_lsp.engine.workspace import Workspace
-    from mplp_lsp.engine.workspaces import Workspaces
+    from mplp_lsp.engine.workspaces import Route, Workspaces
     from mplp_lsp.sanitize.paths import PathRejected
 
 log = logging.getLogger(__name__)
@@ -120,7 +120,9 @@ class MplpLanguageServer(LanguageServer):
         previous: str | None = None,
         origin: str = "editor",
         language: str | None = None,
+        routed: Route | None = None,
     ) -> None:
+        """``routed``: where :meth:`document` found ``uri`` just now (one route per save)."""
         if self.workspaces is None:
             if len(self._early) < _EARLY_LIMIT:
                 self._early.append(
@@ -133,7 +135,12 @@ class MplpLanguageServer(LanguageServer):
 
         if _is_file_uri(uri, previous, self.workspaces):
             self.workspaces.observe(
-                Change(change), uri, previous=previous, origin=origin, language=language
+                Change(change),
+                uri,
+                previous=previous,
+                origin=origin,
+                language=language,
+                routed=routed,
             )
 
     def watched(self, changes: Sequence[tuple[str, str]]) -> None:
@@ -156,23 +163,29 @@ class MplpLanguageServer(LanguageServer):
         uri: str,
         action: Callable[[Any, str], None],
         refused: Callable[[PathRejected], None] | None = None,
-    ) -> None:
+    ) -> Route | None:
         """Run ``action(workspace, relative_path)`` for a document inside a workspace (one
         this server records, or one it follows: both keep the editor's documents), else
-        ``refused`` (the refusal is counted when the document's activity is observed)."""
+        ``refused`` (the refusal is counted when the document's activity is observed).
+        The route found, if any."""
         if self.workspaces is None:
             if len(self._early) < _EARLY_LIMIT:
-                self._early.append(lambda: self.document(uri, action, refused))
-            return
+
+                def later() -> None:
+                    self.document(uri, action, refused)
+
+                self._early.append(later)
+            return None
         from mplp_lsp.sanitize.paths import PathRejected
 
         try:
-            workspace, path = self.workspaces.route(uri)
+            workspace, path = routed = self.workspaces.route(uri)
         except PathRejected as rejected:
             if refused is not None:
                 refused(rejected)
-            return
+            return None
         action(workspace, path)
+        return routed
 
     # --- engine life cycle ------------------------------------------------------------------
 
