@@ -4,11 +4,13 @@ vscode-jsonrpc does it for a request sent without parameters)."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -92,11 +94,10 @@ CAPABILITIES = {
 }
 
 
-def serve_once(tmp_path: Path, cache: Path) -> tuple[dict[str, Any], bytes]:
-    """One session: initialize, a status request, shutdown and exit; the answer to
-    initialize and the server's log."""
-    workspace = tmp_path / "project"
-    workspace.mkdir(exist_ok=True)
+@contextlib.contextmanager
+def serving(tmp_path: Path, cache: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A real ``serve`` on stdio, its store in ``tmp_path/state`` and its kept answers in
+    ``cache``; killed at the end if it is still running."""
     server = subprocess.Popen(
         [sys.executable, "-I", "-m", "mplp_lsp", "serve"],
         stdin=subprocess.PIPE,
@@ -109,25 +110,46 @@ def serve_once(tmp_path: Path, cache: Path) -> tuple[dict[str, Any], bytes]:
             "MPLP_LSP_CACHE_DIR": str(cache),
         },
     )
-    assert server.stdin is not None and server.stdout is not None
     try:
-        params = {"processId": None, "rootUri": workspace.as_uri(), "capabilities": CAPABILITIES}
-        send(server.stdin, {"id": 1, "method": "initialize", "params": params})
+        yield server
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.communicate()
+
+
+def begin(
+    server: subprocess.Popen[bytes],
+    workspace: Path,
+    capabilities: dict[str, Any],
+    seen: list[Any] | None = None,
+) -> dict[str, Any]:
+    """initialize (its result is returned) and initialized; then the server's status once
+    it records ``workspace``: the server took the initialize too."""
+    assert server.stdin is not None and server.stdout is not None
+    params = {"processId": None, "rootUri": workspace.as_uri(), "capabilities": capabilities}
+    send(server.stdin, {"id": 1, "method": "initialize", "params": params})
+    result: dict[str, Any] = answer(server.stdout, 1, seen)["result"]
+    send(server.stdin, {"method": "initialized", "params": {}})
+    status = ready(server, seen)
+    assert [folder["root"] for folder in status["workspaces"]] == [str(workspace.resolve())]
+    return result
+
+
+def serve_once(tmp_path: Path, cache: Path) -> tuple[dict[str, Any], bytes]:
+    """One session: initialize, a status request, shutdown and exit; the answer to
+    initialize and the server's log."""
+    workspace = tmp_path / "project"
+    workspace.mkdir(exist_ok=True)
+    with serving(tmp_path, cache) as server:
+        assert server.stdin is not None and server.stdout is not None
         seen: list[Any] = []
-        result: dict[str, Any] = answer(server.stdout, 1, seen)["result"]
-        send(server.stdin, {"method": "initialized", "params": {}})
-        # The server took the initialize too: it records the folder it named.
-        status = ready(server, seen)
-        assert [folder["root"] for folder in status["workspaces"]] == [str(workspace.resolve())]
+        result = begin(server, workspace, CAPABILITIES, seen)
         send(server.stdin, {"id": 0, "method": "shutdown"})
         answer(server.stdout, 0, seen)
         send(server.stdin, {"method": "exit"})
         _, stderr = server.communicate(timeout=30)
         assert sorted(seen) == sorted(set(seen)), seen  # one answer to each request
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.communicate()
     assert server.returncode == 0, stderr.decode()
     assert b"Traceback" not in stderr, stderr.decode()
     return result, stderr
@@ -150,6 +172,17 @@ def kept_answers(cache: Path) -> list[Path]:
     return sorted((cache / "initialize").glob("*.json"))
 
 
+def served_and_marked(tmp_path: Path, cache: Path) -> tuple[dict[str, Any], Path]:
+    """A first session's answer, and the file it kept, now carrying a mark the server's own
+    answer does not have (what the editor gets shows where its answer came from)."""
+    server_answer, _ = serve_once(tmp_path, cache)
+    [kept] = kept_answers(cache)
+    data = json.loads(kept.read_text())
+    data["result"]["capabilities"]["experimental"] = {"kept": True}
+    kept.write_text(json.dumps(data))
+    return server_answer, kept
+
+
 def test_a_later_start_answers_as_the_first_did_from_the_answer_it_kept(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     first, _ = serve_once(tmp_path, cache)
@@ -165,11 +198,7 @@ def test_a_kept_answer_is_what_the_editor_gets_and_one_that_differs_is_dropped(
     tmp_path: Path,
 ) -> None:
     cache = tmp_path / "cache"
-    server_answer, _ = serve_once(tmp_path, cache)
-    [kept] = kept_answers(cache)
-    data = json.loads(kept.read_text())
-    data["result"]["capabilities"]["experimental"] = {"kept": True}
-    kept.write_text(json.dumps(data))
+    server_answer, _ = served_and_marked(tmp_path, cache)
     early, log = serve_once(tmp_path, cache)
     assert early["capabilities"]["experimental"] == {"kept": True}  # answered from the file
     assert b"differed from this server's" in log
@@ -180,11 +209,7 @@ def test_a_kept_answer_is_what_the_editor_gets_and_one_that_differs_is_dropped(
 
 def test_a_kept_answer_others_could_change_is_not_used(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    server_answer, _ = serve_once(tmp_path, cache)
-    [kept] = kept_answers(cache)
-    data = json.loads(kept.read_text())
-    data["result"]["capabilities"]["experimental"] = {"kept": True}
-    kept.write_text(json.dumps(data))
+    server_answer, kept = served_and_marked(tmp_path, cache)
     kept.chmod(0o664)
     answered, _ = serve_once(tmp_path, cache)
     assert answered == server_answer
@@ -198,30 +223,9 @@ def test_an_exit_sent_before_shutdown_is_answered_loses_no_save_and_logs_no_trac
     workspace.mkdir()
     source = workspace / "a.py"
     source.write_text("x = 1\n")
-    state = tmp_path / "state"
-    server = subprocess.Popen(
-        [sys.executable, "-I", "-m", "mplp_lsp", "serve"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=tmp_path,
-        env={
-            "PATH": "/usr/bin:/bin",
-            "MPLP_LSP_STATE_DIR": str(state),
-            "MPLP_LSP_CACHE_DIR": str(tmp_path / "cache"),
-        },
-    )
-    assert server.stdin is not None and server.stdout is not None
-    try:
-        params: dict[str, Any] = {
-            "processId": None,
-            "rootUri": workspace.as_uri(),
-            "capabilities": {},
-        }
-        send(server.stdin, {"id": 1, "method": "initialize", "params": params})
-        answer(server.stdout, 1)
-        send(server.stdin, {"method": "initialized", "params": {}})
-        ready(server)
+    with serving(tmp_path, tmp_path / "cache") as server:
+        assert server.stdin is not None
+        begin(server, workspace, {})
         document = {"uri": source.as_uri(), "languageId": "python", "version": 1, "text": "x = 1\n"}
         send(server.stdin, {"method": "textDocument/didOpen", "params": {"textDocument": document}})
         source.write_text("x = 2\n")
@@ -230,13 +234,7 @@ def test_an_exit_sent_before_shutdown_is_answered_loses_no_save_and_logs_no_trac
         send(server.stdin, {"id": 2, "method": "shutdown"})
         send(server.stdin, {"method": "exit"})
         _, stderr = server.communicate(timeout=30)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.communicate()
     assert b"Traceback" not in stderr, stderr.decode()
-    changes = [
-        (e["payload"]["file_path"], e["payload"]["change_type"])
-        for e in read_events(state, "file_update")
-    ]
+    events = read_events(tmp_path / "state", "file_update")
+    changes = [(e["payload"]["file_path"], e["payload"]["change_type"]) for e in events]
     assert ("a.py", "modified") in changes
