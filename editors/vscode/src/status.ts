@@ -24,6 +24,9 @@ export interface ForwardStatus {
   last_error?: string | null;
   delivered?: number;
   dead_lettered?: number;
+  /** Each sink's own report (the collector, an OTLP receiver, ...), by name; the fields above
+   * are the collector's while it is in use, else the first sink's in use. */
+  sinks?: Record<string, ForwardStatus & { enabled?: boolean }>;
   [more: string]: unknown;
 }
 
@@ -147,16 +150,25 @@ function shown(value: unknown): string {
   return typeof value === "object" ? JSON.stringify(value) : String(value);
 }
 
-/** The view's rows for `forward`: one row saying so when the store has no outbox. */
+/** The view's rows for `forward`: one row saying so when the store has no outbox; the rows of
+ * each sink in use, named, when more than one is. */
 function forwardRows(forward: ForwardStatus | undefined): string[] {
   if (!forward) return ["| forwarding | not reported (a store without an outbox) |"];
+  const inUse = Object.entries(forward.sinks ?? {}).filter(
+    ([, sink]) => sink !== null && typeof sink === "object" && (sink.enabled === true || textOf(sink.remote) !== undefined),
+  );
+  if (inUse.length < 2) return sinkRows(forward, "");
+  return inUse.flatMap(([name, sink]) => sinkRows(sink, ` (${name})`));
+}
+
+function sinkRows(forward: ForwardStatus, label: string): string[] {
   const age = numberOf(forward.oldest_pending_age_s);
   return [
-    `| forwarding | ${shown(forward.state)} to ${textOf(forward.remote) ?? "no remote"}${textOf(forward.problem) ? `: ${forward.problem}` : ""} |`,
-    `| outbox | ${shown(forward.depth)} waiting${age === undefined ? "" : `, the oldest for ${age} s`} |`,
-    `| delivered | ${shown(forward.delivered)}, dead-lettered ${shown(forward.dead_lettered)} |`,
-    `| last success | ${shown(forward.last_success_at)} |`,
-    `| last error | ${shown(forward.last_error)} |`,
+    `| forwarding${label} | ${shown(forward.state)} to ${textOf(forward.remote) ?? "no remote"}${textOf(forward.problem) ? `: ${forward.problem}` : ""} |`,
+    `| outbox${label} | ${shown(forward.depth)} waiting${age === undefined ? "" : `, the oldest for ${age} s`} |`,
+    `| delivered${label} | ${shown(forward.delivered)}, dead-lettered ${shown(forward.dead_lettered)} |`,
+    `| last success${label} | ${shown(forward.last_success_at)} |`,
+    `| last error${label} | ${shown(forward.last_error)} |`,
   ];
 }
 

@@ -167,6 +167,28 @@ test("the status view lists every folder and what it reported", () => {
   assert.match(statusReport(OLDER), /\| drift \| - open, - deferred \|/);
 });
 
+test("the status view has the rows of each sink in use when there are several", () => {
+  const collector = forward({ enabled: true, state: "idle", remote: "https://runtime.example/mplp", delivered: 7 });
+  const otlp = forward({ enabled: true, state: "waiting", remote: "http://127.0.0.1:4318/v1/logs", depth: 3 });
+  const unused = forward({});
+  const both: ServerStatus = {
+    ...TODAY,
+    workspaces: [{ ...TODAY.workspaces![0]!, forward: { ...collector, sinks: { collector, otlp, vendor: unused } } }],
+  };
+  const report = statusReport(both);
+  assert.match(report, /\| forwarding \(collector\) \| idle to https:\/\/runtime\.example\/mplp \|/);
+  assert.match(report, /\| delivered \(collector\) \| 7, dead-lettered 0 \|/);
+  assert.match(report, /\| forwarding \(otlp\) \| waiting to http:\/\/127\.0\.0\.1:4318\/v1\/logs \|/);
+  assert.match(report, /\| outbox \(otlp\) \| 3 waiting \|/);
+  assert.doesNotMatch(report, /vendor/);
+  // One sink in use (an OTLP receiver alone): its rows, unnamed, as the server puts it on top.
+  const alone: ServerStatus = {
+    ...TODAY,
+    workspaces: [{ ...TODAY.workspaces![0]!, forward: { ...otlp, sinks: { collector: unused, otlp } } }],
+  };
+  assert.match(statusReport(alone), /\| forwarding \| waiting to http:\/\/127\.0\.0\.1:4318\/v1\/logs \|/);
+});
+
 test("the status bar item follows the notifications and opens the status view", () => {
   const bar = new StatusBar();
   const item = bar.item as unknown as InstanceType<Stub["StatusBarItem"]>;

@@ -392,6 +392,26 @@ local function forward_line(forward)
   return problem and (line .. '; last error: ' .. problem) or line
 end
 
+--- A folder's forwarding lines: one, or one per sink in use (named) when several are.
+local function forward_lines(forward)
+  local in_use = {}
+  if forward and type(forward.sinks) == 'table' then
+    for name, sink in vim.spairs(forward.sinks) do
+      if type(sink) == 'table' and (sink.enabled == true or text(sink.remote)) then
+        table.insert(in_use, { name = name, sink = sink })
+      end
+    end
+  end
+  if #in_use < 2 then
+    return { '  forwarding: ' .. forward_line(forward) }
+  end
+  local lines = {}
+  for _, each in ipairs(in_use) do
+    table.insert(lines, ('  forwarding (%s): %s'):format(each.name, forward_line(each.sink)))
+  end
+  return lines
+end
+
 --- The lines :MplpStatus prints.
 function M.status_lines(status)
   local summary = M.summary(status)
@@ -430,7 +450,9 @@ function M.status_lines(status)
       '  events: ' .. shown(folder.events_total) .. (#kinds > 0 and (' (' .. table.concat(kinds, ', ') .. ')') or ''),
       '  last event: ' .. shown(folder.last_event_time),
       '  rejected: ' .. shown(folder.rejected),
-      '  forwarding: ' .. forward_line(forward_of(folder)),
+    })
+    vim.list_extend(lines, forward_lines(forward_of(folder)))
+    vim.list_extend(lines, {
       '  drift: ' .. shown(folder.drift) .. ' open, ' .. shown(folder.drift_deferred) .. ' deferred',
       '  store: ' .. shown(folder.state_dir) .. ' (' .. shown(folder.store_health) .. ')',
     })
