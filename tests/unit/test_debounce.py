@@ -397,6 +397,28 @@ async def test_fake_clock_distinct_paths_come_in_one_batch() -> None:
     await deb.aclose()
 
 
+async def test_a_burst_due_at_once_is_settled_in_steps_with_the_loop_turning_between() -> None:
+    """The timer settles a thousand windows a step; the next step follows at once, after
+    whatever else waits for the event loop (a request, a commit's answer)."""
+    sizes: list[int] = []
+    turns: list[int] = []  # len(sizes) whenever another task got the loop
+
+    async def probe() -> None:
+        while True:
+            turns.append(len(sizes))
+            await asyncio.sleep(0)
+
+    deb = Debouncer(lambda batch: sizes.append(len(batch)), quiet=0.01)
+    deb.observe_many([ob(CREATED, f"src/f{i}.py", time.monotonic()) for i in range(2_500)])
+    prober = asyncio.get_running_loop().create_task(probe())
+    while sum(sizes) < 2_500:
+        await asyncio.sleep(0.005)
+    prober.cancel()
+    assert sizes == [1_000, 1_000, 500]
+    assert {1, 2} <= set(turns)  # the loop turned between the steps
+    await deb.aclose()
+
+
 async def test_fake_clock_paths_due_at_different_times_come_in_separate_batches() -> None:
     clock, out = FakeClock(), Recorder()
     deb = Debouncer(out, quiet=0.5, clock=clock)

@@ -113,6 +113,30 @@ async def test_ignore_files_are_read_off_the_loop_and_paths_keep_their_order(
     assert admitted[-1] == "again"
 
 
+async def test_a_burst_into_one_new_folder_is_judged_with_the_loop_turning_meanwhile(
+    tmp_path: Path,
+) -> None:
+    """One ignore file read, then 20,000 paths waiting behind it: judged a few milliseconds
+    at a time, in order (all at once held the loop for about 240 ms)."""
+    (tmp_path / "new").mkdir()
+    (tmp_path / "new" / ".gitignore").write_text("*.log\n", encoding="utf-8")
+    paths = [f"new/f{i}.{'log' if i % 10 == 0 else 'py'}" for i in range(FILES)]
+    rules = IgnoreRules(tmp_path)
+    admitted: list[str] = []
+    judge = InOrderJudge(lambda: rules, on_ignored=lambda: None)
+    seen_while_judging: list[int] = []
+
+    async def ticker() -> None:
+        while judge.waiting:
+            seen_while_judging.append(len(admitted))
+            await asyncio.sleep(0)
+
+    judge.submit_many([(path, path) for path in paths], admitted.extend)
+    await asyncio.gather(ticker(), judge.settled())
+    assert admitted == [path for path in paths if not path.endswith(".log")]
+    assert [n for n in seen_while_judging if 0 < n < len(admitted)]  # a turn in the middle
+
+
 async def test_an_ignore_file_changed_while_it_is_read_is_read_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

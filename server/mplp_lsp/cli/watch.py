@@ -71,7 +71,9 @@ async def _watch(root: Path, args: argparse.Namespace) -> int:
     from mplp_lsp.engine.workspace import StateDirBusy, Workspace
     from mplp_lsp.engine.workspaces import Workspaces
     from mplp_lsp.process.exit_bound import stop_on_signals
+    from mplp_lsp.process.switching import switch_quickly
 
+    switch_quickly()
     resolved = configuration(args, root)
     settings = resolved.settings
     # A watcher prints what its own store records: it does not follow another owner.

@@ -196,7 +196,9 @@ class MplpLanguageServer(LanguageServer):
         # The engine's imports run off the loop: requests keep flowing.
         await loop.run_in_executor(None, _warm_up)
         from mplp_lsp.engine.workspaces import Workspaces
+        from mplp_lsp.process.switching import switch_quickly
 
+        switch_quickly()
         workspaces = Workspaces(
             state_dir=self.state_dir,
             remote_url=self.remote_url,
