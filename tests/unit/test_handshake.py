@@ -247,3 +247,23 @@ def test_an_answer_sent_that_the_server_then_refuses_ends_the_session(
     start.refused("invalid params")
     assert stopped == [True]
     assert "refused by the server: invalid params" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("chosen", "xdg", "expected"),
+    [
+        ("/c", "/x", "/c"),
+        (None, "/x", "/x/mplp-lsp"),
+        (None, "relative", "~/.cache/mplp-lsp"),
+        (None, None, "~/.cache/mplp-lsp"),
+    ],
+)
+def test_the_cache_folder_follows_the_xdg_rules(
+    chosen: str | None, xdg: str | None, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in ((handshake.CACHE_ENV, chosen), ("XDG_CACHE_HOME", xdg)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    assert handshake.cache_dir() == Path(expected).expanduser()

@@ -105,11 +105,12 @@ class EarlyStart:
 
 
 def cache_dir() -> Path:
-    """``$MPLP_LSP_CACHE_DIR``, else ``$XDG_CACHE_HOME/mplp-lsp``, else ``~/.cache/mplp-lsp``."""
+    """``$MPLP_LSP_CACHE_DIR``, else ``$XDG_CACHE_HOME/mplp-lsp`` (an absolute one: the XDG
+    specification ignores a relative one), else ``~/.cache/mplp-lsp``."""
     if chosen := os.environ.get(CACHE_ENV):
         return Path(chosen)
-    base = os.environ.get("XDG_CACHE_HOME")
-    return Path(base) / "mplp-lsp" if base else Path.home() / ".cache" / "mplp-lsp"
+    base = Path(os.environ.get("XDG_CACHE_HOME") or ".")
+    return (base if base.is_absolute() else Path.home() / ".cache") / "mplp-lsp"
 
 
 def answer_early(stdin: int, stdout: int) -> EarlyStart:
