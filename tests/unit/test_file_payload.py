@@ -80,7 +80,7 @@ def payloads(draw: st.DrawFn) -> dict[str, Any]:
     return payload
 
 
-@settings(max_examples=examples(3000))
+@settings(max_examples=examples(1000))
 @given(payload=payloads())
 def test_the_shortcut_gives_the_engines_verdict(payload: dict[str, Any]) -> None:
     validator = default_validator()
@@ -169,7 +169,7 @@ class EnginesOnly(EventValidator):
         return self.checked(kind, data)
 
 
-@settings(max_examples=examples(200))
+@settings(max_examples=examples(40))
 @given(batch=st.lists(st.tuples(payloads(), st.booleans()), max_size=12))
 def test_the_intake_stores_what_it_stored_without_the_shortcut(
     batch: list[tuple[dict[str, Any], bool]],
