@@ -4,7 +4,7 @@ Every file event of a burst has the same few fields (``engine/file_activity.file
 ``file_path``, ``change_type``, ``timestamp``, and maybe ``language``, ``previous_path``,
 ``workspace_root``, ``lines_added``/``lines_removed``. For such a payload the schema
 (``mplp-file-update-event.schema.json``: a closed object) and the invariants of the
-``file_update_event`` scope come down to the checks below; asking both engines was a third
+``file_update_event`` scope come down to the checks below; asking both engines was a quarter
 of the intake's time per event. :func:`plain_file_update` says True only where they would
 accept; False means "ask them", never "rejected", so a verdict is always theirs.
 tests/unit/test_file_payload.py holds the two to the same verdicts, and fails when the

@@ -88,7 +88,7 @@ class EventValidator:
 
     def validate(self, kind: Kind, data: Any) -> ValidationResult:
         if kind is Kind.FILE_UPDATE and plain_file_update(data):
-            return ValidationResult.success()  # what checked() would say, in a tenth of the time
+            return ValidationResult.success()  # what checked() would say, in a quarter of the time
         return self.checked(kind, data)
 
     def checked(self, kind: Kind, data: Any) -> ValidationResult:
