@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import UTC, datetime
 
-from hypothesis import given
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mplp_lsp.protocol.envelope import utc_timestamp
-from mplp_lsp.store.dedup import DIGEST_SIZE, KEY_SIZE, current_key, id_key, payload_key
+from mplp_lsp.store.dedup import (
+    DIGEST_SIZE,
+    KEY_SIZE,
+    current_key,
+    event_key,
+    id_key,
+    identity,
+    payload_key,
+)
+from tests.support.properties import examples
 
 DIGEST = bytes(range(DIGEST_SIZE))
 moments = st.datetimes(
@@ -89,3 +100,86 @@ def _parses(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+# Keys as mplp-lsp 0.x stored them (computed before the canonical form took the orjson path):
+# a store written then must still find these events duplicates.
+STORED_KEYS = [
+    (
+        "file_update",
+        {
+            "file_path": 'src/naïve "q"\n\u2028.py',
+            "change_type": "modified",
+            "timestamp": "2026-03-02T08:00:00.123Z",
+            "language": "python",
+            "lines_added": 3,
+            "lines_removed": 0,
+        },
+        "69a54380c20f30a573d4946d6a51b4611b84650e",
+    ),
+    (
+        "file_update",
+        {
+            "file_path": "src/\udcff.txt",
+            "change_type": "created",
+            "timestamp": "2026-03-02T08:00:00.123Z",
+        },
+        "69a54380cb047ee8493a701a608a10e9befee49b",
+    ),
+    (
+        "tool",
+        {
+            "invocation_id": "run-1",
+            "status": "succeeded",
+            "started_at": "2026-03-02T08:00:00+01:00",
+            "completed_at": None,
+            "tool_id": "ruff",
+        },
+        "69a535701077d262905305551475044be45d66fd",
+    ),
+]
+
+
+@pytest.mark.parametrize(("kind", "payload", "stored"), STORED_KEYS)
+def test_a_payload_keeps_the_key_earlier_releases_stored(
+    kind: str, payload: dict[str, object], stored: str
+) -> None:
+    assert event_key(kind, payload).hex() == stored
+
+
+def reference_key(kind: str, payload: dict[str, object]) -> bytes:
+    """The key as the module docstring defines it, written with ``json`` alone."""
+    canonical = json.dumps(
+        identity(kind, payload), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+    named = f"{kind}\0{canonical}".encode(errors="surrogatepass")
+    return payload_key(hashlib.blake2b(named, digest_size=DIGEST_SIZE).digest(), payload)
+
+
+any_text = st.text(st.characters(codec=None, blacklist_categories=()), max_size=12)
+flat_values = st.one_of(
+    any_text,
+    st.sampled_from(["created", "modified", "2026-03-02T08:00:00.123Z", "\ud800", "é\x00\x7f"]),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.booleans(),
+    st.none(),
+    st.floats(allow_nan=True),
+)
+payloads = st.dictionaries(
+    st.one_of(any_text, st.sampled_from(["file_path", "timestamp", "invocation_id", "status"])),
+    st.one_of(
+        flat_values,
+        st.lists(flat_values, max_size=3),
+        st.dictionaries(any_text, flat_values, max_size=2),
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=examples(2000))
+@given(kind=st.sampled_from(["file_update", "tool", "git", "ci"]), payload=payloads)
+def test_every_payloads_key_is_byte_for_byte_the_json_form(
+    kind: str, payload: dict[str, object]
+) -> None:
+    """Flat identities are written by orjson, the rest by json: one key either way."""
+    assert event_key(kind, payload) == reference_key(kind, payload)

@@ -166,6 +166,26 @@ async def test_a_large_batch_keeps_order_and_stores_everything(rig: Rig) -> None
     ]
 
 
+async def test_batches_submitted_together_are_stored_each_whole_in_call_order(
+    rig: Rig,
+) -> None:
+    """A caller may hand over its next batch before the last one is stored (file activity
+    keeps a few in flight): batches larger than a slice still reach the store in the order
+    they were submitted, never interleaved."""
+
+    def batch(name: str) -> list[Submission]:
+        payload = sample("file_update") | {"change_type": "modified"}
+        return [
+            Submission(Kind.FILE_UPDATE, payload | {"file_path": f"{name}{i}.py"}, "ide")
+            for i in range(300)
+        ]
+
+    first, second, third = batch("a"), batch("b"), batch("c")
+    await asyncio.gather(*(rig.intake.submit_many(b) for b in (first, second, third)))
+    stored = [e.envelope["payload"]["file_path"] for e in await rig.stored()]
+    assert stored == [s.data["file_path"] for s in (*first, *second, *third)]
+
+
 # Paths in one batch, some holding a credential, as a watcher reports them (trusted: already
 # workspace-relative) and as an API client does (checked); the batch is judged in one pass.
 _SECRET_PATHS = (f"keys/{CANARY}.txt", "cfg/password=hunter2/a.py", "fix/token:abc123/b.py")

@@ -12,7 +12,7 @@ import os
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from mplp_lsp.sources.debounce import WATCHER, Change
 from mplp_lsp.store.writer import StoreWriter
 from tests.gitrepo import Repo
 from tests.support.calls import counted
+from tests.support.waiting import wait_until_async
 
 
 def test_live_ignore_follows_exclude_and_gitignore_changes(tmp_path: Path) -> None:
@@ -260,3 +261,49 @@ async def test_a_settled_path_is_asked_of_the_disk_once(
     assert [s.data["file_path"] for s in submitted] == names
     assert {calls[f"stat {name}"] for name in names} == {1}
     assert calls["store visits"] == -(-len(names) // file_activity._EMIT_SLICE)  # one a slice
+
+
+async def test_a_burst_decides_its_next_slices_while_earlier_ones_are_stored(
+    tmp_path: Path, writer: StoreWriter
+) -> None:
+    """While a slice waits for its commit, the next ones are decided and handed over (up to
+    _STORING in flight), in order; the batch is done only once every slice is stored."""
+    files, _, _ = await activity(tmp_path, writer, Settings(debounce_ms=10))
+    in_flight = file_activity._STORING
+    slices = in_flight + 2
+    names = [f"n{i:04}.txt" for i in range(slices * file_activity._EMIT_SLICE)]
+    for name in names:
+        (files.root / name).write_text(name)
+    handed: list[list[Submission]] = []
+    stored: list[asyncio.Future[None]] = []
+    decided = [0]
+
+    def submit(batch: list[Submission]) -> asyncio.Future[None]:
+        handed.append(batch)
+        stored.append(asyncio.get_running_loop().create_future())
+        return stored[-1]
+
+    async def deciding(batch: Any, decide: Any = files._decide) -> Any:
+        submissions = await decide(batch)
+        decided[0] += 1
+        return submissions
+
+    def handed_count(count: int) -> Callable[[], bool]:
+        return lambda: len(handed) == count
+
+    files._submit = submit
+    files._decide = deciding  # type: ignore[method-assign]
+    files.observe_many([(Change.CREATED, name) for name in names], origin=WATCHER)
+    # The slice after those in flight is decided, then waits for the first to be stored.
+    await wait_until_async(lambda: decided[0] == in_flight + 1, timeout=60, what="decided")
+    assert len(handed) == in_flight > 1  # handed over while the first is not stored yet
+    stored[0].set_result(None)
+    await wait_until_async(handed_count(in_flight + 1), timeout=60, what="handed")
+    closing = asyncio.ensure_future(files.close())
+    for index in range(1, slices):
+        assert not closing.done()  # a slice is not stored yet
+        stored[index].set_result(None)
+        expected = handed_count(min(slices, in_flight + 1 + index))
+        await wait_until_async(expected, timeout=60, what="handed")
+    await closing
+    assert [s.data["file_path"] for batch in handed for s in batch] == names

@@ -146,6 +146,7 @@ class Intake:
         self._quiet = asyncio.Event()
         self._quiet.set()
         self._quiet_since = 0.0
+        self._handing = asyncio.Lock()
 
     async def quiet(self, settle: float, limit: float) -> bool:
         """Return once no submission has been in progress for ``settle`` seconds (True), or
@@ -206,10 +207,14 @@ class Intake:
             assert self._warming is not None
             self._validator = await self._warming
             stores = []
-            for start in range(0, len(submissions), _SLICE):
-                checked = self._check_slice(submissions[start : start + _SLICE])
-                stores.append(asyncio.ensure_future(self._store_slice(*checked)))
-                await asyncio.sleep(0)
+            # Calls hand their slices to the writer in call order, whole: a caller may submit
+            # its next batch before the last one is stored (file activity keeps a few in
+            # flight) and the store still holds them in order.
+            async with self._handing:
+                for start in range(0, len(submissions), _SLICE):
+                    checked = self._check_slice(submissions[start : start + _SLICE])
+                    stores.append(asyncio.ensure_future(self._store_slice(*checked)))
+                    await asyncio.sleep(0)
             results = [result for store in stores for result in await store]
         observer = _observer.get()
         if observer is not None:
