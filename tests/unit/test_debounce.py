@@ -409,7 +409,8 @@ async def test_a_burst_due_at_once_is_settled_in_steps_with_the_loop_turning_bet
             await asyncio.sleep(0)
 
     deb = Debouncer(lambda batch: sizes.append(len(batch)), quiet=0.01)
-    deb.observe_many([ob(CREATED, f"src/f{i}.py", time.monotonic()) for i in range(2_500)])
+    at = time.monotonic()  # one moment: every window falls due together
+    deb.observe_many([ob(CREATED, f"src/f{i}.py", at) for i in range(2_500)])
     prober = asyncio.get_running_loop().create_task(probe())
     while sum(sizes) < 2_500:
         await asyncio.sleep(0.005)
