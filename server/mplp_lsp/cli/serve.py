@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import sys
 from typing import TYPE_CHECKING, Any
 
 from mplp_lsp.cli.common import (
@@ -76,8 +77,6 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level or _EARLY_LOG_LEVEL, args.log_file)
     early = None
     if args.tcp is None:
-        import sys
-
         from mplp_lsp.lsp.handshake import answer_early
 
         early = answer_early(sys.stdin.fileno(), sys.stdout.fileno())
