@@ -1,8 +1,10 @@
 """Save -> stored, shared by the editor save benchmarks and bench_lsp.py.
 
 A save's latency is the wall-clock time from the editor's write to the moment its
-``file_update`` row is visible in the store (a reader polling the database every 1 ms, as
-``mplp-lsp events`` would see it). The peer, measured in the same run, is the same number of
+``file_update`` row is visible in the store (as ``mplp-lsp events`` would see it: a reader
+thread polling the database every 0.2 ms over one read-only connection, so the figure carries
+at most that much of the reader's own delay; an asyncio poll would add the event loop's
+millisecond timer granularity to every sample). The peer, measured in the same run, is the same number of
 ``didSave`` notifications sent by a bare JSON-RPC client (no editor), with the same debounce:
 the difference between the two is what the editor adds.
 """
@@ -18,20 +20,8 @@ from pathlib import Path
 from .harness import Bench, percentile
 from .jsonrpc_client import mplp_cmd, save, started, wait_ready
 
-POLL_S = 0.001
-
-
-def _file_updates(database: Path) -> int:
-    try:
-        conn = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
-        try:
-            return int(
-                conn.execute("SELECT COUNT(*) FROM events WHERE kind = 'file_update'").fetchone()[0]
-            )
-        finally:
-            conn.close()
-    except sqlite3.OperationalError:
-        return 0
+POLL_S = 0.0002
+_COUNT = "SELECT COUNT(*) FROM events WHERE kind = 'file_update'"
 
 
 class StoreWatcher:
@@ -42,6 +32,7 @@ class StoreWatcher:
         self.stored_at: list[float] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self._conn: sqlite3.Connection | None = None
 
     def __enter__(self) -> StoreWatcher:
         self._thread.start()
@@ -51,15 +42,36 @@ class StoreWatcher:
         self._stop.set()
         self._thread.join()
 
+    async def next_stored(self, seen: int) -> float:
+        """The wall-clock time at which the store held more than ``seen`` file updates."""
+        while len(self.stored_at) <= seen:
+            await asyncio.sleep(POLL_S)
+        return self.stored_at[seen]
+
+    def _count(self) -> int:
+        # Each autocommit SELECT is a read transaction of its own: it sees every commit.
+        try:
+            if self._conn is None:
+                self._conn = sqlite3.connect(
+                    f"file:{self._database}?mode=ro", uri=True, check_same_thread=False
+                )
+            return int(self._conn.execute(_COUNT).fetchone()[0])
+        except sqlite3.OperationalError:  # not created yet
+            return 0
+
     def _run(self) -> None:
-        seen = _file_updates(self._database)
-        while not self._stop.is_set():
-            now = _file_updates(self._database)
-            if now > seen:
-                stamp = time.time()
-                self.stored_at.extend([stamp] * (now - seen))
-                seen = now
-            time.sleep(POLL_S)
+        try:
+            seen = self._count()
+            while not self._stop.is_set():
+                now = self._count()
+                if now > seen:
+                    stamp = time.time()
+                    self.stored_at.extend([stamp] * (now - seen))
+                    seen = now
+                time.sleep(POLL_S)
+        finally:
+            if self._conn is not None:
+                self._conn.close()
 
 
 async def bare_client_saves(tmp: Path, saves: int, debounce_ms: int) -> list[float]:
@@ -71,14 +83,13 @@ async def bare_client_saves(tmp: Path, saves: int, debounce_ms: int) -> list[flo
     await wait_ready(client)
     latencies = []
     path = workspace / "src" / "saved.py"
-    for index in range(saves):
-        path.write_text(f"x = {index}\n")
-        before = _file_updates(state / "events.db")
-        begin = time.perf_counter()
-        save(client, path.as_uri())
-        while _file_updates(state / "events.db") == before:
-            await asyncio.sleep(POLL_S)
-        latencies.append((time.perf_counter() - begin) * 1000)
+    with StoreWatcher(state / "events.db") as watcher:
+        for index in range(saves):
+            path.write_text(f"x = {index}\n")
+            seen = len(watcher.stored_at)
+            begin = time.time()
+            save(client, path.as_uri())
+            latencies.append((await watcher.next_stored(seen) - begin) * 1000)
     await client.stop()
     return latencies
 
