@@ -117,10 +117,7 @@ async def main(bench: Bench, args: argparse.Namespace) -> None:
         "ms",
         peer=("bare loop.call_later(quiet) lateness", peer * 1000),
     )
-    print(
-        f"  in {batches} batch(es), tick={QUIET / 10}s: up to one tick of it is deliberate,"
-        " it gathers paths due close together"
-    )
+    print(f"  in {batches} batch(es)")
 
 
 if __name__ == "__main__":

@@ -53,7 +53,6 @@ Submit = Callable[[list[Submission]], Awaitable[Any]]
 # watcher is asked to stop reading: what bounds memory in a mass deletion (about 1 KiB each).
 BACKLOG_LIMIT = 8 * SLICE
 Refuse = Callable[[str, PathRejected], None]
-_MAX_TICK = 0.001
 _EMIT_SLICE = 128  # settled windows decided at once: a few milliseconds of the event loop
 # Slices handed to the intake and not yet stored: while one waits for its commit (an fsync),
 # the event loop decides and checks the next ones instead of waiting with it (the main thread
@@ -357,8 +356,6 @@ def new_debouncer(emit: Callable[[list[Settled]], Any], settings: Settings) -> D
         emit,
         quiet=quiet,
         max_wait=settings.max_wait_ms / 1000,
-        # Batch what falls due together, but add at most 1 ms to an event's latency.
-        tick=min(quiet / 10, _MAX_TICK),
     )
 
 

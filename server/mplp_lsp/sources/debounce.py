@@ -496,8 +496,9 @@ class Debouncer:
 
     A path settles ``quiet`` seconds after its last observation, or ``max_wait``
     seconds after the first one of its window, whichever comes first. One timer
-    serves all paths; it fires ``tick`` seconds after the earliest deadline so paths
-    that fall due close together reach ``emit`` as one list.
+    serves all paths; it fires at the earliest deadline, and the paths due by then reach
+    ``emit`` as one list (a report's observations share their time, so they fall due
+    together). It adds no delay of its own: a save's latency is the quiet period.
 
     ``emit`` may be sync or async. Batches are delivered one at a time, in order, from
     a task of their own, so :meth:`observe` never waits for the consumer. A batch
@@ -512,13 +513,11 @@ class Debouncer:
         max_wait: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
         on_error: Callable[[list[Settled], BaseException], None] | None = None,
-        tick: float | None = None,
     ) -> None:
         self._rules = Coalescer(quiet=quiet, max_wait=max_wait)
         self._emit = emit
         self._on_error = on_error
         self._clock = clock
-        self._tick = quiet / 10 if tick is None else tick
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
         self._unsent: deque[list[Settled]] = deque()
@@ -549,8 +548,8 @@ class Debouncer:
             raise RuntimeError("debouncer is closed")
         self._rules.add(obs)
         due = self._rules.next_deadline()
-        if due is not None and due + self._tick < self._timer_at:
-            self._arm(due + self._tick)
+        if due is not None and due < self._timer_at:
+            self._arm(due)
 
     def observe_many(self, observations: Sequence[Observation]) -> None:
         """:meth:`observe` of each, in order, with the timer set once."""
@@ -559,8 +558,8 @@ class Debouncer:
         for obs in observations:
             self._rules.add(obs)
         due = self._rules.next_deadline()
-        if due is not None and due + self._tick < self._timer_at:
-            self._arm(due + self._tick)
+        if due is not None and due < self._timer_at:
+            self._arm(due)
 
     def poll(self, limit: float = math.inf) -> int:
         """Settle what is due at ``clock()`` now (at most ``limit`` changes) and queue it for
@@ -573,8 +572,8 @@ class Debouncer:
         if batch:
             self._send(batch)
         due = self._rules.next_deadline()
-        if due is not None and due + self._tick < self._timer_at and not self._closed:
-            self._arm(due + self._tick)
+        if due is not None and due < self._timer_at and not self._closed:
+            self._arm(due)
         return len(batch)
 
     async def flush(self) -> None:
