@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import threading
 from pathlib import Path
 
 import pytest
@@ -203,3 +205,34 @@ def test_the_upstream_examples_validate(reference: Path) -> None:
         example = json.loads(path.read_text(encoding="utf-8"))
         example.pop("$comment", None)  # upstream examples carry one their schemas reject
         assert validate_object(ObjectKind(kind), example).ok, path.name
+
+
+async def test_the_editors_status_is_read_without_waiting_for_the_read_thread(
+    tmp_path: Path,
+) -> None:
+    # The editor's status item asks during a burst; a read on the graph's thread waited for
+    # the GIL at each of its queries. Here that thread is held: the status still answers,
+    # and it counts what is stored. The retention report (for `mplp-lsp status`) stays there.
+    workspace = await _open(tmp_path)
+    held, release = threading.Event(), threading.Event()
+
+    def hold(_conn: object) -> None:
+        held.set()
+        release.wait(30)
+
+    try:
+        await workspace.psg.create_context(context_doc())
+        holding = asyncio.ensure_future(workspace.psg.read(hold))
+        await asyncio.to_thread(held.wait, 30)
+        status = await asyncio.wait_for(workspace.status(), 10)
+        with_retention = asyncio.ensure_future(workspace.status(retention=True))
+        await asyncio.sleep(0.05)
+        waited = not with_retention.done()
+        release.set()
+        await holding
+        assert (await with_retention).retention is not None
+    finally:
+        release.set()
+        await workspace.close()
+    assert status.events_by_kind == {"graph_update": 1}
+    assert waited

@@ -305,17 +305,23 @@ class Workspace:
         holds to and would remove now (a read of the log's old end, for `mplp-lsp status`
         rather than the editor's status item, which asks twice a second while recording)."""
         runtime = self.forwarding.runtime()
-        # A snapshot on the graph's read connection, not a read on the writer's thread: the
-        # editor's status item asks while a 20,000-path burst commits, and waited behind it.
-        return await self.psg.read(
-            lambda conn: read_status(
+
+        def query(conn: sqlite3.Connection) -> WorkspaceStatus:
+            return read_status(
                 conn,
                 self.paths,
                 pending=self.files.pending,
                 forwarding=runtime,
                 retention=policy_of(self.settings) if retention else None,
             )
-        )
+
+        # A snapshot, never a read on the writer's thread: the editor's status item asks
+        # while a 20,000-path burst commits, and waited behind it. The item's dozen small
+        # queries run right here (graph.service.PsgService.read_now: on a thread they waited
+        # for the GIL at each query); retention's read of the log's old end on a thread.
+        if retention:
+            return await self.psg.read(query)
+        return self.psg.read_now(query)
 
     async def close(self) -> None:
         """Commit pending activity, stop consumers, close the store, release the state dir."""
