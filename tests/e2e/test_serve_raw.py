@@ -238,3 +238,32 @@ def test_an_exit_sent_before_shutdown_is_answered_loses_no_save_and_logs_no_trac
     events = read_events(tmp_path / "state", "file_update")
     changes = [(e["payload"]["file_path"], e["payload"]["change_type"]) for e in events]
     assert ("a.py", "modified") in changes
+
+
+@pytest.mark.parametrize("shutdown", [True, False], ids=["after-shutdown", "without-shutdown"])
+def test_exit_ends_with_the_status_lsp_asks_for_and_stores_what_was_saved(
+    tmp_path: Path, shutdown: bool
+) -> None:
+    """0 when a shutdown came before the exit, 1 otherwise (an editor that crashed or gave
+    up): either way the save reported before it is stored."""
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    source = workspace / "a.py"
+    source.write_text("x = 1\n")
+    with serving(tmp_path, tmp_path / "cache") as server:
+        assert server.stdin is not None and server.stdout is not None
+        begin(server, workspace, {})
+        source.write_text("x = 2\n")
+        saved = {"textDocument": {"uri": source.as_uri()}}
+        send(server.stdin, {"method": "textDocument/didSave", "params": saved})
+        if shutdown:
+            send(server.stdin, {"id": 2, "method": "shutdown"})
+            answer(server.stdout, 2)
+        send(server.stdin, {"method": "exit"})
+        _, stderr = server.communicate(timeout=30)
+    assert server.returncode == (0 if shutdown else 1), stderr.decode()
+    assert b"Traceback" not in stderr, stderr.decode()
+    events = read_events(tmp_path / "state", "file_update")
+    assert ("a.py", "modified") in [
+        (e["payload"]["file_path"], e["payload"]["change_type"]) for e in events
+    ]

@@ -83,7 +83,7 @@ def serve(
     with contextlib.suppress(KeyboardInterrupt, SystemExit):
         asyncio.run(_serve_stdio(server, early))
     exit_within()  # the interpreter's own exit joins threads, which must not hang either
-    return 0
+    return server.exit_code
 
 
 async def _serve_stdio(server: MplpLanguageServer, early: EarlyStart | None) -> None:

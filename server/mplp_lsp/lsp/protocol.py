@@ -51,6 +51,10 @@ class MplpProtocol(LanguageServerProtocol):
     early: EarlyStart | None = None
     # Ends the message loop (stdio sets it); None: pygls's transport, which exits itself.
     end_session: Callable[[], None] | None = None
+    # The process's exit status once ``exit`` came: LSP asks for 1 unless a ``shutdown`` was
+    # received before it (answered or not: eglot sends ``exit`` 1.5 s after ``shutdown``).
+    exit_code = 0
+    _shutdown_received = False
 
     def _send_response(
         self, msg_id: Any, result: Any = None, error: ResponseError | None = None
@@ -117,12 +121,18 @@ class MplpProtocol(LanguageServerProtocol):
         callback instead: with a ``shutdown`` still storing (eglot sends ``exit`` 1.5 s after
         ``shutdown`` whether answered or not) asyncio then cancelled that stop and logged a
         traceback into the editor's log."""
+        self.exit_code = 0 if self._shutdown_received else 1
         if self.end_session is None:  # TCP: pygls's own loop
             yield from super().lsp_exit(*args)
             return
         if (user_handler := self.fm.features.get(types.EXIT)) is not None:
             yield user_handler, args, None
         self.end_session()
+
+    @lsp_method(types.SHUTDOWN)
+    def lsp_shutdown(self, *args: Any) -> Any:
+        self._shutdown_received = True
+        yield from super().lsp_shutdown(*args)
 
     def _handle_cancel_notification(self, msg_id: Any) -> None:
         future = self._request_futures.pop(msg_id, None)

@@ -80,6 +80,13 @@ class MplpLanguageServer(LanguageServer):
         self.features = [kind(self) for kind in features]
         feature.register(self, self.features)
 
+    @property
+    def exit_code(self) -> int:
+        """The process's exit status for the session that ended (MplpProtocol.exit_code)."""
+        protocol = self.protocol
+        assert isinstance(protocol, MplpProtocol)
+        return protocol.exit_code
+
     def watch_disk(self) -> None:
         """Watch every folder this server records itself, from now on."""
         self.watches_disk = True
