@@ -18,7 +18,6 @@ from mplp_lsp.cli.common import (
     find_workspace,
     reading,
 )
-from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.protocol.kinds import STORED_KINDS
 from mplp_lsp.protocol.summary import summary
 
@@ -82,6 +81,8 @@ def _count(text: str) -> int:
 
 
 def _since(text: str) -> str:
+    from mplp_lsp.protocol.envelope import utc_timestamp
+
     if match := _RELATIVE.fullmatch(text):
         delta = timedelta(**{_UNITS[match[2]]: int(match[1])})
         return utc_timestamp(datetime.now(UTC) - delta)
