@@ -8,7 +8,8 @@ Figures and targets (issue: the daemon's performance):
                                     answer and keeps the answer, is printed without a target)
   idle RSS                          <= 1.5x the minimal server
   didSave absorbed per second       >= 5,000/s (pygls' default stdin reader caps near 1,000/s)
-  didSave -> committed, beyond the debounce: p99 <= 10 ms
+  didSave -> committed, beyond the debounce: p99 <= 10 ms (of the saves after the session's
+                                    first, which is printed on its own)
   20,000-path watched-files burst committed <= 1.2 s beyond the debounce, while a request
   sent during the burst is answered within 100 ms (the PSG's file nodes follow once the
   burst is stored; the time until they all exist is printed too, without a target; so is
@@ -162,7 +163,16 @@ async def bench_save_rate(bench: Bench, tmp: Path, count: int) -> None:
 
 
 async def bench_latency(bench: Bench, tmp: Path, samples: int) -> None:
-    stored = await bare_client_saves(tmp / "latency", samples, QUIET_MS)
+    # One save more than the samples: the first is printed on its own. It is the session's
+    # first activity, which has the validators compiled in its quiet period (an idle daemon
+    # does not hold them: intake.Intake.prepare); with a 100 ms quiet period on a slow
+    # machine the compile can outlast it.
+    first, *stored = await bare_client_saves(tmp / "latency", samples + 1, QUIET_MS)
+    bench.figure(
+        f"the session's first didSave -> committed beyond the {QUIET_MS} ms debounce",
+        first - QUIET_MS,
+        "ms",
+    )
     beyond = [ms - QUIET_MS for ms in stored]
     workspace = tmp / "latency" / "peer"
     peer_client, _ = await started(MINIMAL, workspace)
@@ -275,7 +285,12 @@ def main() -> None:
     bench.size("--idle", full=2.0, quick=0.2, help="seconds idle after a start, before its RSS")
     bench.size("--files", full=20_000, quick=50, help="paths in the watched-files burst")
     bench.size("--saves", full=20_000, quick=200, help="didSave notifications for the rate")
-    bench.size("--samples", full=100, quick=5, help="saves timed for the latency")
+    bench.size(
+        "--samples",
+        full=300,
+        quick=5,
+        help="saves timed for the latency, after the first (a p99 of 100 would be the maximum)",
+    )
     bench.parser.add_argument(
         "--only",
         choices=PARTS,
