@@ -404,3 +404,17 @@ def test_the_quick_test_of_valid_input_agrees_with_the_full_check(
         assert everything == [] and issues == []
     elif plan.always_steps is not None:
         assert issues, "the quick test refused what the full check accepts"
+
+
+def test_the_bundled_invariant_files_read_the_same_with_libyaml_as_with_pyyaml() -> None:
+    # The files are read with libyaml's safe loader where PyYAML has it (ten times faster);
+    # its parser is another implementation, so the bundled documents are held to be read alike.
+    import yaml
+
+    from mplp_lsp.protocol.invariants import _SAFE_LOADER
+
+    files = sorted((schema_root() / "v2" / "invariants").glob("*.yaml"))
+    assert files
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        assert yaml.load(text, Loader=_SAFE_LOADER) == yaml.safe_load(text), path.name

@@ -42,6 +42,9 @@ class _Missing:
 
 
 MISSING: Final = _Missing()
+# libyaml's safe loader where PyYAML was built with it (its wheels are): the same documents
+# and types as yaml.safe_load, read ten times faster, which a session's first event waits for.
+_SAFE_LOADER: Final = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _STAR: Final = "*"
 
 PathPart = str | int
@@ -398,7 +401,8 @@ class InvariantSet:
         """Load one or more files; a top-level list takes its scope from the file name."""
         loaded: list[Invariant] = []
         for path in paths:
-            document = yaml.safe_load(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
+            document = yaml.load(text, Loader=_SAFE_LOADER)  # noqa: S506 (a safe loader)
             entries = document.get("invariants") if isinstance(document, dict) else document
             if not isinstance(entries, list):
                 raise InvariantLoadError(f"{path.name}: expected a list of invariants")
