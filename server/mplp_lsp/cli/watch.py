@@ -71,6 +71,7 @@ async def _watch(root: Path, args: argparse.Namespace) -> int:
     from mplp_lsp.engine.workspace import StateDirBusy, Workspace
     from mplp_lsp.engine.workspaces import Workspaces
     from mplp_lsp.process.exit_bound import stop_on_signals
+    from mplp_lsp.process.heap import keep_started_objects
     from mplp_lsp.process.switching import switch_quickly
 
     switch_quickly()
@@ -90,6 +91,7 @@ async def _watch(root: Path, args: argparse.Namespace) -> int:
         return 1
     port = api_port(settings)
     api = await start_api(workspace, port) if port is not None else None
+    keep_started_objects()
     stop = asyncio.Event()
     stop_on_signals(asyncio.get_running_loop(), stop.set)
 

@@ -203,6 +203,7 @@ class MplpLanguageServer(LanguageServer):
         # The engine's imports run off the loop: requests keep flowing.
         await loop.run_in_executor(None, _warm_up)
         from mplp_lsp.engine.workspaces import Workspaces
+        from mplp_lsp.process.heap import keep_started_objects
         from mplp_lsp.process.switching import switch_quickly
 
         switch_quickly()
@@ -230,6 +231,7 @@ class MplpLanguageServer(LanguageServer):
         self.workspaces = workspaces
         if self.watches_disk:
             workspaces.watch()  # the editor refused to watch while the folders opened
+        keep_started_objects()
         early, self._early = self._early, []
         for replay in early:
             replay()
