@@ -276,3 +276,25 @@ async def test_quiet_waits_while_a_batch_is_made_ready(rig: Rig) -> None:
         await asyncio.sleep(0.2)
         assert not waiting.done()
     await waiting
+
+
+async def test_text_with_a_lone_surrogate_is_refused_and_nothing_else_is_lost(rig: Rig) -> None:
+    # json.loads reads "\udc80" escapes into lone surrogates, os.fsdecode makes them of names
+    # whose bytes are not UTF-8. SQLite cannot store them; written, they failed the whole
+    # transaction, so the events committed with them were lost too.
+    envelope = build_envelope(Kind.TOOL, sample("tool"), source_module="hook")
+    received = json.loads(json.dumps(envelope).replace("hook", "ho\\udc80ok"))
+    batch = [file_update("a.py"), Submission(Kind.ENVELOPE, received, "http"), file_update("b.py")]
+    bad_root = Submission(
+        Kind.FILE_UPDATE, {**sample("file_update"), "workspace_root": "/w/\udcff"}, "ide"
+    )
+    results, lone = await asyncio.gather(rig.intake.submit_many(batch), rig.intake.submit(bad_root))
+    assert [r.outcome for r in results] == [Outcome.ACCEPTED, Outcome.REJECTED, Outcome.ACCEPTED]
+    assert [(e.path, e.code) for e in results[1].result.errors] == [
+        ("source_module", "text_not_unicode")
+    ]
+    assert [(e.path, e.code) for e in lone.result.errors] == [
+        ("payload.workspace_root", "text_not_unicode")
+    ]
+    assert [e.envelope["payload"]["file_path"] for e in await rig.stored()] == ["a.py", "b.py"]
+    assert len(rig.log.read()) == 2

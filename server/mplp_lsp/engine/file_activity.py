@@ -225,7 +225,7 @@ class FileActivity:
             decided = self.disk_state.settle(batch, recorded, hashes, disk)
         self._look_below()
         batch = await screen_settled(decided, self.recorded, self.documents, disk, graph)
-        root = str(self.root) if self.settings.send_workspace_root else None
+        root = root_sent(self.root, self.settings)
         return file_submissions(batch, self.documents, root, self.source_module)
 
     def _look_below(self) -> None:
@@ -418,6 +418,14 @@ def _moved_or_gone(batch: list[Settled]) -> list[str]:
         if settled.previous_path is not None:
             paths.append(settled.previous_path)
     return paths
+
+
+def root_sent(root: Path, settings: Settings) -> str | None:
+    """The ``workspace_root`` file events carry (``sendWorkspaceRoot``). A folder whose name
+    is not UTF-8 has none that can be stored or sent: its events go without it rather than
+    being refused (the intake's ``text_not_unicode``)."""
+    text = str(root)
+    return text if settings.send_workspace_root and _utf8(text) else None
 
 
 def file_submissions(

@@ -25,6 +25,7 @@ from mplp_lsp.engine.file_activity import (
     file_submissions,
     new_debouncer,
     observation,
+    root_sent,
     screen_settled,
 )
 from mplp_lsp.engine.statedir import StateDirLock, StatePaths
@@ -85,8 +86,7 @@ class Follower:
 
     async def _hand(self, batch: list[Settled]) -> None:
         batch = await screen_settled(batch, self.recorded, self.documents)
-        root = str(self.root) if self.settings.send_workspace_root else None
-        submissions = file_submissions(batch, self.documents, root)
+        submissions = file_submissions(batch, self.documents, root_sent(self.root, self.settings))
         if submissions:
             await asyncio.to_thread(handoff.spool, self.paths, submissions)
             self.handed += len(submissions)

@@ -23,6 +23,7 @@ from typing import Any
 
 from mplp_lsp.engine.bus import EventBus
 from mplp_lsp.protocol.envelope import FamilyForm, build_envelope
+from mplp_lsp.protocol.json_input import lone_surrogate_at
 from mplp_lsp.protocol.kinds import PAYLOAD_KINDS, Kind, kind_for_event_type
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 from mplp_lsp.protocol.validator import EventValidator, default_validator
@@ -36,7 +37,7 @@ from mplp_lsp.sanitize.redact import (
 )
 from mplp_lsp.store.dedup import event_key, id_key
 from mplp_lsp.store.errorlog import IntegrationErrorLog
-from mplp_lsp.store.events import EventLog, NewEvent, StoredEvent
+from mplp_lsp.store.events import EventLog, NewEvent, StoredEvent, encode_body
 from mplp_lsp.store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
@@ -288,6 +289,12 @@ class Intake:
         result = self._validator.validate(kind, data)
         if not result.ok:
             return result
+        try:
+            return self._new_event(kind, data, submission)
+        except _FieldRejected as rejection:
+            return rejection.result
+
+    def _new_event(self, kind: Kind, data: dict[str, Any], submission: Submission) -> NewEvent:
         if kind in PAYLOAD_KINDS:
             envelope = build_envelope(
                 kind,
@@ -303,6 +310,7 @@ class Intake:
                 timestamp=envelope["timestamp"],
                 envelope=envelope,
                 minted=True,
+                body=_stored_body(envelope),
             )
         if kind is Kind.ENVELOPE:
             payload_kind = _payload_kind(data)
@@ -313,6 +321,7 @@ class Intake:
                 dedup_key=event_key(payload_kind.value, data["payload"]),
                 timestamp=data["timestamp"],
                 envelope=data,
+                body=_stored_body(data),
             )
         # An L3 observability event is its own envelope; its id makes it unique.
         return NewEvent(
@@ -321,6 +330,7 @@ class Intake:
             dedup_key=id_key(data["event_id"], data["timestamp"]),
             timestamp=data["timestamp"],
             envelope=data,
+            body=_stored_body(data),
         )
 
     def _sanitise_payload(
@@ -389,6 +399,22 @@ class _FieldRejected(Exception):
     def __init__(self, result: ValidationResult) -> None:
         super().__init__(result.errors[0].message)
         self.result = result
+
+
+def _stored_body(envelope: Mapping[str, Any]) -> str:
+    """The envelope as the store writes it, encoded here: text with a lone surrogate (a JSON
+    "\\ud800" escape, a name whose bytes are not UTF-8) has no UTF-8 form, and in the store
+    it would fail the whole transaction, other callers' events with it."""
+    try:
+        return encode_body(envelope)
+    except ValueError:
+        where = lone_surrogate_at(envelope)
+        if where is None:
+            raise
+        message = "the text holds a lone surrogate (it has no UTF-8 form)"
+        raise _FieldRejected(
+            ValidationResult.single(where, ErrorCode.TEXT_NOT_UNICODE, message)
+        ) from None
 
 
 def _payload_kind(envelope: Mapping[str, Any]) -> Kind | None:

@@ -15,7 +15,7 @@ import json
 import math
 from typing import Any, Final
 
-from mplp_lsp.protocol.result import ErrorCode, ValidationResult
+from mplp_lsp.protocol.result import ErrorCode, ValidationResult, format_path
 
 # MPLP objects nest a handful of levels; a PSG context's free-form fields a few more.
 MAX_DEPTH: Final = 64
@@ -93,3 +93,36 @@ def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
 
 def _too_deep(limit: int = MAX_DEPTH) -> JsonRejected:
     return JsonRejected(ErrorCode.NESTING_TOO_DEEP, f"nested deeper than {limit} levels")
+
+
+def lone_surrogate_at(value: Any) -> str | None:
+    """Where ``value`` holds a string (a key or a value) with a lone surrogate, the first
+    found (``a.b[0]``); None if it holds none.
+
+    ``json.loads`` reads ``"\\ud800"`` into one, and ``os.fsdecode`` makes them of bytes that
+    are not UTF-8: such text has no UTF-8 form, so it can be neither stored nor sent. Walked
+    only once encoding has failed, to say where.
+    """
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if not _utf8(item):
+                return format_path(path)
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                where = (*path, str(key))
+                if isinstance(key, str) and not _utf8(key):
+                    return format_path(where)
+                stack.append((child, where))
+        elif isinstance(item, list | tuple):
+            stack.extend((child, (*path, index)) for index, child in enumerate(item))
+    return None
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

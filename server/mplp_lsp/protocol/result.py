@@ -45,6 +45,7 @@ class ErrorCode(StrEnum):
     NESTING_TOO_DEEP = "nesting_too_deep"
     UNKNOWN_KIND = "unknown_kind"
     # Sanitisation of untrusted input (paths, text).
+    TEXT_NOT_UNICODE = "text_not_unicode"  # a lone surrogate: no UTF-8 form to store or send
     PATH_OUTSIDE_WORKSPACE = "path_outside_workspace"
     PATH_TRAVERSAL = "path_traversal"
     PATH_SYMLINK_ESCAPE = "path_symlink_escape"

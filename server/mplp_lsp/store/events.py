@@ -47,6 +47,8 @@ class NewEvent:
     # True when this daemon minted event_id (a fresh UUID v4): such ids skip the uniqueness
     # check that received ids get (see the events table in mplp_lsp.store.database).
     minted: bool = False
+    # The envelope as stored (encode_body), when the intake has encoded it already.
+    body: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +103,12 @@ _ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), al
 def encode_body(envelope: Mapping[str, Any]) -> str:
     """Compact JSON, non-ASCII kept as is (smaller rows, readable with the sqlite3 shell).
 
-    NaN and infinities are refused: they would make the body invalid JSON for consumers.
-    orjson writes the common envelope about 5x faster than ``json`` (it was a third of an
-    append's Python time), but it writes NaN as ``null`` and refuses what ``json`` takes
-    (integers beyond 64 bits, non-string keys, lone surrogates). Any output holding
-    ``null`` and anything orjson refuses go through ``json``, which decides as before.
+    NaN and infinities are refused: they would make the body invalid JSON for consumers; so
+    is text with a lone surrogate, which has no UTF-8 form (SQLite would refuse it with the
+    whole transaction). orjson writes the common envelope about 5x faster than ``json`` (it
+    was a third of an append's Python time), but it writes NaN as ``null`` and refuses what
+    ``json`` takes (integers beyond 64 bits, non-string keys, lone surrogates). Any output
+    holding ``null`` and anything orjson refuses go through ``json``, which decides as before.
     orjson is imported at the first event, not at start-up: an idle daemon's memory is kept
     within twice a bare pygls server's (tests/e2e/test_lazy_imports.py).
     """
@@ -114,10 +117,17 @@ def encode_body(envelope: Mapping[str, Any]) -> str:
     try:
         encoded = orjson.dumps(envelope)
     except orjson.JSONEncodeError:
-        return _ENCODER.encode(envelope)
+        return _json_body(envelope)
     if b"null" in encoded:
-        return _ENCODER.encode(envelope)
+        return _json_body(envelope)
     return encoded.decode()
+
+
+def _json_body(envelope: Mapping[str, Any]) -> str:
+    text = _ENCODER.encode(envelope)
+    if not text.isascii():
+        text.encode("utf-8")  # UnicodeEncodeError (a ValueError) for a lone surrogate
+    return text
 
 
 _CANONICAL_LENGTH: Final = len("2025-01-01T00:00:00.000Z")
@@ -151,7 +161,11 @@ def canonical_timestamp(value: str) -> str:
 def prepare_events(events: Sequence[NewEvent]) -> list[PreparedEvent]:
     """Serialise ``events``; raises (``TypeError``/``ValueError``) on the first bad one."""
     return [
-        PreparedEvent(event, canonical_timestamp(event.timestamp), encode_body(event.envelope))
+        PreparedEvent(
+            event,
+            canonical_timestamp(event.timestamp),
+            encode_body(event.envelope) if event.body is None else event.body,
+        )
         for event in events
     ]
 
