@@ -37,10 +37,9 @@ from mplp_lsp.collector.pg_schema import migrate
 from mplp_lsp.collector.store import (
     Answer,
     _encode,
-    _items,
-    _parse,
     _source_of,
     envelope_problems,
+    read_batch,
 )
 from mplp_lsp.collector.stream_report import StreamReport
 from mplp_lsp.protocol.kinds import KIND_BY_EVENT_TYPE, Kind, detect_kind
@@ -298,15 +297,14 @@ class PgCollector:
 
     def _prepare(self, body: bytes, body_hash: str) -> _Prepared | Answer:
         try:
-            batch = _parse(body)
+            parsed = read_batch(body)
         except (ValueError, UnicodeDecodeError, RecursionError) as error:
             return Answer(400, {"error": "invalid_json", "message": str(error)[:200]})
-        parsed = _items(batch)
         if isinstance(parsed, Answer):
             return parsed
-        stream, items = parsed
+        stream, items, plain = parsed
         kinds = [detect_kind(envelope) for _seq, envelope in items]
-        problems = envelope_problems(self._validator, items, kinds)
+        problems = envelope_problems(self._validator, items, kinds, plain)
         if problems:
             return Answer(400, {"error": "invalid_envelopes", "items": problems})
         try:
