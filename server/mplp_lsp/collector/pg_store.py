@@ -328,9 +328,9 @@ class PgCollector:
             if kind in _GRAPH_KINDS
         ]
         clock = team_graph.Clock(datetime.now(UTC))
+        # The envelope's time, parsed once: the row's occurred_at and the clock's lead.
         rows = sorted(
             (
-                stream,
                 seq,
                 _source_of(envelope),
                 envelope["event_id"],
@@ -345,9 +345,9 @@ class PgCollector:
         return _Prepared(
             stream=stream,
             body_hash=body_hash,
-            copy=_copy_text(rows),
+            copy=_copy_text(stream, rows),
             items=folded if self._graph_on else [],
-            ahead=team_graph.ahead_of((envelope for _, envelope in items), clock.received),
+            ahead=team_graph.ahead_of(((row[2], row[5]) for row in rows), clock.received),
             graph=graph,
             clock=clock,
             last_seq=max((seq for seq, _ in items), default=0),
@@ -476,22 +476,24 @@ def _copy_field(value: str | None) -> str:
     return value.translate(_COPY_ESCAPES) if _NEEDS_ESCAPE.search(value) else value
 
 
-def _copy_text(rows: list[tuple[Any, ...]]) -> bytes:
-    """``rows`` (stream, seq, source, event_id, kind, author, occurred_at, body) as COPY data."""
+def _copy_text(stream: str, rows: list[tuple[Any, ...]]) -> bytes:
+    """The stream's ``rows`` (seq, source, event_id, kind, author, occurred_at, body) as COPY
+    data. A kind is an enum value and an author a hex digest (or None): never escaped."""
+    prefix = _copy_field(stream) + "\t"
     lines = [
-        "\t".join(
+        prefix
+        + "\t".join(
             (
-                _copy_field(stream),
                 str(seq),
                 _copy_field(source),
                 _copy_field(event_id),
-                _copy_field(kind),
-                _copy_field(author),
+                kind,
+                "\\N" if author is None else author,
                 occurred_at.isoformat(),
                 body.replace("\\", "\\\\"),
             )
         )
-        for stream, seq, source, event_id, kind, author, occurred_at, body in rows
+        for seq, source, event_id, kind, author, occurred_at, body in rows
     ]
     lines.append("")
     return "\n".join(lines).encode()
