@@ -322,9 +322,13 @@ class PgCollector:
         stored_kinds = [
             _stored_kind(kind, envelope) for kind, (_, envelope) in zip(kinds, items, strict=True)
         ]
+        # In sequence order, the order the rows are stored in: of an id the batch holds
+        # twice, the first is stored and folded (_graph_of).
         folded: list[Item] = [
             (stream, kind, envelope)
-            for kind, (_, envelope) in zip(stored_kinds, items, strict=True)
+            for kind, (_, envelope) in sorted(
+                zip(stored_kinds, items, strict=True), key=lambda pair: pair[1][0]
+            )
             if kind in _GRAPH_KINDS
         ]
         clock = team_graph.Clock(datetime.now(UTC))
@@ -360,7 +364,13 @@ class PgCollector:
         """The graph facts of the events this batch added, and what their times needed (a
         re-sent event's facts are in the graph already, folded when it was first stored)."""
         clock = team_graph.Clock(prepared.clock.received)
-        fresh = [item for item in prepared.items if item[2]["event_id"] in added]
+        fresh = []
+        unfolded = set(added)  # a second copy of an id in this batch was not stored
+        for item in prepared.items:
+            event_id = item[2]["event_id"]
+            if event_id in unfolded:
+                unfolded.discard(event_id)
+                fresh.append(item)
         if not fresh:
             return team_graph.GraphBatch(), clock
         loop = asyncio.get_running_loop()
