@@ -1,8 +1,9 @@
 """The collector on PostgreSQL: any number of instances share one database.
 
 A batch is parsed and validated off the event loop, then written in one transaction: its
-envelopes (``INSERT ... ON CONFLICT DO NOTHING``: an event is stored once per team, by its
-event id, whichever stream or instance brings it again), the team graph (:mod:`.team_graph`,
+envelopes (``COPY``, or ``INSERT ... ON CONFLICT DO NOTHING`` when some are stored already:
+an event is stored once per team, by its event id, whichever stream or instance brings it
+again; :func:`_store_events`), the team graph (:mod:`.team_graph`,
 from the events this batch added), what the graph emitted, the stream's contact row and the
 Idempotency-Key's answer. The answer is returned only after ``COMMIT`` (synchronous_commit
 as the server has it, ``on`` by default), so an acknowledged batch is durable. No instance
@@ -61,6 +62,7 @@ _STAGING: Final = (
     b" ON COMMIT DELETE ROWS"
 )
 _COPY_STAGED: Final = f"COPY incoming ({_COLUMNS}) FROM STDIN".encode()
+_COPY_EVENTS: Final = f"COPY events ({_COLUMNS}) FROM STDIN".encode()
 _INSERT_EVENTS: Final = (
     f"INSERT INTO events ({_COLUMNS}) SELECT {_COLUMNS} FROM incoming"  # noqa: S608
     " ORDER BY seq ON CONFLICT DO NOTHING"
@@ -385,14 +387,7 @@ class PgCollector:
     ) -> Answer:
         async with self.pool.connection() as conn, conn.transaction():
             await self._claim(conn, prepared.stream, stream_key)
-            # COPY into a staging table, then one INSERT ... SELECT: COPY's row encoding is
-            # ~3x cheaper than binding 1000-element arrays of JSON bodies. The rows were
-            # encoded off the loop; the loop only sends them.
-            await conn.execute(_STAGING)
-            async with conn.cursor().copy(_COPY_STAGED) as copy:
-                await copy.write(prepared.copy)
-            inserted = await conn.execute(_INSERT_EVENTS)
-            accepted = max(inserted.rowcount, 0)
+            accepted = await _store_events(conn, prepared.copy, prepared.count)
             duplicates = prepared.count - accepted
             added: set[str] | None = None
             if duplicates:
@@ -465,6 +460,28 @@ class PgCollector:
         if problem is not None:
             log.warning("refused a batch for stream %s: %s", stream, problem)
             raise _StreamRefused(Answer(403, {"error": problem, "message": PROBLEMS[problem]}))
+
+
+async def _store_events(conn: AsyncConnection[Any], rows: bytes, count: int) -> int:
+    """Store the batch's rows (COPY text) but those whose event id is stored already; how
+    many it stored. Most batches are all new: COPY straight into ``events``, in a savepoint.
+    When the unique index refuses one (a copy stored before, by any stream or instance, or
+    twice in this batch), the savepoint is rolled back and the batch goes the careful way:
+    COPY into a staging table, then one ``INSERT ... SELECT ... ON CONFLICT DO NOTHING``.
+    (The careful way for every batch cost PostgreSQL ~40% more per event: the staging
+    copy, and the speculative insertion ON CONFLICT does for each row.) A concurrent
+    transaction holding the same id makes the COPY wait for its end, as ON CONFLICT does."""
+    try:
+        async with conn.transaction(), conn.cursor().copy(_COPY_EVENTS) as copy:
+            await copy.write(rows)
+        return count
+    except errors.UniqueViolation:
+        pass
+    await conn.execute(_STAGING)
+    async with conn.cursor().copy(_COPY_STAGED) as copy:
+        await copy.write(rows)
+    inserted = await conn.execute(_INSERT_EVENTS)
+    return max(inserted.rowcount, 0)
 
 
 class _StreamRefused(Exception):
