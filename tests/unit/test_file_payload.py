@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from mplp_lsp.store import IntegrationErrorLog, StoreWriter
 from tests.support.properties import examples
 
 STAMP = "2026-03-02T08:00:00.123Z"
+Shortcut = Callable[[Any], bool]
 any_text = st.text(st.characters(codec=None, blacklist_categories=()), max_size=10)
 texts = st.one_of(
     any_text,
@@ -88,30 +90,38 @@ def payloads(draw: st.DrawFn) -> dict[str, Any]:
     return payload
 
 
+def assert_the_engines_verdict(kind: Kind, data: dict[str, Any], plain: Shortcut) -> None:
+    validator = default_validator()
+    full = validator.checked(kind, data)
+    assert validator.validate(kind, data) == full
+    if plain(data):
+        assert full.ok
+
+
+def assert_only_parsed_dicts_take_it(data: dict[str, Any], plain: Shortcut) -> None:
+    """What a client sends is JSON-parsed: the same data after a round trip is judged the
+    same; any other mapping or a subclass goes to the engines."""
+
+    class Subclass(dict[str, Any]):
+        pass
+
+    assert not plain(Subclass(data))
+    try:
+        parsed = json.loads(json.dumps(data))
+    except (UnicodeEncodeError, ValueError):
+        return
+    assert plain(parsed) == plain(data)
+
+
 @settings(max_examples=examples(1000))
 @given(payload=payloads())
 def test_the_shortcut_gives_the_engines_verdict(payload: dict[str, Any]) -> None:
-    validator = default_validator()
-    full = validator.checked(Kind.FILE_UPDATE, payload)
-    assert validator.validate(Kind.FILE_UPDATE, payload) == full
-    if plain_file_update(payload):
-        assert full.ok
+    assert_the_engines_verdict(Kind.FILE_UPDATE, payload, plain_file_update)
 
 
 @given(payload=payloads())
 def test_only_a_dict_of_the_shape_takes_the_shortcut(payload: dict[str, Any]) -> None:
-    """What a client sends is JSON-parsed: the same payload after a round trip is judged the
-    same; any other mapping or a subclass goes to the engines."""
-
-    class Payload(dict[str, Any]):
-        pass
-
-    assert not plain_file_update(Payload(payload))
-    try:
-        parsed = json.loads(json.dumps(payload))
-    except (UnicodeEncodeError, ValueError):
-        return
-    assert plain_file_update(parsed) == plain_file_update(payload)
+    assert_only_parsed_dicts_take_it(payload, plain_file_update)
 
 
 @given(
@@ -239,24 +249,12 @@ def envelopes(draw: st.DrawFn) -> dict[str, Any]:
 @settings(max_examples=examples(1000))
 @given(envelope=envelopes())
 def test_the_envelope_shortcut_gives_the_engines_verdict(envelope: dict[str, Any]) -> None:
-    validator = default_validator()
-    full = validator.checked(Kind.ENVELOPE, envelope)
-    assert validator.validate(Kind.ENVELOPE, envelope) == full
-    if plain_file_envelope(envelope):
-        assert full.ok
+    assert_the_engines_verdict(Kind.ENVELOPE, envelope, plain_file_envelope)
 
 
 @given(envelope=envelopes())
 def test_only_a_dict_of_the_envelopes_shape_takes_the_shortcut(envelope: dict[str, Any]) -> None:
-    class Envelope(dict[str, Any]):
-        pass
-
-    assert not plain_file_envelope(Envelope(envelope))
-    try:
-        parsed = json.loads(json.dumps(envelope))
-    except (UnicodeEncodeError, ValueError):
-        return
-    assert plain_file_envelope(parsed) == plain_file_envelope(envelope)
+    assert_only_parsed_dicts_take_it(envelope, plain_file_envelope)
 
 
 @given(family=st.sampled_from(list(FamilyForm)), project=st.booleans())
