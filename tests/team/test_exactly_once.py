@@ -67,6 +67,48 @@ async def test_one_envelope_under_two_streams_is_stored_once_on_postgresql(
         second.stop()
 
 
+async def test_a_batch_holding_an_event_twice_stores_it_once_and_folds_it_once(
+    pg_cluster: postgres.Cluster, pg_url: str, tmp_path: Path
+) -> None:
+    """An all-new batch is copied straight into the events; one the unique index refuses
+    part of (an id twice in the batch, or stored before) goes the careful way, which
+    keeps the first by sequence number and folds the graph from what it added."""
+    collector = start_collector(pg_url, pg_cluster, tmp_path)
+    try:
+        files = [envelope(Kind.FILE_UPDATE, "file_update", file_path=f"g{n}") for n in range(4)]
+        twice = json.loads(json.dumps(files[0]))
+        twice["payload"]["file_path"] = "renamed-in-the-copy"
+        status, answer = await post(collector.url, batch("s", [*files[:2], twice, files[2]]))
+        assert (status, answer) == (200, {"accepted": 3, "duplicates": 1})
+        stored = count(
+            pg_cluster,
+            pg_url,
+            "SELECT count(*) FROM events WHERE body LIKE '%renamed-in-the-copy%'",
+        )
+        assert stored == 0  # the first by sequence number is kept
+        assert files_of(pg_cluster, pg_url) == paths_of(files[:3])
+        status, answer = await post(collector.url, batch("s", files, 5))
+        assert (status, answer) == (200, {"accepted": 1, "duplicates": 3})
+        assert count(pg_cluster, pg_url, "SELECT count(*) FROM events") == 4
+        assert files_of(pg_cluster, pg_url) == paths_of(files)
+        assert count(pg_cluster, pg_url, "SELECT max(seq) FROM events") == 8
+    finally:
+        collector.stop()
+
+
+def paths_of(edits: list[dict[str, Any]]) -> set[str]:
+    """The graph's files of these file events: each path, and a rename's old path."""
+    payloads = [e["payload"] for e in edits]
+    return {p["file_path"] for p in payloads} | {
+        p["previous_path"] for p in payloads if p.get("previous_path")
+    }
+
+
+def files_of(cluster: postgres.Cluster, db_url: str) -> set[str]:
+    with psycopg.connect(cluster.psql_url(db_url.rsplit("/", 1)[1])) as conn:
+        return {str(row[0]) for row in conn.execute("SELECT path FROM team_files")}
+
+
 async def test_one_envelope_under_two_streams_is_stored_once_on_sqlite(tmp_path: Path) -> None:
     from tests.support.collector import TOKEN as SQLITE_TOKEN
     from tests.support.collector import Collector as SqliteCollector

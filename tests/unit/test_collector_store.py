@@ -10,9 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mplp_lsp.collector.store import CollectorStore, _parse
+from mplp_lsp.collector.store import Answer, CollectorStore, _parse, read_batch
+from mplp_lsp.protocol import json_input
 from mplp_lsp.protocol.envelope import build_envelope
 from mplp_lsp.protocol.kinds import Kind
+from mplp_lsp.protocol.validator import default_validator
 
 
 def _envelope(lines_added: int) -> dict[str, object]:
@@ -111,3 +113,61 @@ def test_a_collector_that_requires_keys_refuses_a_keyless_batch(tmp_path: Path) 
         assert strict.receive(_batch(_envelope(1)).encode(), None, "k").status == 200
     finally:
         strict.close()
+
+
+def _nested(depth: int) -> object:
+    value: object = "leaf"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+# Where a nesting may sit in a batch: beside the items, in an item, in an envelope (which
+# is then no plain file event), in its payload, or in a payload's field.
+_SPOTS = ("batch", "item", "envelope", "payload", "field")
+
+
+@given(
+    nestings=st.lists(
+        st.tuples(st.sampled_from(_SPOTS), st.integers(0, 3), st.integers(0, 70)), max_size=3
+    ),
+    shape_ok=st.booleans(),
+)
+def test_a_batch_is_refused_as_too_deep_exactly_as_the_whole_walk_refuses_it(
+    nestings: list[tuple[str, int, int]], shape_ok: bool
+) -> None:
+    """read_batch walks around the plain file envelopes it recognised; its verdict is the
+    full walk's, and what it calls plain the validator accepts."""
+    batch: dict[str, object] = json.loads(_batch(*(_envelope(n) for n in range(4))))
+    items: list[dict[str, object]] = batch["items"]  # type: ignore[assignment]
+    for spot, index, depth in nestings:
+        item = items[index]
+        envelope: dict[str, object] = item["envelope"]  # type: ignore[assignment]
+        payload: dict[str, object] = envelope["payload"]  # type: ignore[assignment]
+        target = {"batch": batch, "item": item, "envelope": envelope, "payload": payload}
+        if spot == "field":
+            payload["language"] = _nested(depth)
+        else:
+            target[spot][f"x{depth}"] = _nested(depth)
+    if not shape_ok:
+        items.append({"seq": "not a number"})
+    body = json.dumps(batch).encode()
+    try:
+        json_input.check_depth(json.loads(body), json_input.MAX_DEPTH + 3)
+        too_deep = False
+    except json_input.JsonRejected:
+        too_deep = True
+    if too_deep:
+        with pytest.raises(json_input.JsonRejected) as refused:
+            read_batch(body)
+        assert refused.value.message == f"nested deeper than {json_input.MAX_DEPTH + 3} levels"
+        return
+    read = read_batch(body)
+    if not shape_ok:
+        assert isinstance(read, Answer) and read.body["error"] == "invalid_batch"
+        return
+    assert not isinstance(read, Answer)
+    _stream, parsed, plain = read
+    for _seq, envelope in parsed:
+        if id(envelope) in plain:
+            assert default_validator().checked(Kind.ENVELOPE, envelope).ok

@@ -1,11 +1,13 @@
-"""The daemon's own file_update payloads are accepted without the schema engines, with the
-verdicts the engines give, and every other payload is still theirs to judge."""
+"""The daemon's own file_update payloads, and the envelopes carrying them, are accepted
+without the schema engines, with the verdicts the engines give, and every other payload or
+envelope is still theirs to judge."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,14 @@ from hypothesis import strategies as st
 from mplp_lsp.engine.bus import EventBus
 from mplp_lsp.engine.file_activity import file_submissions
 from mplp_lsp.engine.intake import Intake, IntakeResult, Submission
-from mplp_lsp.protocol.file_payload import CHANGE_TYPES, FIELDS, plain_file_update
+from mplp_lsp.protocol.envelope import FamilyForm, build_envelope, new_id
+from mplp_lsp.protocol.file_payload import (
+    CHANGE_TYPES,
+    ENVELOPE_FIELDS,
+    FIELDS,
+    plain_file_envelope,
+    plain_file_update,
+)
 from mplp_lsp.protocol.kinds import SPECS, Kind
 from mplp_lsp.protocol.schemas import load_json
 from mplp_lsp.protocol.validator import EventValidator, default_validator
@@ -25,6 +34,7 @@ from mplp_lsp.store import IntegrationErrorLog, StoreWriter
 from tests.support.properties import examples
 
 STAMP = "2026-03-02T08:00:00.123Z"
+Shortcut = Callable[[Any], bool]
 any_text = st.text(st.characters(codec=None, blacklist_categories=()), max_size=10)
 texts = st.one_of(
     any_text,
@@ -80,30 +90,38 @@ def payloads(draw: st.DrawFn) -> dict[str, Any]:
     return payload
 
 
+def assert_the_engines_verdict(kind: Kind, data: dict[str, Any], plain: Shortcut) -> None:
+    validator = default_validator()
+    full = validator.checked(kind, data)
+    assert validator.validate(kind, data) == full
+    if plain(data):
+        assert full.ok
+
+
+def assert_only_parsed_dicts_take_it(data: dict[str, Any], plain: Shortcut) -> None:
+    """What a client sends is JSON-parsed: the same data after a round trip is judged the
+    same; any other mapping or a subclass goes to the engines."""
+
+    class Subclass(dict[str, Any]):
+        pass
+
+    assert not plain(Subclass(data))
+    try:
+        parsed = json.loads(json.dumps(data))
+    except (UnicodeEncodeError, ValueError):
+        return
+    assert plain(parsed) == plain(data)
+
+
 @settings(max_examples=examples(1000))
 @given(payload=payloads())
 def test_the_shortcut_gives_the_engines_verdict(payload: dict[str, Any]) -> None:
-    validator = default_validator()
-    full = validator.checked(Kind.FILE_UPDATE, payload)
-    assert validator.validate(Kind.FILE_UPDATE, payload) == full
-    if plain_file_update(payload):
-        assert full.ok
+    assert_the_engines_verdict(Kind.FILE_UPDATE, payload, plain_file_update)
 
 
 @given(payload=payloads())
 def test_only_a_dict_of_the_shape_takes_the_shortcut(payload: dict[str, Any]) -> None:
-    """What a client sends is JSON-parsed: the same payload after a round trip is judged the
-    same; any other mapping or a subclass goes to the engines."""
-
-    class Payload(dict[str, Any]):
-        pass
-
-    assert not plain_file_update(Payload(payload))
-    try:
-        parsed = json.loads(json.dumps(payload))
-    except (UnicodeEncodeError, ValueError):
-        return
-    assert plain_file_update(parsed) == plain_file_update(payload)
+    assert_only_parsed_dicts_take_it(payload, plain_file_update)
 
 
 @given(
@@ -160,6 +178,149 @@ def test_the_shortcut_mirrors_the_schema_and_the_invariants_it_was_written_for()
         ("change_type", "enum(created,modified,deleted,renamed)", False, {}),
         ("timestamp", "iso-datetime", False, {}),
     ]
+
+
+ENVELOPE_ID = "4f489694-9ac4-4ca1-9c7a-0c754cd5d499"
+event_ids = st.one_of(
+    st.just(ENVELOPE_ID),
+    st.uuids().map(str),  # any version: a uuid to the schema, not to the invariant
+    st.sampled_from([ENVELOPE_ID.upper(), ENVELOPE_ID[:-1], ENVELOPE_ID + " ", ""]),
+    texts,
+)
+
+
+plain_payloads = st.builds(
+    lambda path, change, stamp, counts: {
+        "file_path": path,
+        "change_type": change,
+        "timestamp": stamp,
+        "language": "python",
+        **counts,
+    },
+    st.one_of(st.just("src/a.py"), any_text.filter(str.strip)),
+    st.sampled_from(sorted(CHANGE_TYPES)),
+    st.sampled_from([STAMP, "2024-02-29T23:59:60.5+05:30"]),
+    st.sampled_from([{}, {"lines_added": 0, "lines_removed": 3}]),
+)
+names = st.sampled_from(["", " ", "x", "forward"])
+# What each field of an envelope may be changed to: its near misses, or any value.
+NEAR_MISSES: dict[str, st.SearchStrategy[Any]] = {
+    "event_id": st.one_of(st.uuids().map(str), st.uuids().map(lambda u: str(u).upper()), event_ids),
+    "event_family": st.sampled_from(
+        [*(str(form) for form in FamilyForm), "graph_update", "externalintegrationevent", ""]
+    ),
+    "event_type": st.sampled_from(
+        ["git_operation", "ci_pipeline", "tool_execution", "", "file_update ", "File_update"]
+    ),
+    "timestamp": stamps,
+    "source_module": st.one_of(names, texts),
+    "source": st.one_of(names, texts),
+    "project_id": st.one_of(st.uuids().map(str), event_ids),
+    "payload": payloads(),
+    "extra": others,
+    "": others,
+}
+
+
+@st.composite
+def envelopes(draw: st.DrawFn) -> dict[str, Any]:
+    """An envelope around a file_update payload as forwarders send it, then up to two of its
+    fields removed or changed, or others added."""
+    envelope: dict[str, Any] = {
+        "event_id": draw(st.one_of(st.just(ENVELOPE_ID), st.uuids(version=4).map(str))),
+        "event_family": str(draw(st.sampled_from(list(FamilyForm)))),
+        "event_type": "file_update",
+        "timestamp": draw(st.sampled_from([STAMP, "2024-02-29T23:59:60.5+05:30"])),
+        "source_module": draw(st.one_of(st.just("forward"), texts)),
+        "source": draw(st.one_of(st.just("mplp-lsp/0.1.0"), texts)),
+        "payload": draw(plain_payloads),
+    }
+    if draw(st.booleans()):
+        envelope["project_id"] = draw(st.uuids().map(str))
+    for _ in range(draw(st.integers(0, 2))):
+        name = draw(st.sampled_from(sorted(NEAR_MISSES)))
+        if name in envelope and draw(st.integers(0, 3)) == 0:
+            del envelope[name]
+        else:
+            envelope[name] = draw(st.one_of(NEAR_MISSES[name], others))
+    return envelope
+
+
+@settings(max_examples=examples(1000))
+@given(envelope=envelopes())
+def test_the_envelope_shortcut_gives_the_engines_verdict(envelope: dict[str, Any]) -> None:
+    assert_the_engines_verdict(Kind.ENVELOPE, envelope, plain_file_envelope)
+
+
+@given(envelope=envelopes())
+def test_only_a_dict_of_the_envelopes_shape_takes_the_shortcut(envelope: dict[str, Any]) -> None:
+    assert_only_parsed_dicts_take_it(envelope, plain_file_envelope)
+
+
+@given(family=st.sampled_from(list(FamilyForm)), project=st.booleans())
+def test_what_forwarders_send_takes_the_envelope_shortcut(
+    family: FamilyForm, project: bool
+) -> None:
+    """The daemon's own file events, enveloped as the outbox forwards them."""
+    documents = EditorDocuments()
+    documents.opened("src/a.py", "python", "a\n")
+    documents.saved("src/a.py", "a\nb\n")
+    batch = [Settled("src/a.py", Change.MODIFIED, None, 0.0, 0.0, 1, {"timestamp": STAMP})]
+    for submission in file_submissions(batch, documents, "/home/dev/project"):
+        envelope = build_envelope(
+            Kind.FILE_UPDATE, submission.data, source_module="forward", family=family
+        )
+        if project:
+            envelope["project_id"] = new_id()
+        assert plain_file_envelope(envelope), envelope
+
+
+def test_the_envelope_shortcut_mirrors_the_schema_and_the_invariants_it_was_written_for() -> None:
+    """If the envelope schema or the observability invariants of its family change, this
+    module must be read again."""
+    schema = load_json(SPECS[Kind.ENVELOPE].schema)
+    assert schema["additionalProperties"] is False
+    assert set(schema["required"]) == ENVELOPE_FIELDS - {"project_id"}
+    assert schema["properties"] == {
+        "event_id": {"type": "string", "format": "uuid"},
+        "event_family": {
+            "type": "string",
+            "enum": ["ExternalIntegrationEvent", "external_integration"],
+        },
+        "event_type": {
+            "type": "string",
+            "enum": ["file_update", "git_operation", "ci_pipeline", "tool_execution"],
+        },
+        "timestamp": {"type": "string", "format": "date-time"},
+        "project_id": {"type": "string", "format": "uuid"},
+        "source_module": {"type": "string", "minLength": 1},
+        "source": {"type": "string", "minLength": 1},
+        "payload": {"type": "object"},
+    }
+    assert schema["allOf"][0] == {
+        "if": {"properties": {"event_type": {"const": "file_update"}}, "required": ["event_type"]},
+        "then": {
+            "properties": {"payload": {"$ref": "../integration/mplp-file-update-event.schema.json"}}
+        },
+    }
+    invariants = default_validator().observability_invariants.for_scope("event")
+    assert [
+        (i.path, i.rule.text, i.when_present)
+        for i in invariants
+        if i.applies_to({"event_family": "external_integration"})
+    ] == [
+        ("event_id", "uuid-v4", False),
+        ("event_type", "non-empty-string", False),
+        ("event_family", i_family_rule(invariants), False),
+        ("timestamp", "iso-datetime", False),
+    ]
+
+
+def i_family_rule(invariants: tuple[Any, ...]) -> str:
+    """The family rule's text; it must admit the upstream name of the envelope's family."""
+    (rule,) = [i.rule.text for i in invariants if i.path == "event_family"]
+    assert "external_integration" in rule.removeprefix("enum(").removesuffix(")").split(",")
+    return str(rule)
 
 
 class EnginesOnly(EventValidator):

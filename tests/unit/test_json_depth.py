@@ -44,3 +44,19 @@ def test_two_hundred_thousand_brackets_are_refused_without_recursion() -> None:
     with pytest.raises(json_input.JsonRejected) as refused:
         json_input.check_depth(nested)
     assert refused.value.code.value == "nesting_too_deep"
+
+
+@given(values, st.integers(min_value=1, max_value=6))
+def test_a_container_the_caller_checked_is_not_walked(value: Any, limit: int) -> None:
+    """The verdict on ``[value, checked]`` is the one on ``[value]``, whatever ``checked``
+    holds (here far more than any limit)."""
+    checked: Any = []
+    for _ in range(1000):
+        checked = [checked]
+    try:
+        json_input.check_depth([value], limit)
+    except json_input.JsonRejected:
+        with pytest.raises(json_input.JsonRejected):
+            json_input.check_depth([value, checked], limit, checked={id(checked)})
+    else:
+        json_input.check_depth([value, checked], limit, checked={id(checked)})

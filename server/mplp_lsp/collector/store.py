@@ -24,6 +24,7 @@ import orjson
 from mplp_lsp.collector.ingest import PROBLEMS, key_hash, stream_key_problem
 from mplp_lsp.protocol import json_input
 from mplp_lsp.protocol.envelope import utc_timestamp
+from mplp_lsp.protocol.file_payload import plain_file_envelope
 from mplp_lsp.protocol.kinds import EVENT_FAMILY_KINDS, Kind, detect_kind
 from mplp_lsp.protocol.result import ErrorCode
 from mplp_lsp.protocol.validator import EventValidator, default_validator
@@ -149,17 +150,16 @@ class CollectorStore:
             if replay is not None:
                 return replay
         try:
-            batch = _parse(body)
+            parsed = read_batch(body)
         except json_input.JsonRejected as rejected:
             return Answer(400, {"error": str(rejected.code), "message": rejected.message})
         except (ValueError, UnicodeDecodeError) as error:
             return Answer(400, {"error": "invalid_json", "message": str(error)[:200]})
-        parsed = _items(batch)
         if isinstance(parsed, Answer):
             return parsed
-        source_stream, items = parsed
+        source_stream, items, plain = parsed
         problems = envelope_problems(
-            self._validator, items, [detect_kind(envelope) for _seq, envelope in items]
+            self._validator, items, [detect_kind(envelope) for _seq, envelope in items], plain
         )
         if problems:
             self._bump("rejected_batches", 1)
@@ -303,21 +303,40 @@ def _has_long_number(body: bytes) -> bool:
 # A batch holds items holding envelopes: three levels above an envelope's own.
 _BATCH_DEPTH: Final = json_input.MAX_DEPTH + 3
 
+Items = list[tuple[int, dict[str, Any]]]
+
+
+def read_batch(body: bytes) -> tuple[str, Items, frozenset[int]] | Answer:
+    """The batch's stream, its (seq, envelope) items and the ids of the envelopes that are
+    plain file events (:func:`~mplp_lsp.protocol.file_payload.plain_file_envelope`: valid,
+    and two levels deep), or the 400/413 answer for a batch of the wrong shape.
+
+    Raises :class:`~mplp_lsp.protocol.json_input.JsonRejected` (nested deeper than an
+    envelope may be: validation recurses), ValueError or UnicodeDecodeError for a body
+    that is not such JSON. Plain envelopes are recognised before the depth is checked (the
+    test does not recurse), so the walk skips them: it was a sixth of a batch's reading."""
+    batch = _parse(body)
+    parsed = _items(batch)
+    if isinstance(parsed, Answer):
+        json_input.check_depth(batch, _BATCH_DEPTH)  # too deep is said first, as it was
+        return parsed
+    stream, items = parsed
+    plain = frozenset(id(envelope) for _seq, envelope in items if plain_file_envelope(envelope))
+    json_input.check_depth(batch, _BATCH_DEPTH, checked=plain)
+    return stream, items, plain
+
 
 def _parse(body: bytes) -> Any:
-    """The batch as Python objects; NaN, infinities and lone surrogates are invalid JSON, and
-    so is nesting deeper than an envelope may (validation recurses)."""
+    """The batch as Python objects; NaN, infinities and lone surrogates are invalid JSON.
+    Its depth is checked by the caller (:func:`read_batch`)."""
     if _has_long_number(body):
         try:
-            batch = json.loads(body, parse_constant=_no_constant)
+            return json.loads(body, parse_constant=_no_constant)
         except RecursionError:
             raise json_input.JsonRejected(
                 ErrorCode.NESTING_TOO_DEEP, f"nested deeper than {_BATCH_DEPTH} levels"
             ) from None
-    else:
-        batch = orjson.loads(body)  # refuses nesting past 1024 levels itself
-    json_input.check_depth(batch, _BATCH_DEPTH)
-    return batch
+    return orjson.loads(body)  # refuses nesting past 1024 levels itself
 
 
 def _no_constant(name: str) -> Any:
@@ -371,11 +390,15 @@ def envelope_problems(
     validator: EventValidator,
     items: list[tuple[int, dict[str, Any]]],
     kinds: list[Kind | None],
+    plain: frozenset[int] = frozenset(),
 ) -> list[dict[str, Any]]:
     """What is wrong with each envelope of a batch that is not a valid MPLP event (at most
-    ten errors each), by its index in the batch; empty when all are valid."""
+    ten errors each), by its index in the batch; empty when all are valid. Envelopes whose
+    ids are in ``plain`` are valid (:func:`read_batch`; the validator says so too)."""
     problems = []
     for index, ((_seq, envelope), kind) in enumerate(zip(items, kinds, strict=True)):
+        if id(envelope) in plain:
+            continue
         if kind not in _ACCEPTED_KINDS:
             errors = [{"path": "", "code": "unknown_kind", "message": "not an MPLP event"}]
         else:

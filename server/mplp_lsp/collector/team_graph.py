@@ -155,12 +155,13 @@ V = TypeVar("V", bound=tuple[Any, ...])
 
 
 def ahead_of(
-    envelopes: Iterable[Mapping[str, Any]], received: datetime, bound: timedelta = CLOCK_AHEAD_BOUND
+    times: Iterable[tuple[str, datetime]], received: datetime, bound: timedelta = CLOCK_AHEAD_BOUND
 ) -> dict[str, timedelta]:
-    """The events whose own time is more than ``bound`` ahead of ``received`` (a clock set
-    wrong), by event id, with how far ahead."""
-    leads = ((e["event_id"], instant(e["timestamp"]) - received) for e in envelopes)
-    return {event_id: lead for event_id, lead in leads if lead > bound}
+    """The events whose own time (``times``: event id, the envelope's time as an
+    :func:`instant`) is more than ``bound`` ahead of ``received`` (a clock set wrong), by
+    event id, with how far ahead."""
+    latest = received + bound
+    return {event_id: moment - received for event_id, moment in times if moment > latest}
 
 
 def _newer(table: dict[K, V], key: K, value: V) -> None:

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Collection
 from typing import Any, Final
 
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult, format_path
 
 # MPLP objects nest a handful of levels; a PSG context's free-form fields a few more.
 MAX_DEPTH: Final = 64
+# A tuple, not ``dict | list``: isinstance against a tuple is about a third faster.
+_CONTAINERS: Final = (dict, list)
 
 
 class JsonRejected(ValueError):
@@ -70,21 +73,31 @@ def loads(raw: bytes | str) -> Any:
     return value
 
 
-def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
+def check_depth(value: Any, limit: int = MAX_DEPTH, *, checked: Collection[int] = ()) -> None:
     """Refuse ``value`` if its containers nest deeper than ``limit`` (no recursion).
 
     Level by level: one comprehension per nesting level instead of a stack entry per
     container, which the collector's intake runs on every envelope of every batch.
+    ``checked`` holds the ids of containers the caller has already found shallow enough
+    where they are (the collector's plain file envelopes): they are not walked.
     """
-    level = [value] if isinstance(value, dict | list) else []
+    level = [value] if isinstance(value, _CONTAINERS) else []
     depth = 1
     while level:
-        deeper = [
-            child
-            for item in level
-            for child in (item.values() if isinstance(item, dict) else item)
-            if isinstance(child, dict | list)
-        ]
+        if checked:
+            deeper = [
+                child
+                for item in level
+                for child in (item.values() if isinstance(item, dict) else item)
+                if isinstance(child, _CONTAINERS) and id(child) not in checked
+            ]
+        else:
+            deeper = [
+                child
+                for item in level
+                for child in (item.values() if isinstance(item, dict) else item)
+                if isinstance(child, _CONTAINERS)
+            ]
         if deeper and depth >= limit:
             raise _too_deep(limit)
         level = deeper

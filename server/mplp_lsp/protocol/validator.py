@@ -13,9 +13,10 @@ need, so a daemon that only ever sees valid input does not carry it. A hypothesi
 proves both accept and reject exactly the same inputs. Invariants run on every input
 through the one engine in :mod:`mplp_lsp.protocol.invariants`.
 
-A file_update payload of the shape the daemon builds itself (a burst's 20,000 events) is
-accepted by :mod:`mplp_lsp.protocol.file_payload` without asking either engine: it says
-yes only where they would, and leaves everything else to them.
+A file_update payload of the shape the daemon builds itself (a burst's 20,000 events), and
+an envelope carrying one (the collector's input), is accepted by
+:mod:`mplp_lsp.protocol.file_payload` without asking either engine: it says yes only where
+they would, and leaves everything else to them.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import logging
 from functools import cache
 from typing import Any
 
-from mplp_lsp.protocol.file_payload import plain_file_update
+from mplp_lsp.protocol.file_payload import plain_file_envelope, plain_file_update
 from mplp_lsp.protocol.kinds import (
     PAYLOAD_KINDS,
     SPEC_FAMILY,
@@ -89,6 +90,8 @@ class EventValidator:
     def validate(self, kind: Kind, data: Any) -> ValidationResult:
         if kind is Kind.FILE_UPDATE and plain_file_update(data):
             return ValidationResult.success()  # what checked() would say, in a quarter of the time
+        if kind is Kind.ENVELOPE and plain_file_envelope(data):
+            return ValidationResult.success()  # the same, for the collector's envelopes
         return self.checked(kind, data)
 
     def checked(self, kind: Kind, data: Any) -> ValidationResult:
