@@ -31,6 +31,7 @@ from mplp_lsp.graph.files import FileChange
 from mplp_lsp.ignore.judge import InOrderJudge
 from mplp_lsp.ignore.live import LiveIgnore
 from mplp_lsp.protocol.envelope import utc_timestamp
+from mplp_lsp.protocol.json_input import has_utf8_form
 from mplp_lsp.protocol.kinds import Kind
 from mplp_lsp.sanitize.paths import PathRejected, check_name
 from mplp_lsp.sources.debounce import EDITOR, WATCHER, Change, Debouncer, Observation, Settled
@@ -265,7 +266,7 @@ class FileActivity:
     def recheck_tree(self, directory: str) -> None:
         """Changes below ``directory`` ("" for all) may have gone unreported: compare it with
         the graph, a slice at a time (:mod:`mplp_lsp.engine.file_rescan`)."""
-        if _utf8(directory):  # a name that is not UTF-8 was never recorded
+        if has_utf8_form(directory):  # a name that is not UTF-8 was never recorded
             self.rescans.request(directory)
 
     def catch_up(self, heard_ns: int, until_ns: int) -> asyncio.Task[None]:
@@ -425,7 +426,7 @@ def root_sent(root: Path, settings: Settings) -> str | None:
     is not UTF-8 has none that can be stored or sent: its events go without it rather than
     being refused (the intake's ``text_not_unicode``)."""
     text = str(root)
-    return text if settings.send_workspace_root and _utf8(text) else None
+    return text if settings.send_workspace_root and has_utf8_form(text) else None
 
 
 def file_submissions(
@@ -462,14 +463,6 @@ def _changed_after(path: Path, ns: int) -> bool:
         return path.lstat().st_ctime_ns > ns
     except OSError:
         return False
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 async def _retire(debouncer: Debouncer) -> None:

@@ -120,12 +120,12 @@ def lone_surrogate_at(value: Any) -> str | None:
     while stack:
         item, path = stack.pop()
         if isinstance(item, str):
-            if not _utf8(item):
+            if not has_utf8_form(item):
                 return format_path(path)
         elif isinstance(item, dict):
             for key, child in item.items():
                 where = (*path, str(key))
-                if isinstance(key, str) and not _utf8(key):
+                if isinstance(key, str) and not has_utf8_form(key):
                     return format_path(where)
                 stack.append((child, where))
         elif isinstance(item, list | tuple):
@@ -133,7 +133,8 @@ def lone_surrogate_at(value: Any) -> str | None:
     return None
 
 
-def _utf8(text: str) -> bool:
+def has_utf8_form(text: str) -> bool:
+    """Whether ``text`` holds no lone surrogate (has a UTF-8 form)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
