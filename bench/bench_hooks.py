@@ -187,6 +187,24 @@ def invocation(path: Path, runs: int) -> list[float]:
     return times
 
 
+def ingesters_ended(base: Path, limit: float = 120.0) -> None:
+    """Wait until the ingesters the hooks started have ended: one lingers a few seconds
+    after its last record, and removing the stores under it raced its last writes (the
+    temporary directory was "not empty" when it was removed, under load)."""
+    deadline = time.monotonic() + limit
+    for marker in base.glob("*/git-spool/ingester"):
+        while time.monotonic() < deadline:
+            try:
+                named = marker.read_text().strip()
+            except FileNotFoundError:
+                break  # released: the ingester is done with the store
+            if named == str(os.getpid()):
+                break  # the stand-in this bench wrote: no ingester behind it
+            time.sleep(0.05)
+        else:
+            raise SystemExit(f"bench_hooks: an ingester did not end in {limit:.0f} s")
+
+
 def main(bench: Bench, args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
@@ -268,6 +286,7 @@ def main(bench: Bench, args: argparse.Namespace) -> None:
             + ("yes" if complete else "NO")
             + f"   target: {bench.verdict(complete)}"
         )
+        ingesters_ended(base)
 
 
 if __name__ == "__main__":

@@ -72,7 +72,9 @@ class Hook:
         return [spooled.record for _name, spooled in self.spool.take({}).records]
 
     def starts(self) -> int:
-        deadline = time.monotonic() + 10
+        # Generous: the start is in the background, and a loaded machine can stall it
+        # (one CI run saw none within 10 s, at a load average of 5.5).
+        deadline = time.monotonic() + 60
         while not self.started.exists() and time.monotonic() < deadline:
             time.sleep(0.01)
         return len(self.started.read_text().split()) if self.started.exists() else 0
