@@ -313,7 +313,7 @@ def test_a_folder_whose_name_is_not_utf8_sends_its_events_without_its_root() -> 
     # Its name has no UTF-8 form: with the root in them, every file event would be refused
     # (text_not_unicode); without it they are stored as any other folder's.
     sending = Settings(send_workspace_root=True)
-    odd = Path(os.fsdecode(b"/work/caf\xe9"))
+    odd = Path(os.fsdecode(b"/projects/caf\xe9"))
     assert file_activity.root_sent(odd, sending) is None
-    assert file_activity.root_sent(Path("/work/café"), sending) == "/work/café"
-    assert file_activity.root_sent(Path("/work/café"), Settings()) is None
+    assert file_activity.root_sent(Path("/projects/café"), sending) == "/projects/café"
+    assert file_activity.root_sent(Path("/projects/café"), Settings()) is None
