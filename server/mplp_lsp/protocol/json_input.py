@@ -84,20 +84,12 @@ def check_depth(value: Any, limit: int = MAX_DEPTH, *, checked: Collection[int] 
     level = [value] if isinstance(value, _CONTAINERS) else []
     depth = 1
     while level:
-        if checked:
-            deeper = [
-                child
-                for item in level
-                for child in (item.values() if isinstance(item, dict) else item)
-                if isinstance(child, _CONTAINERS) and id(child) not in checked
-            ]
-        else:
-            deeper = [
-                child
-                for item in level
-                for child in (item.values() if isinstance(item, dict) else item)
-                if isinstance(child, _CONTAINERS)
-            ]
+        deeper = [
+            child
+            for item in level
+            for child in (item.values() if isinstance(item, dict) else item)
+            if isinstance(child, _CONTAINERS) and id(child) not in checked
+        ]
         if deeper and depth >= limit:
             raise _too_deep(limit)
         level = deeper

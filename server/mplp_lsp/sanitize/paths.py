@@ -59,6 +59,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from urllib.parse import unquote, unquote_to_bytes
 
+from mplp_lsp.protocol.json_input import has_utf8_form
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
 
 __all__ = [
@@ -259,11 +260,9 @@ def _as_text(raw: str | bytes | os.PathLike[str]) -> str:
 
 
 def _check_characters(value: str) -> None:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
+    if not has_utf8_form(value):
         # Lone surrogates: what os.fsdecode makes of bytes that are not UTF-8.
-        raise PathRejected(ErrorCode.PATH_NOT_UTF8, "the path is not valid UTF-8") from None
+        raise PathRejected(ErrorCode.PATH_NOT_UTF8, "the path is not valid UTF-8")
     if _CONTROL.search(value):
         raise PathRejected(
             ErrorCode.PATH_CONTROL_CHARACTER, "the path contains a control character or NUL"

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from mplp_lsp.protocol.envelope import utc_timestamp
+from mplp_lsp.protocol.json_input import has_utf8_form
 from mplp_lsp.store.database import transaction
 from mplp_lsp.store.dedup import dedup_param
 from mplp_lsp.store.queueing import queue_appended
@@ -125,8 +126,8 @@ def encode_body(envelope: Mapping[str, Any]) -> str:
 
 def _json_body(envelope: Mapping[str, Any]) -> str:
     text = _ENCODER.encode(envelope)
-    if not text.isascii():
-        text.encode("utf-8")  # UnicodeEncodeError (a ValueError) for a lone surrogate
+    if not text.isascii() and not has_utf8_form(text):
+        raise ValueError("the envelope holds text with a lone surrogate (no UTF-8 form)")
     return text
 
 
