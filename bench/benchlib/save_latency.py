@@ -12,27 +12,25 @@ the difference between the two is what the editor adds.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import threading
 import time
 from pathlib import Path
 
 from .harness import Bench, percentile
 from .jsonrpc_client import mplp_cmd, save, started, wait_ready
+from .stored import StoredCount
 
 POLL_S = 0.0002
-_COUNT = "SELECT COUNT(*) FROM events WHERE kind = 'file_update'"
 
 
 class StoreWatcher:
     """Records the wall-clock time at which each new ``file_update`` becomes visible."""
 
     def __init__(self, database: Path) -> None:
-        self._database = database
         self.stored_at: list[float] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
-        self._conn: sqlite3.Connection | None = None
+        self._stored = StoredCount(database)
 
     def __enter__(self) -> StoreWatcher:
         self._thread.start()
@@ -48,30 +46,18 @@ class StoreWatcher:
             await asyncio.sleep(POLL_S)
         return self.stored_at[seen]
 
-    def _count(self) -> int:
-        # Each autocommit SELECT is a read transaction of its own: it sees every commit.
-        try:
-            if self._conn is None:
-                self._conn = sqlite3.connect(
-                    f"file:{self._database}?mode=ro", uri=True, check_same_thread=False
-                )
-            return int(self._conn.execute(_COUNT).fetchone()[0])
-        except sqlite3.OperationalError:  # not created yet
-            return 0
-
     def _run(self) -> None:
         try:
-            seen = self._count()
+            seen = self._stored.count()
             while not self._stop.is_set():
-                now = self._count()
+                now = self._stored.count()
                 if now > seen:
                     stamp = time.time()
                     self.stored_at.extend([stamp] * (now - seen))
                     seen = now
                 time.sleep(POLL_S)
         finally:
-            if self._conn is not None:
-                self._conn.close()
+            self._stored.close()
 
 
 async def bare_client_saves(tmp: Path, saves: int, debounce_ms: int) -> list[float]:

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from benchlib.harness import UNAVAILABLE, Bench, number, percentile
+from benchlib.stored import StoredCount
+from mplp_lsp.store.database import connect
+from mplp_lsp.store.events import EventLog
+from tests.support.forwarding import new_event
+from tests.support.properties import examples
 
 
 def sized() -> Bench:
@@ -86,3 +93,28 @@ def test_number_keeps_the_digits_that_mean_something() -> None:
         "1.23",
         "0.012",
     ]
+
+
+@settings(max_examples=examples(30), deadline=None)
+@given(st.lists(st.lists(st.sampled_from(["file_update", "git", "ci"]), max_size=6), max_size=6))
+def test_stored_count_follows_the_store_poll_after_poll(
+    tmp_path_factory: pytest.TempPathFactory, commits: list[list[str]]
+) -> None:
+    """Each poll reads only what came since the last, and still says what a full count says."""
+    database = tmp_path_factory.mktemp("stored") / "events.db"
+    stored = StoredCount(database)
+    assert stored.count() == 0  # no store yet
+    conn = connect(database)
+    serial = 0
+    try:
+        for kinds in commits:
+            events = []
+            for kind in kinds:
+                events.append(new_event(serial, kind))
+                serial += 1
+            EventLog(conn).append(events)
+            full = conn.execute("SELECT COUNT(*) FROM events WHERE kind = 'file_update'")
+            assert stored.count() == full.fetchone()[0]
+    finally:
+        stored.close()
+        conn.close()
