@@ -6,8 +6,8 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable, Collection
-from functools import cache
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from functools import cache, partial
 from importlib import resources
 from typing import Any
 
@@ -17,10 +17,11 @@ from mplp_lsp import __version__
 from mplp_lsp.api.errors import error_response, result_response
 from mplp_lsp.api.security import BODY_TIMEOUT, MAX_BODY, guard
 from mplp_lsp.api.services import ApiServices
+from mplp_lsp.api.streaming import streamed
 from mplp_lsp.engine.intake import Outcome, Submission
 from mplp_lsp.graph.changes import WriteResult
 from mplp_lsp.graph.integrity import Rejected
-from mplp_lsp.plans.runs import PlanRunResult, parse_request
+from mplp_lsp.plans.runs import PlanRunResult, RunProgress, parse_request
 from mplp_lsp.protocol import json_input
 from mplp_lsp.protocol.kinds import STORED_KINDS, Kind
 from mplp_lsp.protocol.result import ErrorCode, ValidationResult
@@ -221,20 +222,25 @@ async def run_plan(request: web.Request) -> web.StreamResponse:
     if isinstance(item, PlanRunResult) and item.refused is not None:
         return result_response(item.refused)
     response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
-    await response.prepare(request)
+    # A client that leaves frees this handler at once; the run goes on in its own task.
+    return await streamed(request, response, partial(_run_lines, item, progress))
+
+
+async def _run_lines(
+    first: RunProgress, progress: AsyncIterator[RunProgress], response: web.StreamResponse
+) -> None:
+    """One NDJSON line per stored event as the run commits it, then its result."""
+    item = first
     while True:
         lines = (
             [item.to_json()]
             if isinstance(item, PlanRunResult)
             else [{"event": event.to_json()} for event in item]
         )
-        try:
-            await response.write("".join(json.dumps(line) + "\n" for line in lines).encode())
-        except (ConnectionError, RuntimeError):  # the client left; the run goes on without it
-            return response
+        await response.write("".join(json.dumps(line) + "\n" for line in lines).encode())
         if isinstance(item, PlanRunResult):
             await response.write_eof()
-            return response
+            return
         item = await anext(progress)
 
 

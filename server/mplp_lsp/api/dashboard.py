@@ -21,6 +21,7 @@ from aiohttp import web
 
 from mplp_lsp.api.errors import error_response
 from mplp_lsp.api.services import ApiServices
+from mplp_lsp.api.streaming import streamed
 from mplp_lsp.protocol.result import ErrorCode
 from mplp_lsp.protocol.summary import summary
 from mplp_lsp.store import paging
@@ -119,14 +120,17 @@ async def export(request: web.Request) -> web.StreamResponse:
             "Cache-Control": "no-store",
         }
     )
-    await response.prepare(request)
-    with contextlib.suppress(ConnectionResetError):  # the download was cancelled
-        await _export_rows(response, services, span, form)
-    return response
+    return await streamed(
+        request, response, partial(_export_rows, services=services, span=span, form=form)
+    )
 
 
 async def _export_rows(
-    response: web.StreamResponse, services: ApiServices, span: tuple[str, str] | None, form: str
+    response: web.StreamResponse,
+    *,
+    services: ApiServices,
+    span: tuple[str, str] | None,
+    form: str,
 ) -> None:
     if form == "csv":
         await response.write(_csv_line(list(_CSV_COLUMNS)))
@@ -170,29 +174,31 @@ async def live(request: web.Request) -> web.StreamResponse:
             "X-Accel-Buffering": "no",
         }
     )
-    await response.prepare(request)
+    return await streamed(request, response, partial(_live_events, services, closing))
+
+
+async def _live_events(
+    services: ApiServices, closing: asyncio.Event, response: web.StreamResponse
+) -> None:
     after = await services.writer.read(timeline.last_seq)
     quiet = 0.0
-    # A page that goes away closes the connection mid-write: that ends the stream, quietly.
-    with contextlib.suppress(ConnectionResetError):
-        await response.write(b"retry: 2000\n\n")
-        while not closing.is_set():
-            fresh = await services.writer.read(
-                partial(timeline.latest, after_seq=after, limit=_LIVE_BATCH)
-            )
-            if fresh:
-                after = fresh[-1]["seq"]
-                payload = json.dumps({"events": fresh}, ensure_ascii=False)
-                await response.write(f"event: events\ndata: {payload}\n\n".encode())
-                quiet = 0.0
-                continue
-            quiet += LIVE_POLL_S
-            if quiet >= _KEEPALIVE_S:  # a comment keeps proxies and browsers from timing out
-                await response.write(b": keepalive\n\n")
-                quiet = 0.0
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(closing.wait(), LIVE_POLL_S)
-    return response
+    await response.write(b"retry: 2000\n\n")
+    while not closing.is_set():
+        fresh = await services.writer.read(
+            partial(timeline.latest, after_seq=after, limit=_LIVE_BATCH)
+        )
+        if fresh:
+            after = fresh[-1]["seq"]
+            payload = json.dumps({"events": fresh}, ensure_ascii=False)
+            await response.write(f"event: events\ndata: {payload}\n\n".encode())
+            quiet = 0.0
+            continue
+        quiet += LIVE_POLL_S
+        if quiet >= _KEEPALIVE_S:  # a comment keeps proxies and browsers from timing out
+            await response.write(b": keepalive\n\n")
+            quiet = 0.0
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(closing.wait(), LIVE_POLL_S)
 
 
 async def graph(request: web.Request) -> web.Response:
