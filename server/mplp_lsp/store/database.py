@@ -792,6 +792,13 @@ def schema_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
+def meta_value(conn: sqlite3.Connection, key: str) -> str | None:
+    """The store's ``meta`` entry ``key``, or None. Here, beside the schema, so a reader that
+    wants one entry (the recorded editor settings) does not load the event log's module."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
 def _is_empty(conn: sqlite3.Connection) -> bool:
     return conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is None
 
