@@ -58,7 +58,21 @@ def configuration(args: argparse.Namespace, root: Path | None) -> Resolved:
     with logging set to its ``logLevel`` and each problem with a source logged once."""
     from mplp_lsp.config.process import resolve_for_process
 
-    resolved = resolve_for_process(root, command_line(args))
+    return _applied(args, resolve_for_process(root, command_line(args)))
+
+
+def configured_workspace(args: argparse.Namespace) -> tuple[Path, Resolved]:
+    """:func:`find_workspace` and then :func:`configuration` of what it found, with the
+    settings resolved once: those the search resolved for the folder it found are that
+    folder's configuration."""
+    root, resolved = _located(args, None)
+    if resolved is None:
+        return root, configuration(args, root)
+    return root, _applied(args, resolved)
+
+
+def _applied(args: argparse.Namespace, resolved: Resolved) -> Resolved:
+    """``resolved``, with logging set to its ``logLevel`` and its warnings logged."""
     configure_logging(resolved.settings.log_level, getattr(args, "log_file", None))
     for warning in resolved.warnings:
         log.warning("settings: %s", warning)
@@ -229,16 +243,22 @@ def find_workspace(args: argparse.Namespace, raw: str | None = None) -> Path:
     finds its repository from a subdirectory). A store a setting names (``--state-dir``,
     ``stateDir``) is the store of the folder it names (:mod:`mplp_lsp.engine.statedir`), so the
     same look finds it."""
+    return _located(args, raw)[0]
+
+
+def _located(args: argparse.Namespace, raw: str | None) -> tuple[Path, Resolved | None]:
+    """The workspace :func:`find_workspace` finds, with its settings when the search resolved
+    them (a folder whose store exists) and None when it did not (the Git work tree)."""
     from mplp_lsp.config.process import resolve_for_process
     from mplp_lsp.engine.statedir import DATABASE_NAME, locate_state_dir
 
     start = workspace_path(raw or getattr(args, "workspace", None) or ".")
     flags = command_line(args)
     for candidate in (start, *start.parents):
-        named = resolve_for_process(candidate, flags).settings.state_dir
-        if (locate_state_dir(candidate, named) / DATABASE_NAME).is_file():
-            return candidate
-    return _work_tree(start)
+        resolved = resolve_for_process(candidate, flags)
+        if (locate_state_dir(candidate, resolved.settings.state_dir) / DATABASE_NAME).is_file():
+            return candidate, resolved
+    return _work_tree(start), None
 
 
 def _work_tree(start: Path) -> Path:
