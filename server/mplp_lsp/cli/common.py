@@ -8,6 +8,7 @@ import logging
 import os
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -148,7 +149,35 @@ def store_paths(root: Path, resolved: Resolved) -> StatePaths:
 
 class OneLineParser(argparse.ArgumentParser):
     """A usage error is one line naming the command and the problem (``--help`` shows the
-    rest), with exit status 2; a mistyped command or option gets the closest one offered."""
+    rest), with exit status 2; a mistyped command or option gets the closest one offered.
+
+    The terminal's width is asked for only when help or usage is formatted: argparse also
+    makes a formatter for every argument added (to check its metavar), and the default
+    formatter asks :mod:`shutil`, whose import loads zlib, bz2 and lzma (~5 ms: more than
+    the rest of a command's parser, and paid before ``events`` prints its first line)."""
+
+    _formatting = False
+
+    def format_usage(self) -> str:
+        with self._for_output():
+            return super().format_usage()
+
+    def format_help(self) -> str:
+        with self._for_output():
+            return super().format_help()
+
+    @contextlib.contextmanager
+    def _for_output(self) -> Iterator[None]:
+        self._formatting = True
+        try:
+            yield
+        finally:
+            self._formatting = False
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        if self._formatting:
+            return super()._get_formatter()
+        return argparse.HelpFormatter(self.prog, width=_CHECKING_WIDTH)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {self._closest(message)} (see {self.prog} --help)\n")
@@ -168,6 +197,10 @@ class OneLineParser(argparse.ArgumentParser):
             return f"{message}; did you mean {close[0]!r}?"
         return message
 
+
+# The width of what argparse formats besides help and usage: its check of each argument
+# and a subcommand's name (never shown), and the one line of --version (never wrapped).
+_CHECKING_WIDTH = 80
 
 # argparse's wording (3.11 to 3.14): "argument COMMAND: invalid choice: 'stauts' (choose
 # from ...)" and "unrecognized arguments: --jsn".
