@@ -19,7 +19,6 @@ who it is.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -33,7 +32,6 @@ from pathlib import Path
 from typing import Any, Final
 
 from mplp_lsp.engine.private import check_private_dir, make_private_dir
-from mplp_lsp.protocol.envelope import utc_timestamp
 
 __all__ = [
     "DATABASE_NAME",
@@ -221,6 +219,10 @@ _registry_lock = threading.Lock()
 
 
 def _try_flock(fd: int) -> bool:
+    # Here, not at the top (nor envelope's clock below): a command that reads a store needs
+    # its paths, not its lock (``events`` prints its first line without either module).
+    import fcntl
+
     # owner() probes with a momentary shared lock; a few short retries keep such a probe
     # from making a real acquire fail. A genuine holder keeps it for its whole life.
     for attempt in range(_ACQUIRE_ATTEMPTS):
@@ -271,6 +273,8 @@ class StateDirLock:
                 return False
             _held_in_process.add(self._key)
             self._fd = fd
+        from mplp_lsp.protocol.envelope import utc_timestamp
+
         info = {
             "pid": os.getpid(),
             "started_at": utc_timestamp(),
@@ -309,6 +313,8 @@ class StateDirLock:
         return value if isinstance(value, dict) else None
 
     def _held_elsewhere(self) -> bool:
+        import fcntl
+
         with _registry_lock:
             if self._key in _held_in_process:
                 return True
