@@ -186,12 +186,12 @@ class OneLineParser(argparse.ArgumentParser):
         """``message``, or with a mistyped choice or option, what was meant."""
         from difflib import get_close_matches
 
-        if found := _INVALID_CHOICE.search(message):
+        if found := re.search(_INVALID_CHOICE, message):
             typed = found["value"]
             if close := get_close_matches(typed, _choices(self), n=1):
                 what = found["what"].lower()
                 return f"unknown {what} {typed!r}; did you mean {close[0]!r}?"
-        elif (found := _UNRECOGNIZED.search(message)) and (
+        elif (found := re.search(_UNRECOGNIZED, message)) and (
             close := get_close_matches(found["option"], _options(self), n=1)
         ):
             return f"{message}; did you mean {close[0]!r}?"
@@ -203,9 +203,10 @@ class OneLineParser(argparse.ArgumentParser):
 _CHECKING_WIDTH = 80
 
 # argparse's wording (3.11 to 3.14): "argument COMMAND: invalid choice: 'stauts' (choose
-# from ...)" and "unrecognized arguments: --jsn".
-_INVALID_CHOICE = re.compile(r"argument (?P<what>\S+): invalid choice: '?(?P<value>[^'\s]+)'?")
-_UNRECOGNIZED = re.compile(r"unrecognized arguments: (?P<option>-[^\s=]+)")
+# from ...)" and "unrecognized arguments: --jsn". Compiled at a usage error, not at every
+# start (re caches them).
+_INVALID_CHOICE = r"argument (?P<what>\S+): invalid choice: '?(?P<value>[^'\s]+)'?"
+_UNRECOGNIZED = r"unrecognized arguments: (?P<option>-[^\s=]+)"
 
 
 def _choices(parser: argparse.ArgumentParser) -> list[str]:

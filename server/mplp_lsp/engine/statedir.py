@@ -61,7 +61,8 @@ WORKSPACE_NAME: Final = "workspace"  # the real path of the folder whose store t
 _SLUG_MAX: Final = 40
 _ACQUIRE_ATTEMPTS: Final = 3
 _ACQUIRE_RETRY_DELAY: Final = 0.005
-_UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
+# Compiled when a store is named after its folder (re caches it), not by every reader.
+_UNSAFE: Final = r"[^A-Za-z0-9._-]+"
 _log = logging.getLogger(__name__)
 
 
@@ -120,7 +121,7 @@ def _per_workspace(base: Path, workspace: Path) -> Path:
 def _slug(real_path: str) -> str:
     # Leading dots would make the folder hidden (or look like "." / ".."); the hash keeps
     # names unique, so the slug only has to be readable.
-    slug = _UNSAFE.sub("-", Path(real_path).name).lstrip(".-")[:_SLUG_MAX]
+    slug = re.sub(_UNSAFE, "-", Path(real_path).name).lstrip(".-")[:_SLUG_MAX]
     return slug.rstrip(".-") or "workspace"
 
 
