@@ -121,10 +121,10 @@ def test_aiohttp_loads_when_the_api_gets_its_first_connection(tmp_path: Path) ->
 # What a command that only reads the store must not pay for before its first line: the
 # event loop, the daemon's libraries, the settings of a validation library, the writer; and,
 # with its state dir named, what only naming one needs (hashlib loads OpenSSL; platformdirs
-# the user's folders) and what only a writer's dedup keys need; the event log's module (the
-# recorded editor settings are one meta entry), the validator's results, the envelope
-# builder and the state dir's lock; and shutil, with the zlib, bz2 and lzma it loads
-# (argparse asks it for the terminal's width only when help is printed).
+# the user's folders) and what only a writer's dedup keys need (their module and its SQL
+# functions); the event log's module (the recorded editor settings are one meta entry), the
+# validator's results, the envelope builder and the state dir's lock; and shutil, with the
+# zlib, bz2 and lzma it loads (argparse asks it for the terminal's width only for help).
 _DAEMON_ONLY = (
     "hashlib",
     "platformdirs",
@@ -139,6 +139,7 @@ _DAEMON_ONLY = (
     "mplp_lsp.store.writer",
     "mplp_lsp.sanitize.redact",
     "mplp_lsp.store.events",
+    "mplp_lsp.store.dedup",
     "mplp_lsp.protocol.result",
     "mplp_lsp.protocol.envelope",
     "fcntl",

@@ -33,8 +33,6 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Final
 
-from mplp_lsp.store.dedup import current_key, dedup_param, stored_event_key
-
 __all__ = [
     "BUSY_TIMEOUT_MS",
     "MIGRATIONS",
@@ -753,6 +751,9 @@ def _tighten(name: str, create: int) -> None:
 
 def register_functions(conn: sqlite3.Connection) -> None:
     """The SQL functions the migration scripts (and salvage) call."""
+    # Imported here: a read-only connection registers none (``events`` starts without it).
+    from mplp_lsp.store.dedup import current_key, dedup_param, stored_event_key
+
     conn.create_function("mplp_hex_key", 1, dedup_param, deterministic=True)
     conn.create_function("mplp_current_key", 2, current_key, deterministic=True)
     conn.create_function("mplp_event_key", 2, stored_event_key, deterministic=True)
