@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from tests.gitrepo import Repo
 
 SERVER = Path(__file__).resolve().parents[2] / "server"
@@ -119,7 +121,10 @@ def test_aiohttp_loads_when_the_api_gets_its_first_connection(tmp_path: Path) ->
 # What a command that only reads the store must not pay for before its first line: the
 # event loop, the daemon's libraries, the settings of a validation library, the writer; and,
 # with its state dir named, what only naming one needs (hashlib loads OpenSSL; platformdirs
-# the user's folders) and what only a writer's dedup keys need.
+# the user's folders) and what only a writer's dedup keys need (their module and its SQL
+# functions); the event log's module (the recorded editor settings are one meta entry), the
+# validator's results, the envelope builder and the state dir's lock; and shutil, with the
+# zlib, bz2 and lzma it loads (argparse asks it for the terminal's width only for help).
 _DAEMON_ONLY = (
     "hashlib",
     "platformdirs",
@@ -133,29 +138,49 @@ _DAEMON_ONLY = (
     "lsprotocol",
     "mplp_lsp.store.writer",
     "mplp_lsp.sanitize.redact",
+    "mplp_lsp.store.events",
+    "mplp_lsp.store.dedup",
+    "mplp_lsp.protocol.result",
+    "mplp_lsp.protocol.envelope",
+    "fcntl",
+    "shutil",
+    "lzma",
+    "bz2",
 )
 
 
-def test_events_prints_without_loading_what_only_a_daemon_uses(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "options", [[], ["--json"], ["--limit", "1"], ["--kind", "file_update"]], ids=" ".join
+)
+def test_events_prints_without_loading_what_only_a_daemon_uses(
+    tmp_path: Path, options: list[str]
+) -> None:
+    from mplp_lsp.config.process import EDITOR_META_KEY, editor_record
     from mplp_lsp.store import EventLog, NewEvent, connect
 
     state = tmp_path / "state"
     state.mkdir()
     conn = connect(state / "events.db")
     stamp = "2026-03-02T08:00:00.000Z"
-    EventLog(conn).append([NewEvent("id-1", "file_update", "key-1", stamp, {"event_id": "id-1"})])
+    log = EventLog(conn)
+    log.append([NewEvent("id-1", "file_update", "key-1", stamp, {"event_id": "id-1"})])
+    # As an editor's serve leaves it: the settings it was given, read back by the command.
+    log.set_meta(EDITOR_META_KEY, editor_record({"log_level": "error"}))
     conn.close()
     out = run(
         f"""
-        import sys
+        import logging, sys
         from mplp_lsp.cli import main
-        main(["events", "--state-dir", sys.argv[1], "--workspace", sys.argv[2]])
+        main(["events", *sys.argv[3:], "--state-dir", sys.argv[1], "--workspace", sys.argv[2]])
+        print("level:", logging.getLevelName(logging.getLogger().level))
         print("loaded:", *[name for name in {_DAEMON_ONLY!r} if name in sys.modules])
         """,
         str(state),
         str(tmp_path),
+        *options,
     )
-    assert out[0] == "1" and "id-1" not in out  # the event's line
+    assert out[0] == ('{"event_id":"id-1"}' if "--json" in options else "1")  # the event
+    assert out[out.index("level:") + 1] == "ERROR"  # the recorded editor's logLevel
     assert out[out.index("loaded:") + 1 :] == []
 
 

@@ -41,3 +41,15 @@ def test_completion_offers_every_command_and_option(shell: str) -> None:
         for option in command.options:
             for flag in option.flags:
                 assert (flag.lstrip("-") if shell == "fish" else flag) in generated
+
+
+@pytest.mark.parametrize("columns", [50, 120])
+def test_help_is_laid_out_for_the_terminal_width(
+    monkeypatch: pytest.MonkeyPatch, columns: int
+) -> None:
+    """The parsers build their formatters without asking the terminal's width (the check of
+    each argument needs none); what is printed still fills the terminal, as argparse does
+    (two columns short of it)."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    description = ALL[("events",)].format_help().split("\n\n")[1].splitlines()
+    assert columns - 14 <= max(map(len, description)) <= columns - 2

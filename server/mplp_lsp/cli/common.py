@@ -8,6 +8,7 @@ import logging
 import os
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -58,7 +59,21 @@ def configuration(args: argparse.Namespace, root: Path | None) -> Resolved:
     with logging set to its ``logLevel`` and each problem with a source logged once."""
     from mplp_lsp.config.process import resolve_for_process
 
-    resolved = resolve_for_process(root, command_line(args))
+    return _applied(args, resolve_for_process(root, command_line(args)))
+
+
+def configured_workspace(args: argparse.Namespace) -> tuple[Path, Resolved]:
+    """:func:`find_workspace` and then :func:`configuration` of what it found, with the
+    settings resolved once: those the search resolved for the folder it found are that
+    folder's configuration."""
+    root, resolved = _located(args, None)
+    if resolved is None:
+        return root, configuration(args, root)
+    return root, _applied(args, resolved)
+
+
+def _applied(args: argparse.Namespace, resolved: Resolved) -> Resolved:
+    """``resolved``, with logging set to its ``logLevel`` and its warnings logged."""
     configure_logging(resolved.settings.log_level, getattr(args, "log_file", None))
     for warning in resolved.warnings:
         log.warning("settings: %s", warning)
@@ -134,7 +149,35 @@ def store_paths(root: Path, resolved: Resolved) -> StatePaths:
 
 class OneLineParser(argparse.ArgumentParser):
     """A usage error is one line naming the command and the problem (``--help`` shows the
-    rest), with exit status 2; a mistyped command or option gets the closest one offered."""
+    rest), with exit status 2; a mistyped command or option gets the closest one offered.
+
+    The terminal's width is asked for only when help or usage is formatted: argparse also
+    makes a formatter for every argument added (to check its metavar), and the default
+    formatter asks :mod:`shutil`, whose import loads zlib, bz2 and lzma (~5 ms: more than
+    the rest of a command's parser, and paid before ``events`` prints its first line)."""
+
+    _formatting = False
+
+    def format_usage(self) -> str:
+        with self._for_output():
+            return super().format_usage()
+
+    def format_help(self) -> str:
+        with self._for_output():
+            return super().format_help()
+
+    @contextlib.contextmanager
+    def _for_output(self) -> Iterator[None]:
+        self._formatting = True
+        try:
+            yield
+        finally:
+            self._formatting = False
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        if self._formatting:
+            return super()._get_formatter()
+        return argparse.HelpFormatter(self.prog, width=_CHECKING_WIDTH)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {self._closest(message)} (see {self.prog} --help)\n")
@@ -143,22 +186,27 @@ class OneLineParser(argparse.ArgumentParser):
         """``message``, or with a mistyped choice or option, what was meant."""
         from difflib import get_close_matches
 
-        if found := _INVALID_CHOICE.search(message):
+        if found := re.search(_INVALID_CHOICE, message):
             typed = found["value"]
             if close := get_close_matches(typed, _choices(self), n=1):
                 what = found["what"].lower()
                 return f"unknown {what} {typed!r}; did you mean {close[0]!r}?"
-        elif (found := _UNRECOGNIZED.search(message)) and (
+        elif (found := re.search(_UNRECOGNIZED, message)) and (
             close := get_close_matches(found["option"], _options(self), n=1)
         ):
             return f"{message}; did you mean {close[0]!r}?"
         return message
 
 
+# The width of what argparse formats besides help and usage: its check of each argument
+# and a subcommand's name (never shown), and the one line of --version (never wrapped).
+_CHECKING_WIDTH = 80
+
 # argparse's wording (3.11 to 3.14): "argument COMMAND: invalid choice: 'stauts' (choose
-# from ...)" and "unrecognized arguments: --jsn".
-_INVALID_CHOICE = re.compile(r"argument (?P<what>\S+): invalid choice: '?(?P<value>[^'\s]+)'?")
-_UNRECOGNIZED = re.compile(r"unrecognized arguments: (?P<option>-[^\s=]+)")
+# from ...)" and "unrecognized arguments: --jsn". Compiled at a usage error, not at every
+# start (re caches them).
+_INVALID_CHOICE = r"argument (?P<what>\S+): invalid choice: '?(?P<value>[^'\s]+)'?"
+_UNRECOGNIZED = r"unrecognized arguments: (?P<option>-[^\s=]+)"
 
 
 def _choices(parser: argparse.ArgumentParser) -> list[str]:
@@ -229,16 +277,22 @@ def find_workspace(args: argparse.Namespace, raw: str | None = None) -> Path:
     finds its repository from a subdirectory). A store a setting names (``--state-dir``,
     ``stateDir``) is the store of the folder it names (:mod:`mplp_lsp.engine.statedir`), so the
     same look finds it."""
+    return _located(args, raw)[0]
+
+
+def _located(args: argparse.Namespace, raw: str | None) -> tuple[Path, Resolved | None]:
+    """The workspace :func:`find_workspace` finds, with its settings when the search resolved
+    them (a folder whose store exists) and None when it did not (the Git work tree)."""
     from mplp_lsp.config.process import resolve_for_process
     from mplp_lsp.engine.statedir import DATABASE_NAME, locate_state_dir
 
     start = workspace_path(raw or getattr(args, "workspace", None) or ".")
     flags = command_line(args)
     for candidate in (start, *start.parents):
-        named = resolve_for_process(candidate, flags).settings.state_dir
-        if (locate_state_dir(candidate, named) / DATABASE_NAME).is_file():
-            return candidate
-    return _work_tree(start)
+        resolved = resolve_for_process(candidate, flags)
+        if (locate_state_dir(candidate, resolved.settings.state_dir) / DATABASE_NAME).is_file():
+            return candidate, resolved
+    return _work_tree(start), None
 
 
 def _work_tree(start: Path) -> Path:

@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 from mplp_lsp.cli.common import (
     add_state_options,
     add_workspace_option,
-    configuration,
-    find_workspace,
+    configured_workspace,
     reading,
 )
 
@@ -60,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
     from mplp_lsp.cli.store_access import state_paths
     from mplp_lsp.engine.statedir import StateDirLock
 
-    root = find_workspace(args)
-    settings = configuration(args, root).settings
+    root, resolved = configured_workspace(args)
+    settings = resolved.settings
     paths = state_paths(root, settings.state_dir)
     reading(args, "drift", root, paths)
     wanted = [_relative(root, raw) for raw in args.paths]

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any
 from mplp_lsp.cli.common import (
     add_state_options,
     add_workspace_option,
-    configuration,
-    find_workspace,
+    configured_workspace,
     reading,
 )
 from mplp_lsp.protocol.kinds import STORED_KINDS
@@ -100,8 +99,8 @@ def run(args: argparse.Namespace) -> int:
         usage = "mplp-lsp events: --oldest needs --limit N (see mplp-lsp events --help)"
         print(usage, file=sys.stderr)
         return 2
-    root = find_workspace(args)
-    paths = state_paths(root, configuration(args, root).settings.state_dir)
+    root, resolved = configured_workspace(args)
+    paths = state_paths(root, resolved.settings.state_dir)
     reading(args, "events", root, paths)
     conn = open_read_only(paths)
     while conn is None and args.follow:

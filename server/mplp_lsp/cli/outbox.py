@@ -13,8 +13,7 @@ from mplp_lsp.cli.common import (
     WORKSPACE_DEFAULT,
     add_state_options,
     add_workspace_option,
-    configuration,
-    find_workspace,
+    configured_workspace,
     reading,
 )
 
@@ -251,8 +250,8 @@ def run_requeue(args: argparse.Namespace) -> int:
         print("mplp-lsp outbox requeue: --from goes with --held", file=sys.stderr)
         return EXIT_USAGE
 
-    workspace = find_workspace(args)
-    settings = configuration(args, workspace).settings
+    workspace, resolved = configured_workspace(args)
+    settings = resolved.settings
     done = requeue_dead_letters(
         workspace,
         args.state_dir,
@@ -312,8 +311,8 @@ def _choose_held(args: argparse.Namespace, action: Literal["requeue", "drop"]) -
     from mplp_lsp.forward.outbox import COLLECTOR
     from mplp_lsp.sources.inbox import HeldChoice
 
-    workspace = find_workspace(args)
-    settings = configuration(args, workspace).settings
+    workspace, resolved = configured_workspace(args)
+    settings = resolved.settings
     choice = HeldChoice(action, args.held_from, getattr(args, "sink", None) or COLLECTOR)
     done = choose_held(workspace, args.state_dir, choice, settings=settings)
     if done is None:
@@ -366,8 +365,8 @@ def _open(
     """The workspace's store through ``opener``, or None after saying there is none."""
     from mplp_lsp.cli.store_access import state_paths
 
-    workspace = find_workspace(args)
-    paths = state_paths(workspace, configuration(args, workspace).settings.state_dir)
+    workspace, resolved = configured_workspace(args)
+    paths = state_paths(workspace, resolved.settings.state_dir)
     conn = opener(paths)
     if conn is None:
         _no_store(workspace, paths)  # names the workspace it looked for

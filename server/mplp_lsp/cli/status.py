@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING, Any
 from mplp_lsp.cli.common import (
     add_state_options,
     add_workspace_option,
-    configuration,
-    find_workspace,
+    configured_workspace,
 )
 
 if TYPE_CHECKING:
@@ -41,8 +40,8 @@ def run(args: argparse.Namespace) -> int:
     from mplp_lsp.cli.store_access import state_paths
     from mplp_lsp.engine.statedir import StateDirLock
 
-    workspace = find_workspace(args)
-    settings = configuration(args, workspace).settings
+    workspace, resolved = configured_workspace(args)
+    settings = resolved.settings
     paths = state_paths(workspace, settings.state_dir)
     owner = StateDirLock(paths.lock, workspace=workspace).owner()
     endpoint = read_endpoint(paths) if owner else None  # a dead daemon's file is stale

@@ -49,13 +49,12 @@ def recorded_editor(database: Path) -> dict[str, Any] | None:
     """The editor's values recorded in the store (wire names), or None."""
     if not database.is_file():
         return None
-    from mplp_lsp.store.database import connect
-    from mplp_lsp.store.events import EventLog
+    from mplp_lsp.store.database import connect, meta_value
 
     try:
         conn = connect(database, read_only=True)
         try:
-            text = EventLog(conn).get_meta(EDITOR_META_KEY)
+            text = meta_value(conn, EDITOR_META_KEY)
         finally:
             conn.close()
     except sqlite3.Error:

@@ -19,7 +19,6 @@ who it is.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -33,7 +32,6 @@ from pathlib import Path
 from typing import Any, Final
 
 from mplp_lsp.engine.private import check_private_dir, make_private_dir
-from mplp_lsp.protocol.envelope import utc_timestamp
 
 __all__ = [
     "DATABASE_NAME",
@@ -63,7 +61,8 @@ WORKSPACE_NAME: Final = "workspace"  # the real path of the folder whose store t
 _SLUG_MAX: Final = 40
 _ACQUIRE_ATTEMPTS: Final = 3
 _ACQUIRE_RETRY_DELAY: Final = 0.005
-_UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
+# Compiled when a store is named after its folder (re caches it), not by every reader.
+_UNSAFE: Final = r"[^A-Za-z0-9._-]+"
 _log = logging.getLogger(__name__)
 
 
@@ -122,7 +121,7 @@ def _per_workspace(base: Path, workspace: Path) -> Path:
 def _slug(real_path: str) -> str:
     # Leading dots would make the folder hidden (or look like "." / ".."); the hash keeps
     # names unique, so the slug only has to be readable.
-    slug = _UNSAFE.sub("-", Path(real_path).name).lstrip(".-")[:_SLUG_MAX]
+    slug = re.sub(_UNSAFE, "-", Path(real_path).name).lstrip(".-")[:_SLUG_MAX]
     return slug.rstrip(".-") or "workspace"
 
 
@@ -221,6 +220,10 @@ _registry_lock = threading.Lock()
 
 
 def _try_flock(fd: int) -> bool:
+    # Here, not at the top (nor envelope's clock below): a command that reads a store needs
+    # its paths, not its lock (``events`` prints its first line without either module).
+    import fcntl
+
     # owner() probes with a momentary shared lock; a few short retries keep such a probe
     # from making a real acquire fail. A genuine holder keeps it for its whole life.
     for attempt in range(_ACQUIRE_ATTEMPTS):
@@ -271,6 +274,8 @@ class StateDirLock:
                 return False
             _held_in_process.add(self._key)
             self._fd = fd
+        from mplp_lsp.protocol.envelope import utc_timestamp
+
         info = {
             "pid": os.getpid(),
             "started_at": utc_timestamp(),
@@ -309,6 +314,8 @@ class StateDirLock:
         return value if isinstance(value, dict) else None
 
     def _held_elsewhere(self) -> bool:
+        import fcntl
+
         with _registry_lock:
             if self._key in _held_in_process:
                 return True

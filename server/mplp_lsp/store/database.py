@@ -33,8 +33,6 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Final
 
-from mplp_lsp.store.dedup import current_key, dedup_param, stored_event_key
-
 __all__ = [
     "BUSY_TIMEOUT_MS",
     "MIGRATIONS",
@@ -753,6 +751,9 @@ def _tighten(name: str, create: int) -> None:
 
 def register_functions(conn: sqlite3.Connection) -> None:
     """The SQL functions the migration scripts (and salvage) call."""
+    # Imported here: a read-only connection registers none (``events`` starts without it).
+    from mplp_lsp.store.dedup import current_key, dedup_param, stored_event_key
+
     conn.create_function("mplp_hex_key", 1, dedup_param, deterministic=True)
     conn.create_function("mplp_current_key", 2, current_key, deterministic=True)
     conn.create_function("mplp_event_key", 2, stored_event_key, deterministic=True)
@@ -790,6 +791,13 @@ def _open_read_only(uri: str) -> sqlite3.Connection:
 
 def schema_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def meta_value(conn: sqlite3.Connection, key: str) -> str | None:
+    """The store's ``meta`` entry ``key``, or None. Here, beside the schema, so a reader that
+    wants one entry (the recorded editor settings) does not load the event log's module."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
 
 
 def _is_empty(conn: sqlite3.Connection) -> bool:

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from mplp_lsp.protocol.envelope import utc_timestamp
 from mplp_lsp.protocol.json_input import has_utf8_form
-from mplp_lsp.store.database import transaction
+from mplp_lsp.store.database import meta_value, transaction
 from mplp_lsp.store.dedup import dedup_param
 from mplp_lsp.store.queueing import queue_appended
 
@@ -333,8 +333,7 @@ class EventLog:
         return {str(name): int(value) for name, value in rows}
 
     def get_meta(self, key: str) -> str | None:
-        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return None if row is None else str(row[0])
+        return meta_value(self._conn, key)
 
     def set_meta(self, key: str, value: str) -> None:
         """Set ``key`` to ``value``, in the open transaction or its own."""
