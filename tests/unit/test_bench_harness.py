@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchlib.baseline import FIRST_RELEASE, ReleaseUnavailable, describe, release_python
 from benchlib.harness import UNAVAILABLE, Bench, number, percentile
 from benchlib.stored import StoredCount
 from mplp_lsp.store.database import connect
@@ -118,3 +121,17 @@ def test_stored_count_follows_the_store_poll_after_poll(
     finally:
         stored.close()
         conn.close()
+
+
+def test_a_release_that_is_not_in_the_history_is_left_out_with_gits_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    with pytest.raises(ReleaseUnavailable, match="git rev-parse"):
+        release_python("0" * 40)
+    assert not any(tmp_path.iterdir())  # nothing built, nothing half-built
+
+
+def test_the_first_release_is_named_as_such_by_any_form_of_its_commit() -> None:
+    assert describe(FIRST_RELEASE) == describe(FIRST_RELEASE[:7]) == "the first release (a1bd6c5)"
+    assert describe("HEAD~3") == "mplp-lsp at HEAD~3"
