@@ -50,6 +50,26 @@ def test_each_write_is_one_event_however_often_it_is_reported(contents: list[byt
         assert sent == contents
 
 
+@settings(max_examples=examples(30), deadline=None)
+@given(st.lists(st.sampled_from([b"", b"a", b"b", b"ab"]), min_size=1, max_size=8))
+def test_two_reports_screened_at_once_are_one_event(contents: list[bytes]) -> None:
+    """Two sources report the same write at the same moment (a second editor's save handed
+    over while the watcher's report of it is being screened): one of them is the event."""
+
+    async def reported(root: Path) -> list[bytes]:
+        recorded = RecordedContent(root)
+        sent: list[bytes] = []
+        for content in contents:
+            _write(root / "f.txt", content)
+            for echoes in await asyncio.gather(*(recorded.screen(["f.txt"]) for _ in range(2))):
+                if not echoes:
+                    sent.append(content)
+        return sent
+
+    with tempfile.TemporaryDirectory() as scratch:
+        assert asyncio.run(reported(Path(scratch))) == contents
+
+
 def _fingerprint(path: Path, content: bytes) -> Fingerprint:
     info = path.stat()
     return Fingerprint(info.st_size, info.st_mtime_ns, info.st_ino, bytes_hash(content))

@@ -85,6 +85,10 @@ class RecordedContent:
         self._executor = executor
         self._sent: OrderedDict[str, Fingerprint] = OrderedDict()
         self._own: dict[str, Fingerprint] = {}
+        # One screening at a time: two reports of one write screened at once (a second
+        # editor's save handed over while the watcher's report of it is screened) would each
+        # compare with the reference from before the write, and both become events.
+        self._screening = asyncio.Lock()
 
     def wrote(self, path: str, content: bytes) -> None:
         """The daemon is about to write ``content`` to ``path``: its echo is not an edit.
@@ -120,6 +124,15 @@ class RecordedContent:
         """
         if not paths:
             return set()
+        async with self._screening:
+            return await self._screen(paths, disk, graph)
+
+    async def _screen(
+        self,
+        paths: Sequence[str],
+        disk: Mapping[str, Stat | None] | None,
+        graph: Mapping[str, Fingerprint] | None,
+    ) -> set[str]:
         if graph is None:
             unsent = [path for path in paths if path not in self._sent]
             graph = await self._graph(unsent) if self._graph is not None and unsent else {}
