@@ -51,9 +51,7 @@ RECORDED_EDITOR: Final = "editor (as the store's owner last received it)"
 _ALLOW_NAME: Final = "allow_workspace_sensitive_settings"
 
 
-# eq=False: nothing compares resolved configurations (their mappings would make a generated
-# __hash__ fail), and each method a dataclass generates costs start-up time (~0.1 ms on Python
-# 3.11; `mplp-lsp events` makes this class before its first line).
+# eq=False: nothing compares these (what `events` loads: docs/daemon.md).
 @dataclass(frozen=True, slots=True, eq=False)
 class Resolved:
     """The effective settings of one workspace and the origin of each (by wire name)."""

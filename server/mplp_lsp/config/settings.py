@@ -270,8 +270,7 @@ def parse_settings(raw: Any, *, folder_uri: str | None = None) -> tuple[Settings
     return Settings.checked(values), warnings
 
 
-# eq=False: nothing compares problems, and each method a dataclass generates costs start-up time
-# (~0.1 ms on Python 3.11; `mplp-lsp events` makes this class before its first line).
+# eq=False: nothing compares these (what `events` loads: docs/daemon.md).
 @dataclass(frozen=True, slots=True, eq=False)
 class Problem:
     """A value of one setting that the schema refuses."""
@@ -342,8 +341,7 @@ def wire_name(name: str) -> str:
     return _ALIASES[name]
 
 
-# eq=False: nothing compares editor values, and each method a dataclass generates costs start-up
-# time (~0.1 ms on Python 3.11; `mplp-lsp events` makes this class before its first line).
+# eq=False: nothing compares these (what `events` loads: docs/daemon.md).
 @dataclass(slots=True, eq=False)
 class EditorValues:
     """What the editor set for one folder: values by attribute name (only the keys it set)."""

@@ -63,8 +63,7 @@ _FALSE: Final = frozenset({"false", "0", "no", "off"})
 RESET: Final = object()
 
 
-# eq=False: nothing compares layers, and each method a dataclass generates costs start-up time
-# (~0.1 ms on Python 3.11; `mplp-lsp events` makes this class before its first line).
+# eq=False: nothing compares these (what `events` loads: docs/daemon.md).
 @dataclass(slots=True, eq=False)
 class Layer:
     """One source's values by attribute name; ``origins`` names where each came from."""

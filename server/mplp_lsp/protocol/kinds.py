@@ -32,8 +32,7 @@ UPSTREAM_FAMILY = "external_integration"
 INTEGRATION_FAMILIES = frozenset({SPEC_FAMILY, UPSTREAM_FAMILY})
 
 
-# eq=False: nothing compares kind specs, and each method a dataclass generates costs start-up time
-# (~0.1 ms on Python 3.11; `mplp-lsp events` makes this class before its first line).
+# eq=False: nothing compares these (what `events` loads: docs/daemon.md).
 @dataclass(frozen=True, slots=True, eq=False)
 class KindSpec:
     schema: str

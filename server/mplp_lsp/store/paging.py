@@ -38,8 +38,7 @@ Row = tuple[int, str, str, str, str, str]  # seq, event_id, kind, occurred_at, r
 Position = tuple[str, int]  # (occurred_at, seq) of a row: where a page ended
 
 
-# eq=False: nothing compares windows, and each method a dataclass generates costs start-up time
-# (~0.1 ms on Python 3.11; `mplp-lsp events` makes this class before its first line).
+# eq=False: nothing compares these (what `events` loads: docs/daemon.md).
 @dataclass(frozen=True, slots=True, eq=False)
 class Window:
     """Which events: of ``kinds`` (None: all), that occurred at or after ``since`` and before
